@@ -1,0 +1,39 @@
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON := $(BIN)/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup twins check-twins lint typecheck test pytest demo bench docs clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PYTHON) || $(PY) -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip "setuptools>=69"
+	$(PYTHON) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+twins: $(STAMP)
+	$(PYTHON) -m codegen
+
+check-twins: $(STAMP)
+	$(PYTHON) -m codegen --check
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy src_async/runyard src_sync/runyard/_sync
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: check-twins lint typecheck pytest
+
+demo: $(STAMP)
+	$(BIN)/runyard demo
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

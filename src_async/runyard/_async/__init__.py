@@ -1,0 +1,1 @@
+"""The async twins: hand-written, and the source the sync twins are generated from."""

@@ -1,0 +1,135 @@
+"""AsyncMemoryWorkQueue: tenant-fair work items with fenced leases, in this process."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from runyard._flavours import AsyncLock
+from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryQueueCore
+from runyard.capabilities import StoreCapabilities
+from runyard.clock import Clock, SystemClock
+from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
+from runyard.policy import QueuePolicy
+
+__all__ = ["AsyncMemoryWorkQueue"]
+
+
+class AsyncMemoryWorkQueue:
+    """A WorkQueue held in this process's memory; nothing survives the process."""
+
+    capabilities = StoreCapabilities(
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        atomic_settle=True,
+        recovery=True,
+        deployment="single_process",
+    )
+
+    def __init__(
+        self,
+        *,
+        policy: QueuePolicy | None = None,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    ) -> None:
+        self.policy = policy or QueuePolicy()
+        self._core = MemoryQueueCore(clock or SystemClock(), self.policy, max_value_bytes)
+        self._lock = AsyncLock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(policy={self.policy!r})"
+
+    async def enqueue(
+        self,
+        tenant: str,
+        payload: Any,
+        *,
+        item_id: str | None = None,
+        dedupe_key: str | None = None,
+        priority: int = 0,
+        delay_seconds: float = 0.0,
+    ) -> WorkItem:
+        """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one."""
+        async with self._lock:
+            return self._core.enqueue(
+                tenant,
+                payload,
+                item_id=item_id,
+                dedupe_key=dedupe_key,
+                priority=priority,
+                delay_seconds=delay_seconds,
+            )
+
+    async def claim(self, worker: str) -> Lease | None:
+        """Lease the next due item, tenants served in rotation; None when nothing is due."""
+        async with self._lock:
+            return self._core.claim(worker)
+
+    async def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
+        """Extend the lease. Raises LeaseLostError, WorkItemNotFoundError."""
+        async with self._lock:
+            return self._core.heartbeat(tenant, item_id, token=token)
+
+    async def complete(self, tenant: str, item_id: str, *, token: int) -> None:
+        """Finish the item. Raises LeaseLostError, WorkItemNotFoundError."""
+        async with self._lock:
+            self._core.complete(tenant, item_id, token=token)
+
+    async def fail(
+        self,
+        tenant: str,
+        item_id: str,
+        *,
+        token: int,
+        error: str | None = None,
+        retryable: bool = True,
+    ) -> WorkItem:
+        """Record a failed attempt: retried after backoff, or dead-lettered per the policy."""
+        async with self._lock:
+            return self._core.fail(tenant, item_id, token=token, error=error, retryable=retryable)
+
+    async def reap(self, *, limit: int = 100) -> list[WorkItem]:
+        """Return lapsed leases to ready (or the dead letter), at most ``limit``."""
+        async with self._lock:
+            return self._core.reap(limit=limit)
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        """Return (and extend) the live leases ``worker`` held."""
+        async with self._lock:
+            return self._core.adopt(worker, limit=limit)
+
+    async def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
+        """Return the tenant's dead-lettered items, oldest first."""
+        async with self._lock:
+            return self._core.dead_letters(tenant, limit=limit)
+
+    async def requeue(self, tenant: str, item_id: str) -> WorkItem:
+        """Move a dead-lettered item back to ready. Raises WorkItemNotFoundError."""
+        async with self._lock:
+            return self._core.requeue(tenant, item_id)
+
+    async def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
+        """Return the item, or None once completed or unknown."""
+        async with self._lock:
+            return self._core.get_item(tenant, item_id)
+
+    async def stats(self) -> QueueStats:
+        """Count the queue's items by state."""
+        async with self._lock:
+            return self._core.stats()
+
+    async def aclose(self) -> None:
+        """Nothing to release; present for the protocol."""
+
+    async def __aenter__(self) -> AsyncMemoryWorkQueue:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

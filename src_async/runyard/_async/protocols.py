@@ -1,0 +1,187 @@
+"""The StateStore and WorkQueue protocols every backend implements."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from runyard.capabilities import StoreCapabilities
+from runyard.models import (
+    CounterDelta,
+    DeadLetter,
+    Lease,
+    QueueStats,
+    RunKey,
+    RunLease,
+    RunPage,
+    RunRecord,
+    SessionRecord,
+    WorkItem,
+)
+
+__all__ = ["AsyncStateStore", "AsyncWorkQueue"]
+
+
+@runtime_checkable
+class AsyncStateStore(Protocol):
+    """Runs and sessions of an agent loop, tenant-scoped, with fenced run leases."""
+
+    capabilities: StoreCapabilities
+
+    async def put_run(
+        self,
+        key: RunKey,
+        blob: Any,
+        *,
+        expected_version: int,
+        status: str | None = None,
+        session_id: str | None = None,
+        fence: int | None = None,
+    ) -> RunRecord:
+        """Write the run iff its version is ``expected_version`` (0 creates it).
+
+        Raises StateConflictError(expected, actual), LeaseLostError for a stale ``fence``,
+        StatePersistenceError for a value that cannot be stored.
+        """
+        ...
+
+    async def patch_run(
+        self,
+        key: RunKey,
+        delta: CounterDelta,
+        *,
+        status: str | None = None,
+        fence: int | None = None,
+    ) -> RunRecord:
+        """Add ``delta`` to the run's counters and bump its version; needs no expected version.
+
+        Raises StateNotFoundError, LeaseLostError.
+        """
+        ...
+
+    async def get_run(self, key: RunKey) -> RunRecord | None:
+        """Return the run, or None."""
+        ...
+
+    async def delete_run(
+        self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
+    ) -> bool:
+        """Delete the run; return whether it existed. Raises StateConflictError, LeaseLostError."""
+        ...
+
+    async def list_runs(
+        self,
+        tenant: str,
+        *,
+        status: str | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """Return a page of the tenant's runs in creation order; pass ``next_cursor`` on."""
+        ...
+
+    async def put_session(
+        self, tenant: str, session_id: str, blob: Any, *, expected_version: int
+    ) -> SessionRecord:
+        """Write the session iff its version is ``expected_version``. Raises StateConflictError."""
+        ...
+
+    async def get_session(self, tenant: str, session_id: str) -> SessionRecord | None:
+        """Return the session, or None."""
+        ...
+
+    async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
+        """Delete the session (and its runs when ``cascade``). Raises StateInUseError."""
+        ...
+
+    async def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
+        """Lease the run to ``holder`` with a new epoch. Raises RunLeaseHeldError."""
+        ...
+
+    async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
+        """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
+        ...
+
+    async def release_lease(self, lease: RunLease) -> bool:
+        """Release the lease if it is still current; a stale release changes nothing."""
+        ...
+
+    async def get_lease(self, key: RunKey) -> RunLease | None:
+        """Return the live lease on the run, or None."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the store's resources."""
+        ...
+
+
+@runtime_checkable
+class AsyncWorkQueue(Protocol):
+    """At-least-once, tenant-fair work items with fenced leases."""
+
+    capabilities: StoreCapabilities
+
+    async def enqueue(
+        self,
+        tenant: str,
+        payload: Any,
+        *,
+        item_id: str | None = None,
+        dedupe_key: str | None = None,
+        priority: int = 0,
+        delay_seconds: float = 0.0,
+    ) -> WorkItem:
+        """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one."""
+        ...
+
+    async def claim(self, worker: str) -> Lease | None:
+        """Lease the next item, tenants served in rotation; None when nothing is due."""
+        ...
+
+    async def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
+        """Extend the lease. Raises LeaseLostError, WorkItemNotFoundError."""
+        ...
+
+    async def complete(self, tenant: str, item_id: str, *, token: int) -> None:
+        """Finish the item. Raises LeaseLostError, WorkItemNotFoundError."""
+        ...
+
+    async def fail(
+        self,
+        tenant: str,
+        item_id: str,
+        *,
+        token: int,
+        error: str | None = None,
+        retryable: bool = True,
+    ) -> WorkItem:
+        """Record a failed attempt: retried after backoff, or dead-lettered per the policy."""
+        ...
+
+    async def reap(self, *, limit: int = 100) -> list[WorkItem]:
+        """Return lapsed leases to ready (or the dead letter), at most ``limit``."""
+        ...
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        """Return (and extend) the live leases ``worker`` held before it restarted."""
+        ...
+
+    async def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
+        """Return the tenant's dead-lettered items, oldest first."""
+        ...
+
+    async def requeue(self, tenant: str, item_id: str) -> WorkItem:
+        """Move a dead-lettered item back to ready with its attempts reset."""
+        ...
+
+    async def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
+        """Return the item (ready, leased or dead), or None once completed or unknown."""
+        ...
+
+    async def stats(self) -> QueueStats:
+        """Count the queue's items by state."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the queue's resources."""
+        ...

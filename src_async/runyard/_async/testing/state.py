@@ -1,0 +1,383 @@
+"""AsyncStateStoreConformance: the cases every StateStore must pass."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from functools import partial
+
+import pytest
+import pytest_asyncio
+
+from runyard._async.protocols import AsyncStateStore
+from runyard._flavours import async_gather
+from runyard.capabilities import certify
+from runyard.errors import (
+    LeaseLostError,
+    RunLeaseHeldError,
+    StateConflictError,
+    StateInUseError,
+    StateNotFoundError,
+    StatePersistenceError,
+)
+from runyard.keys import InvalidIdentifierError
+from runyard.models import CounterDelta, RunKey, RunRecord
+
+__all__ = ["AsyncStateStoreConformance"]
+
+BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
+
+
+class AsyncStateStoreConformance:
+    """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
+
+    ``make_store`` returns a fresh, empty store (its own namespace) whose clock ``advance``
+    moves forward. Every test validates the store's capabilities first and refuses a store
+    that declares no deployment.
+    """
+
+    async def make_store(self) -> AsyncStateStore:
+        """Return a fresh, empty store."""
+        raise NotImplementedError("implement make_store() in your conformance subclass")
+
+    def advance(self, seconds: float) -> None:
+        """Move the store's clock forward by ``seconds``."""
+        raise NotImplementedError("implement advance() in your conformance subclass")
+
+    @pytest_asyncio.fixture
+    async def store(self) -> AsyncIterator[AsyncStateStore]:
+        store = await self.make_store()
+        certify(store)
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    # -- runs --------------------------------------------------------------------------------
+    @pytest.mark.asyncio
+    async def test_absent_run_is_none(self, store: AsyncStateStore) -> None:
+        assert await store.get_run(RunKey("acme", "nope")) is None
+
+    @pytest.mark.asyncio
+    async def test_round_trip_keeps_blob_and_fields(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "run-1")
+        blob = {"messages": ["hi", "ünïcødé ✓"], "n": 3, "nested": {"ok": True, "none": None}}
+        await store.put_run(key, blob, expected_version=0, status="queued", session_id="s1")
+        got = await store.get_run(key)
+        assert got is not None
+        assert (got.tenant, got.run_id, got.blob) == ("acme", "run-1", blob)
+        assert (got.status, got.session_id) == ("queued", "s1")
+        assert got.created_at <= got.updated_at
+
+    @pytest.mark.asyncio
+    async def test_first_write_is_version_1(self, store: AsyncStateStore) -> None:
+        record = await store.put_run(RunKey("acme", "r"), {"a": 1}, expected_version=0)
+        assert record.version == 1
+        again = await store.put_run(RunKey("acme", "r"), {"a": 2}, expected_version=1)
+        assert again.version == 2
+
+    @pytest.mark.asyncio
+    async def test_stale_write_is_refused_with_both_versions(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {"v": 1}, expected_version=0)
+        await store.put_run(key, {"v": 2}, expected_version=1)
+        with pytest.raises(StateConflictError) as caught:
+            await store.put_run(key, {"v": "stale"}, expected_version=1)
+        assert (caught.value.expected, caught.value.actual) == (1, 2)
+        current = await store.get_run(key)
+        assert current is not None and current.blob == {"v": 2}
+
+    @pytest.mark.asyncio
+    async def test_create_over_existing_run_is_refused(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {"first": True}, expected_version=0)
+        with pytest.raises(StateConflictError) as caught:
+            await store.put_run(key, {"second": True}, expected_version=0)
+        assert (caught.value.expected, caught.value.actual) == (0, 1)
+
+    @pytest.mark.asyncio
+    async def test_concurrent_creates_have_exactly_one_winner(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "contended")
+
+        async def create(i: int) -> RunRecord | None:
+            try:
+                return await store.put_run(key, {"writer": i}, expected_version=0)
+            except StateConflictError:
+                return None
+
+        results = await async_gather([partial(create, i) for i in range(20)])
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1
+        stored = await store.get_run(key)
+        assert stored is not None and stored.blob == winners[0].blob and stored.version == 1
+
+    @pytest.mark.asyncio
+    async def test_patch_adds_to_counters_and_bumps_version(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {}, expected_version=0)
+        delta = CounterDelta(input_tokens=10, output_tokens=5, cost_micros=700, iterations=1)
+        await store.patch_run(key, delta)
+        record = await store.patch_run(key, CounterDelta(input_tokens=1, cursor=4), status="done")
+        assert (record.input_tokens, record.output_tokens, record.cost_micros) == (11, 5, 700)
+        assert (record.iterations, record.cursor, record.version, record.status) == (
+            1,
+            4,
+            3,
+            "done",
+        )
+
+    @pytest.mark.asyncio
+    async def test_concurrent_patches_all_land(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {}, expected_version=0)
+        delta = CounterDelta(input_tokens=3, output_tokens=2, cost_micros=5, iterations=1)
+        await async_gather([lambda: store.patch_run(key, delta) for _ in range(10)])
+        record = await store.get_run(key)
+        assert record is not None
+        assert (record.input_tokens, record.output_tokens, record.cost_micros) == (30, 20, 50)
+        assert (record.iterations, record.version) == (10, 11)
+
+    @pytest.mark.asyncio
+    async def test_patch_of_missing_run_raises_not_found(self, store: AsyncStateStore) -> None:
+        with pytest.raises(StateNotFoundError):
+            await store.patch_run(RunKey("acme", "ghost"), CounterDelta(iterations=1))
+        assert await store.get_run(RunKey("acme", "ghost")) is None
+
+    @pytest.mark.asyncio
+    async def test_patch_keeps_blob_and_a_later_put_keeps_counters(
+        self, store: AsyncStateStore
+    ) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {"step": 1}, expected_version=0)
+        patched = await store.patch_run(key, CounterDelta(output_tokens=9))
+        assert patched.blob == {"step": 1}
+        put = await store.put_run(key, {"step": 2}, expected_version=patched.version)
+        assert (put.output_tokens, put.blob) == (9, {"step": 2})
+
+    @pytest.mark.asyncio
+    async def test_delete_removes_the_run(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {}, expected_version=0)
+        assert await store.delete_run(key) is True
+        assert await store.get_run(key) is None
+        again = await store.put_run(key, {"reborn": True}, expected_version=0)
+        assert again.version == 1
+
+    @pytest.mark.asyncio
+    async def test_delete_of_absent_run_returns_false(self, store: AsyncStateStore) -> None:
+        assert await store.delete_run(RunKey("acme", "never")) is False
+
+    @pytest.mark.asyncio
+    async def test_delete_with_stale_version_is_refused(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {}, expected_version=0)
+        await store.put_run(key, {}, expected_version=1)
+        with pytest.raises(StateConflictError):
+            await store.delete_run(key, expected_version=1)
+        assert await store.get_run(key) is not None
+
+    @pytest.mark.asyncio
+    async def test_unstorable_values_are_refused_permanently(self, store: AsyncStateStore) -> None:
+        for bad in ({"x": float("nan")}, {"x": float("inf")}, {"x": "nul\x00"}):
+            with pytest.raises(StatePersistenceError) as caught:
+                await store.put_run(RunKey("acme", "r"), bad, expected_version=0)
+            assert caught.value.reason == "invalid" and caught.value.retryable is False
+        assert await store.get_run(RunKey("acme", "r")) is None
+
+    # -- sessions ----------------------------------------------------------------------------
+    @pytest.mark.asyncio
+    async def test_session_round_trip(self, store: AsyncStateStore) -> None:
+        first = await store.put_session("acme", "s1", {"user": "ada"}, expected_version=0)
+        assert first.version == 1
+        second = await store.put_session("acme", "s1", {"user": "bob"}, expected_version=1)
+        got = await store.get_session("acme", "s1")
+        assert (
+            got is not None and got.blob == {"user": "bob"} and got.version == second.version == 2
+        )
+        assert await store.get_session("acme", "s2") is None
+
+    @pytest.mark.asyncio
+    async def test_stale_session_write_is_refused(self, store: AsyncStateStore) -> None:
+        await store.put_session("acme", "s1", {}, expected_version=0)
+        with pytest.raises(StateConflictError) as caught:
+            await store.put_session("acme", "s1", {"late": True}, expected_version=0)
+        assert (caught.value.expected, caught.value.actual) == (0, 1)
+
+    @pytest.mark.asyncio
+    async def test_session_with_runs_refuses_delete(self, store: AsyncStateStore) -> None:
+        await store.put_session("acme", "s1", {}, expected_version=0)
+        await store.put_run(RunKey("acme", "r1"), {}, expected_version=0, session_id="s1")
+        with pytest.raises(StateInUseError):
+            await store.delete_session("acme", "s1")
+        assert await store.get_session("acme", "s1") is not None
+        assert await store.get_run(RunKey("acme", "r1")) is not None
+
+    @pytest.mark.asyncio
+    async def test_session_cascade_deletes_its_runs(self, store: AsyncStateStore) -> None:
+        await store.put_session("acme", "s1", {}, expected_version=0)
+        await store.put_run(RunKey("acme", "r1"), {}, expected_version=0, session_id="s1")
+        await store.put_run(RunKey("acme", "r2"), {}, expected_version=0, session_id="s1")
+        await store.put_run(RunKey("acme", "other"), {}, expected_version=0, session_id="s2")
+        assert await store.delete_session("acme", "s1", cascade=True) is True
+        assert await store.get_session("acme", "s1") is None
+        assert await store.get_run(RunKey("acme", "r1")) is None
+        assert await store.get_run(RunKey("acme", "r2")) is None
+        assert await store.get_run(RunKey("acme", "other")) is not None
+
+    # -- listing -----------------------------------------------------------------------------
+    @pytest.mark.asyncio
+    async def test_list_returns_all_runs_in_creation_order(self, store: AsyncStateStore) -> None:
+        ids = [f"run-{i:02d}" for i in range(7)]
+        for run_id in reversed(ids):
+            await store.put_run(RunKey("acme", run_id), {}, expected_version=0)
+        page = await store.list_runs("acme", limit=100)
+        assert [r.run_id for r in page.items] == list(reversed(ids))
+        assert page.next_cursor is None
+
+    @pytest.mark.asyncio
+    async def test_list_filters_by_status(self, store: AsyncStateStore) -> None:
+        for i in range(6):
+            status = "done" if i % 2 else "running"
+            await store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0, status=status)
+        page = await store.list_runs("acme", status="done", limit=100)
+        assert [r.run_id for r in page.items] == ["r1", "r3", "r5"]
+
+    @pytest.mark.asyncio
+    async def test_list_filters_by_session(self, store: AsyncStateStore) -> None:
+        for i in range(5):
+            session = "s1" if i < 2 else "s2"
+            await store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0, session_id=session)
+        page = await store.list_runs("acme", session_id="s1", limit=100)
+        assert [r.run_id for r in page.items] == ["r0", "r1"]
+
+    @pytest.mark.asyncio
+    async def test_cursor_walk_returns_every_run_once_under_updates(
+        self, store: AsyncStateStore
+    ) -> None:
+        for i in range(23):
+            await store.put_run(RunKey("acme", f"r{i:02d}"), {"i": i}, expected_version=0)
+        seen: list[str] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            page = await store.list_runs("acme", limit=5, cursor=cursor)
+            pages += 1
+            seen.extend(r.run_id for r in page.items)
+            for record in page.items[:2]:  # updates between pages never move a run
+                await store.put_run(record.key, {"touched": True}, expected_version=record.version)
+            await store.patch_run(RunKey("acme", "r22"), CounterDelta(iterations=1))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert sorted(seen) == [f"r{i:02d}" for i in range(23)]
+        assert len(seen) == len(set(seen)) == 23
+        assert pages == 5
+
+    @pytest.mark.asyncio
+    async def test_last_page_has_no_cursor(self, store: AsyncStateStore) -> None:
+        for i in range(4):
+            await store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0)
+        first = await store.list_runs("acme", limit=2)
+        assert first.next_cursor is not None and len(first.items) == 2
+        last = await store.list_runs("acme", limit=2, cursor=first.next_cursor)
+        assert [r.run_id for r in last.items] == ["r2", "r3"] and last.next_cursor is None
+        empty = await store.list_runs("nobody", limit=2)
+        assert empty.items == [] and empty.next_cursor is None
+
+    # -- isolation and identifiers ----------------------------------------------------------
+    @pytest.mark.asyncio
+    async def test_tenants_are_isolated(self, store: AsyncStateStore) -> None:
+        await store.put_run(RunKey("acme", "r"), {"owner": "acme"}, expected_version=0)
+        await store.put_run(RunKey("globex", "r"), {"owner": "globex"}, expected_version=0)
+        a, g = await store.get_run(RunKey("acme", "r")), await store.get_run(RunKey("globex", "r"))
+        assert a is not None and g is not None
+        assert (a.blob, g.blob) == ({"owner": "acme"}, {"owner": "globex"})
+        assert [r.blob for r in (await store.list_runs("globex")).items] == [{"owner": "globex"}]
+
+    @pytest.mark.asyncio
+    async def test_separator_characters_cannot_make_two_keys_collide(
+        self, store: AsyncStateStore
+    ) -> None:
+        await store.put_run(RunKey("a:b", "c"), {"who": 1}, expected_version=0)
+        await store.put_run(RunKey("a", "b:c"), {"who": 2}, expected_version=0)
+        await store.put_run(RunKey("{a}*", "run:1?[x]"), {"who": 3}, expected_version=0)
+        one, two = await store.get_run(RunKey("a:b", "c")), await store.get_run(RunKey("a", "b:c"))
+        three = await store.get_run(RunKey("{a}*", "run:1?[x]"))
+        assert one is not None and two is not None and three is not None
+        assert (one.blob, two.blob, three.blob) == ({"who": 1}, {"who": 2}, {"who": 3})
+        assert [r.run_id for r in (await store.list_runs("a")).items] == ["b:c"]
+        assert await store.get_run(RunKey("*", "c")) is None
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("bad", BAD_IDENTIFIERS, ids=["empty", "nul", "too-long", "surrogate"])
+    async def test_refused_identifiers(self, store: AsyncStateStore, bad: str) -> None:
+        with pytest.raises(InvalidIdentifierError):
+            await store.put_run(RunKey(bad, "r"), {}, expected_version=0)
+        with pytest.raises(InvalidIdentifierError):
+            await store.put_run(RunKey("acme", bad), {}, expected_version=0)
+        with pytest.raises(InvalidIdentifierError):
+            await store.put_session("acme", bad, {}, expected_version=0)
+
+    # -- run leases ---------------------------------------------------------------------------
+    @pytest.mark.asyncio
+    async def test_first_lease_holder_wins(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        lease = await store.acquire_lease(key, "worker-a", ttl_seconds=30)
+        assert (lease.holder, lease.epoch) == ("worker-a", 1)
+        current = await store.get_lease(key)
+        assert current is not None and current.holder == "worker-a"
+
+    @pytest.mark.asyncio
+    async def test_second_holder_is_refused_naming_the_holder(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.acquire_lease(key, "worker-a", ttl_seconds=30)
+        with pytest.raises(RunLeaseHeldError) as caught:
+            await store.acquire_lease(key, "worker-b", ttl_seconds=30)
+        assert caught.value.holder == "worker-a" and "worker-a" in str(caught.value)
+
+    @pytest.mark.asyncio
+    async def test_lapsed_lease_is_taken_with_a_higher_epoch(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        first = await store.acquire_lease(key, "worker-a", ttl_seconds=10)
+        self.advance(11)
+        second = await store.acquire_lease(key, "worker-b", ttl_seconds=10)
+        assert second.holder == "worker-b" and second.epoch > first.epoch
+
+    @pytest.mark.asyncio
+    async def test_write_with_an_old_epoch_is_refused(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {"by": "nobody"}, expected_version=0)
+        old = await store.acquire_lease(key, "worker-a", ttl_seconds=10)
+        await store.put_run(key, {"by": "a"}, expected_version=1, fence=old.epoch)
+        self.advance(11)
+        new = await store.acquire_lease(key, "worker-b", ttl_seconds=10)
+        with pytest.raises(LeaseLostError):
+            await store.put_run(key, {"by": "a-late"}, expected_version=2, fence=old.epoch)
+        with pytest.raises(LeaseLostError):
+            await store.patch_run(key, CounterDelta(iterations=1), fence=old.epoch)
+        record = await store.put_run(key, {"by": "b"}, expected_version=2, fence=new.epoch)
+        assert record.blob == {"by": "b"} and record.iterations == 0
+
+    @pytest.mark.asyncio
+    async def test_renew_keeps_the_epoch(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        lease = await store.acquire_lease(key, "worker-a", ttl_seconds=10)
+        self.advance(8)
+        renewed = await store.renew_lease(lease, ttl_seconds=10)
+        assert renewed.epoch == lease.epoch and renewed.expires_at > lease.expires_at
+        self.advance(8)
+        with pytest.raises(RunLeaseHeldError):
+            await store.acquire_lease(key, "worker-b", ttl_seconds=10)
+
+    @pytest.mark.asyncio
+    async def test_stale_release_leaves_the_new_lease_alone(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        old = await store.acquire_lease(key, "worker-a", ttl_seconds=10)
+        self.advance(11)
+        new = await store.acquire_lease(key, "worker-b", ttl_seconds=10)
+        assert await store.release_lease(old) is False
+        current = await store.get_lease(key)
+        assert current is not None and current.epoch == new.epoch
+        assert await store.release_lease(new) is True
+        assert await store.get_lease(key) is None
+        with pytest.raises(LeaseLostError):
+            await store.renew_lease(new, ttl_seconds=10)

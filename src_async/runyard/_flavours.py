@@ -1,0 +1,131 @@
+"""The few things that really differ by flavour, as hand-written pairs.
+
+The async source names the left-hand member; the twin generator renames it to the right-hand
+one (``AsyncLock`` -> ``Lock``, ``async_sleep`` -> ``sleep``, ``async_gather`` -> ``gather``),
+so no ``await asyncio.sleep`` ever becomes a silent no-op in the sync twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import TypeVar
+
+__all__ = [
+    "AsyncEvent",
+    "AsyncLock",
+    "Event",
+    "Lock",
+    "async_gather",
+    "async_sleep",
+    "gather",
+    "sleep",
+]
+
+T = TypeVar("T")
+
+
+class AsyncLock:
+    """A mutual-exclusion lock for coroutines (``async with``)."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> None:
+        await self._lock.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+
+
+class Lock:
+    """A mutual-exclusion lock for threads (``with``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+
+
+class AsyncEvent:
+    """A flag coroutines can wait on."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter."""
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """True once set."""
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until set or ``timeout`` seconds pass; return whether it is set."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+
+class Event:
+    """A flag threads can wait on."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter."""
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """True once set."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until set or ``timeout`` seconds pass; return whether it is set."""
+        return self._event.wait(timeout)
+
+
+async def async_sleep(seconds: float) -> None:
+    """Suspend the coroutine for ``seconds``."""
+    await asyncio.sleep(seconds)
+
+
+def sleep(seconds: float) -> None:
+    """Block the thread for ``seconds``."""
+    time.sleep(seconds)
+
+
+async def async_gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run every call concurrently on the event loop; results in order, first error raised."""
+    return list(await asyncio.gather(*(call() for call in calls)))
+
+
+def gather(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Run every call concurrently, one thread each; results in order, first error raised."""
+    if not calls:
+        return []
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [f.result() for f in futures]

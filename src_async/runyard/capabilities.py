@@ -1,0 +1,157 @@
+"""What a store declares it can do, and the check that its methods can really do it."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from runyard.errors import StoreCapabilityError
+
+__all__ = ["Deployment", "StoreCapabilities", "certify", "validate_capabilities"]
+
+Deployment = Literal["single_process", "single_host", "multi_server"]
+
+
+@dataclass(frozen=True)
+class StoreCapabilities:
+    """A store class's declaration; nothing is inferred from method names alone.
+
+    - ``fenced_writes``: writes take a fence (state ``fence=``, queue ``token=``).
+    - ``retry_ids``: writes take a caller-minted identity that makes a retry safe.
+    - ``transactional``: ``bound(session)`` joins the caller's open transaction.
+    - ``atomic_settle``: complete/fail are one atomic, fenced step.
+    - ``recovery``: ``reap``/``adopt`` recover work from crashed workers.
+    - ``deployment``: where the store's guarantees hold.
+    """
+
+    version: int = 1
+    fenced_writes: bool = False
+    retry_ids: bool = False
+    transactional: bool = False
+    atomic_settle: bool = False
+    recovery: bool = False
+    deployment: Deployment | None = None
+
+    def __post_init__(self) -> None:
+        if self.version != 1:
+            raise ValueError(f"unknown capabilities version {self.version}; this runyard knows 1")
+        if self.deployment not in (None, "single_process", "single_host", "multi_server"):
+            raise ValueError(f"unknown deployment {self.deployment!r}")
+
+
+# capability -> kind of store -> (method, keyword parameters it must accept)
+_REQUIREMENTS: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
+    "fenced_writes": {
+        "state": (("put_run", ("fence",)), ("patch_run", ("fence",)), ("delete_run", ("fence",))),
+        "queue": (("heartbeat", ("token",)), ("complete", ("token",)), ("fail", ("token",))),
+    },
+    "retry_ids": {
+        "state": (("put_run", ("expected_version",)),),
+        "queue": (("enqueue", ("item_id", "dedupe_key")),),
+    },
+    "transactional": {
+        "state": (("bound", ()),),
+        "queue": (("bound", ()),),
+    },
+    "atomic_settle": {
+        "state": (),
+        "queue": (("complete", ("token",)), ("fail", ("token", "retryable"))),
+    },
+    "recovery": {
+        "state": (("acquire_lease", ("ttl_seconds",)),),
+        "queue": (("reap", ("limit",)), ("adopt", ("worker",))),
+    },
+}
+
+
+def _kind(store: object) -> str:
+    if hasattr(store, "claim"):
+        return "queue"
+    if hasattr(store, "put_run"):
+        return "state"
+    return "other"
+
+
+def validate_capabilities(store: object) -> StoreCapabilities:
+    """Check ``store``'s declared capabilities against its methods and return the declaration.
+
+    Raises StoreCapabilityError naming the capability, the method, the missing keyword
+    parameters and the repair. Warns (DeprecationWarning) when no ``deployment`` is declared.
+    """
+    caps = getattr(store, "capabilities", None)
+    name = type(store).__name__
+    if not isinstance(caps, StoreCapabilities):
+        raise StoreCapabilityError(
+            "capabilities",
+            name,
+            ("capabilities",),
+            "declare `capabilities = StoreCapabilities(version=1, ..., deployment=...)` "
+            "on the store class",
+        )
+    if caps.deployment is None:
+        warnings.warn(
+            f"{name}.capabilities declares no deployment; declare one of "
+            "'single_process', 'single_host', 'multi_server' (required by the conformance kit)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    kind = _kind(store)
+    for f in fields(caps):
+        if f.name not in _REQUIREMENTS or not getattr(caps, f.name):
+            continue
+        for method_name, params in _REQUIREMENTS[f.name].get(kind, ()):
+            method = getattr(store, method_name, None)
+            if method is None:
+                raise StoreCapabilityError(
+                    f.name,
+                    f"{name}.{method_name}",
+                    params or ("(the method itself)",),
+                    f"implement {method_name}() or stop declaring {f.name}=True",
+                )
+            missing = _missing_keywords(method, params)
+            if missing:
+                wanted = ", ".join(f"{p}=..." for p in missing)
+                raise StoreCapabilityError(
+                    f.name,
+                    f"{name}.{method_name}",
+                    missing,
+                    f"add keyword parameter(s) {wanted} to {method_name}() "
+                    f"or stop declaring {f.name}=True",
+                )
+    return caps
+
+
+def _missing_keywords(method: object, params: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        signature = inspect.signature(method)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return params
+    accepted = {
+        p.name
+        for p in signature.parameters.values()
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    }
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return ()
+    return tuple(p for p in params if p not in accepted)
+
+
+def certify(store: object) -> StoreCapabilities:
+    """Validate ``store`` for the conformance kit, which also requires a declared deployment.
+
+    Raises StoreCapabilityError.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        caps = validate_capabilities(store)
+    if caps.deployment is None:
+        raise StoreCapabilityError(
+            "deployment",
+            type(store).__name__,
+            ("deployment",),
+            "the conformance kit certifies only a store that says where its guarantees hold: "
+            "declare deployment='single_process', 'single_host' or 'multi_server'",
+        )
+    return caps

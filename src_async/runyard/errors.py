@@ -1,0 +1,129 @@
+"""The one error hierarchy shared by both twins."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "ConfigurationError",
+    "LeaseLostError",
+    "PoolExhaustedError",
+    "QueueUnavailableError",
+    "RunLeaseHeldError",
+    "RunyardError",
+    "StateConflictError",
+    "StateInUseError",
+    "StateNotFoundError",
+    "StatePersistenceError",
+    "StoreCapabilityError",
+    "StoreConflict",
+    "StoreOutcomeUnknown",
+    "WorkItemNotFoundError",
+]
+
+PersistenceReason = Literal["unavailable", "too_large", "contended", "invalid"]
+LeaseLostReason = Literal["expired", "taken", "capped"]
+
+
+class RunyardError(Exception):
+    """Base of every runyard error; ``retryable`` says whether trying again may succeed."""
+
+    retryable: bool = False
+
+
+class ConfigurationError(RunyardError):
+    """The store, its server or its arguments are set up wrongly; fix the setting and retry."""
+
+
+class StoreCapabilityError(ConfigurationError):
+    """A store declares a capability its methods cannot honour."""
+
+    def __init__(self, capability: str, method: str, missing: tuple[str, ...], repair: str) -> None:
+        self.capability = capability
+        self.method = method
+        self.missing = missing
+        self.repair = repair
+        params = ", ".join(missing)
+        super().__init__(
+            f"capability {capability!r} is declared but {method}() lacks the keyword "
+            f"parameter(s) {params}: {repair}"
+        )
+
+
+class StateConflictError(RunyardError):
+    """A compare-and-swap write found another version than the one it expected."""
+
+    def __init__(self, expected: int, actual: int, what: str = "run") -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"{what} version conflict: expected {expected}, found {actual}")
+
+
+class StateNotFoundError(RunyardError):
+    """The run or session does not exist."""
+
+
+class StateInUseError(RunyardError):
+    """The session still has runs; delete them first or pass ``cascade=True``."""
+
+
+class RunLeaseHeldError(RunyardError):
+    """Another holder has a live lease on the run."""
+
+    retryable = True
+
+    def __init__(self, holder: str, epoch: int, expires_at: float) -> None:
+        self.holder = holder
+        self.epoch = epoch
+        self.expires_at = expires_at
+        super().__init__(f"run is leased by {holder!r} (epoch {epoch}) until {expires_at}")
+
+
+class StatePersistenceError(RunyardError):
+    """The state could not be persisted; ``reason`` says why and decides ``retryable``."""
+
+    def __init__(self, message: str, *, reason: PersistenceReason = "unavailable") -> None:
+        self.reason: PersistenceReason = reason
+        self.retryable = reason in ("unavailable", "contended")
+        super().__init__(message)
+
+
+class QueueUnavailableError(RunyardError):
+    """The queue's server could not be reached within the retry budget."""
+
+    retryable = True
+
+
+class PoolExhaustedError(RunyardError):
+    """Every connection of the pool is in use; raised at once, never waited out."""
+
+    retryable = True
+
+
+class LeaseLostError(RunyardError):
+    """The work item's lease is no longer the caller's: it expired, was taken or hit its cap."""
+
+    def __init__(self, item_id: str, reason: LeaseLostReason) -> None:
+        self.item_id = item_id
+        self.reason: LeaseLostReason = reason
+        super().__init__(f"lease on work item {item_id!r} lost: {reason}")
+
+
+class WorkItemNotFoundError(RunyardError):
+    """No such work item in this tenant."""
+
+
+class StoreConflict(RunyardError):
+    """An execution's stored version differs from the one the caller loaded."""
+
+    def __init__(self, execution_id: str, expected: int, found: int) -> None:
+        self.execution_id = execution_id
+        self.expected = expected
+        self.found = found
+        super().__init__(f"execution {execution_id!r}: expected version {expected}, found {found}")
+
+
+class StoreOutcomeUnknown(RunyardError):
+    """The write was sent but its reply was lost: it may or may not have been applied."""
+
+    retryable = False

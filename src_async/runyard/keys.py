@@ -1,0 +1,80 @@
+"""Identifier validation and length-prefixed keys: no two (tenant, id) pairs build one key."""
+
+from __future__ import annotations
+
+import re
+
+from runyard.errors import RunyardError
+
+__all__ = [
+    "MAX_IDENTIFIER_BYTES",
+    "InvalidIdentifierError",
+    "decode_cursor",
+    "encode_cursor",
+    "escape_glob",
+    "join_key",
+    "segment",
+    "validate_identifier",
+]
+
+MAX_IDENTIFIER_BYTES = 256
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+class InvalidIdentifierError(RunyardError, ValueError):
+    """A tenant, run, session or item identifier is empty, too long, or not storable text."""
+
+
+def validate_identifier(value: object, what: str = "identifier") -> str:
+    """Return ``value`` if it is a usable identifier.
+
+    Raises InvalidIdentifierError when it is not a str, is empty, holds NUL, is not encodable
+    as UTF-8 (lone surrogates), or is longer than MAX_IDENTIFIER_BYTES in UTF-8.
+    """
+    if not isinstance(value, str):
+        raise InvalidIdentifierError(f"{what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidIdentifierError(f"{what} must not be empty")
+    if "\x00" in value:
+        raise InvalidIdentifierError(f"{what} must not contain NUL")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidIdentifierError(f"{what} is not valid UTF-8 text") from None
+    if size > MAX_IDENTIFIER_BYTES:
+        raise InvalidIdentifierError(
+            f"{what} is {size} bytes; the limit is {MAX_IDENTIFIER_BYTES} bytes of UTF-8"
+        )
+    return value
+
+
+def segment(value: str) -> str:
+    """Return ``value`` prefixed with its UTF-8 byte length: ``acme`` -> ``4:acme``."""
+    return f"{len(value.encode('utf-8'))}:{value}"
+
+
+def join_key(namespace: str, *parts: str) -> str:
+    """Build ``namespace:part:part...`` where caller-supplied parts are already segments."""
+    return ":".join((namespace, *parts))
+
+
+def escape_glob(value: str) -> str:
+    """Escape the characters Redis ``SCAN MATCH`` treats as a pattern."""
+    return _GLOB.sub(r"\\\1", value)
+
+
+def encode_cursor(seq: int) -> str:
+    """Return the opaque listing cursor for a position after ``seq``."""
+    return f"s{seq}"
+
+
+def decode_cursor(cursor: str | None) -> int:
+    """Return the sequence a cursor stands for (0 for None).
+
+    Raises InvalidIdentifierError for a cursor no runyard store issued.
+    """
+    if cursor is None:
+        return 0
+    if not isinstance(cursor, str) or not cursor.startswith("s") or not cursor[1:].isdigit():
+        raise InvalidIdentifierError(f"cursor {cursor!r} was not issued by a runyard store")
+    return int(cursor[1:])

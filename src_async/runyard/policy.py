@@ -1,0 +1,76 @@
+"""QueuePolicy: leases, retries, backoff and the dead letter, decided once for every backend."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["FailureDecision", "QueuePolicy"]
+
+
+@dataclass(frozen=True)
+class FailureDecision:
+    """What becomes of a failed or lapsed item: back to ready at ``retry_at``, or dead."""
+
+    outcome: Literal["retry", "dead"]
+    retry_at: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """Lease length, attempt budget and capped exponential backoff with full jitter.
+
+    ``random`` is the jitter source (a float in [0, 1)); inject one for deterministic tests.
+    Raises ValueError for a setting outside its range.
+    """
+
+    lease_seconds: float = 30.0
+    max_attempts: int = 5
+    backoff_base: float = 1.0
+    backoff_cap: float = 300.0
+    max_lease_seconds: float = 3600.0
+    random: Callable[[], float] = field(default=random.random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self.backoff_base < 0 or self.backoff_cap < self.backoff_base:
+            raise ValueError("backoff needs 0 <= backoff_base <= backoff_cap")
+        if self.max_lease_seconds < self.lease_seconds:
+            raise ValueError("max_lease_seconds must be at least lease_seconds")
+
+    def backoff(self, attempts: int) -> float:
+        """Seconds to wait before the next attempt: uniform in [0, min(cap, base * 2^(n-1))]."""
+        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** max(attempts - 1, 0))
+        return float(ceiling * self.random())
+
+    def on_failure(self, attempts: int, now: float, *, retryable: bool) -> FailureDecision:
+        """Decide a failed attempt: dead when not retryable or out of attempts, else retry later."""
+        if not retryable:
+            return FailureDecision("dead", None, "failed (not retryable)")
+        if attempts >= self.max_attempts:
+            return FailureDecision(
+                "dead", None, f"failed {attempts} of {self.max_attempts} attempts"
+            )
+        return FailureDecision("retry", now + self.backoff(attempts), "failed (retrying)")
+
+    def on_lapse(self, attempts: int, now: float) -> FailureDecision:
+        """Decide a lease that lapsed: ready again at once, or dead when out of attempts."""
+        if attempts >= self.max_attempts:
+            return FailureDecision(
+                "dead", None, f"lease lapsed on attempt {attempts} of {self.max_attempts}"
+            )
+        return FailureDecision("retry", now, "lease lapsed")
+
+    def lease_expiry(self, now: float, claimed_at: float) -> float:
+        """Expiry of a lease claimed at ``claimed_at``, renewed at ``now``, never past the cap."""
+        return min(now + self.lease_seconds, claimed_at + self.max_lease_seconds)
+
+    def renewal_capped(self, now: float, claimed_at: float) -> bool:
+        """True when a heartbeat at ``now`` can no longer extend the lease (max_lease_seconds)."""
+        return now >= claimed_at + self.max_lease_seconds
