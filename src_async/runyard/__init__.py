@@ -41,6 +41,41 @@ from runyard.policy import QueuePolicy
 
 __version__ = "0.1.0"
 
+# Backends whose drivers are optional extras load on first use, so `import runyard` needs
+# neither redis nor psycopg: `from runyard import AsyncRedisStateStore` imports runyard.redis.
+_LAZY = {
+    "runyard.redis": (
+        "AsyncRedisStateStore",
+        "AsyncRedisWorkQueue",
+        "AsyncRedisStore",
+        "RedisStateStore",
+        "RedisWorkQueue",
+        "RedisStore",
+        "RedisStoreSettings",
+    ),
+    "runyard.postgres": (
+        "AsyncPostgresStateStore",
+        "AsyncPostgresWorkQueue",
+        "AsyncPostgresExecutionStore",
+        "PostgresStateStore",
+        "PostgresWorkQueue",
+        "PostgresExecutionStore",
+        "PostgresStoreSettings",
+        "StateTables",
+        "EXPECTED_SCHEMA",
+    ),
+}
+_LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runyard' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 __all__ = [
     "AsyncMemoryStateStore",
     "AsyncMemoryWorkQueue",

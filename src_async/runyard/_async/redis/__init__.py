@@ -1,0 +1,1 @@
+"""The Redis backend (redis-py, Redis Cluster included)."""

@@ -1,0 +1,1 @@
+"""Test support shared by both twins' tests: servers, proxies, helpers (hand-written once)."""

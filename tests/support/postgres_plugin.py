@@ -1,0 +1,1 @@
+"""PostgreSQL fixtures for both twins (filled in by the PostgreSQL backend work)."""

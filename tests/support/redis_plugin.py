@@ -1,0 +1,1 @@
+"""Redis fixtures for both twins (filled in by the Redis backend work)."""
