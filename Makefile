@@ -3,8 +3,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
+BENCHES ?= $(filter bench-%,$(shell sed -n 's/^\(bench-[a-z]*\):.*/\1/p' Makefile))
 
-.PHONY: setup twins check-twins lint typecheck test pytest demo bench docs clean
+.PHONY: setup twins check-twins lint typecheck test pytest demo bench clean
 
 setup: $(STAMP)
 
@@ -33,7 +34,12 @@ pytest: $(STAMP)
 test: check-twins lint typecheck pytest
 
 demo: $(STAMP)
-	$(BIN)/runyard demo
+	$(BIN)/runyard demo --flavour async
+	$(BIN)/runyard demo --flavour sync
+
+# Benchmarks print ratios against a baseline measured in the same run; they are not tests.
+bench: $(STAMP)
+	$(MAKE) --no-print-directory $(BENCHES)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

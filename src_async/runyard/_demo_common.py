@@ -1,0 +1,91 @@
+"""The demo's plan and its report, shared by both flavours (no I/O)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+__all__ = ["DemoPlan", "DemoResult", "TenantReport"]
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """How much work each tenant enqueues, and how many workers serve it."""
+
+    noisy_items: int = 300
+    quiet_tenants: int = 4
+    quiet_items: int = 10
+    workers: int = 4
+    work_seconds: float = 0.002
+
+    def __post_init__(self) -> None:
+        if min(self.noisy_items, self.quiet_tenants, self.quiet_items, self.workers) < 1:
+            raise ValueError("every count in the demo plan must be at least 1")
+        if self.work_seconds < 0:
+            raise ValueError("work_seconds must not be negative")
+
+    @property
+    def tenants(self) -> list[tuple[str, int]]:
+        """(tenant, items) in enqueue order: the noisy tenant first, the worst case for FIFO."""
+        quiet = [(f"quiet-{n}", self.quiet_items) for n in range(1, self.quiet_tenants + 1)]
+        return [("noisy", self.noisy_items), *quiet]
+
+    @property
+    def total(self) -> int:
+        """Every item of every tenant."""
+        return sum(items for _, items in self.tenants)
+
+
+@dataclass(frozen=True)
+class TenantReport:
+    """When a tenant's items were served, as positions in the global order of service (1-based)."""
+
+    tenant: str
+    items: int
+    completed: int
+    first: int
+    last: int
+    median: float
+    fifo_first: int
+    fifo_last: int
+    tokens: int
+
+
+@dataclass
+class DemoResult:
+    """What the workers did, in the order they served items."""
+
+    plan: DemoPlan
+    flavour: str
+    served: list[str] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=dict)
+    completed: int = 0
+    failed: int = 0
+
+    def reports(self) -> list[TenantReport]:
+        """One report per tenant, with where plain FIFO would have served it for comparison."""
+        out = []
+        fifo_start = 1
+        for tenant, items in self.plan.tenants:
+            positions = [i + 1 for i, t in enumerate(self.served) if t == tenant]
+            out.append(
+                TenantReport(
+                    tenant=tenant,
+                    items=items,
+                    completed=len(positions),
+                    first=positions[0] if positions else 0,
+                    last=positions[-1] if positions else 0,
+                    median=statistics.median(positions) if positions else 0.0,
+                    fifo_first=fifo_start,
+                    fifo_last=fifo_start + items - 1,
+                    tokens=self.tokens.get(tenant, 0),
+                )
+            )
+            fifo_start += items
+        return out
+
+    def quiet_tenants_starved(self) -> bool:
+        """True if any quiet tenant's last item came after the noisy tenant's last item."""
+        reports = {r.tenant: r for r in self.reports()}
+        noisy_last = reports["noisy"].last
+        return any(r.last > noisy_last for name, r in reports.items() if name != "noisy")

@@ -1,0 +1,85 @@
+"""Capability declarations are checked against the methods that must honour them."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+from runyard import AsyncMemoryStateStore, AsyncMemoryWorkQueue, MemoryStateStore, MemoryWorkQueue
+from runyard.capabilities import StoreCapabilities, certify, validate_capabilities
+from runyard.errors import StoreCapabilityError
+
+
+class FencedButNoFence:
+    capabilities = StoreCapabilities(fenced_writes=True, deployment="single_host")
+
+    def put_run(self, key: Any, blob: Any, *, expected_version: int) -> None: ...
+
+    def patch_run(self, key: Any, delta: Any, *, fence: int | None = None) -> None: ...
+
+    def delete_run(self, key: Any, *, fence: int | None = None) -> None: ...
+
+
+class QueueWithoutRecovery:
+    capabilities = StoreCapabilities(recovery=True, deployment="multi_server")
+
+    def claim(self, worker: str) -> None: ...
+
+    def reap(self, *, limit: int = 100) -> None: ...
+
+
+class NoDeployment:
+    capabilities = StoreCapabilities(version=1)
+
+    def put_run(self) -> None: ...
+
+
+class MethodsButNoDeclaration:
+    def put_run(self, key: Any, blob: Any, *, expected_version: int, fence: int) -> None: ...
+
+
+@pytest.mark.parametrize(
+    "store",
+    [AsyncMemoryStateStore(), MemoryStateStore(), AsyncMemoryWorkQueue(), MemoryWorkQueue()],
+)
+def test_memory_twins_declare_single_process_and_validate(store: object) -> None:
+    assert certify(store).deployment == "single_process"
+
+
+def test_missing_keyword_is_named_with_the_repair() -> None:
+    with pytest.raises(StoreCapabilityError) as caught:
+        validate_capabilities(FencedButNoFence())
+    err = caught.value
+    assert (err.capability, err.method, err.missing) == (
+        "fenced_writes",
+        "FencedButNoFence.put_run",
+        ("fence",),
+    )
+    assert "add keyword parameter(s) fence=..." in str(err)
+
+
+def test_missing_method_is_named() -> None:
+    with pytest.raises(StoreCapabilityError, match=r"QueueWithoutRecovery\.adopt"):
+        validate_capabilities(QueueWithoutRecovery())
+
+
+def test_method_names_alone_enable_nothing() -> None:
+    with pytest.raises(StoreCapabilityError, match="declare `capabilities"):
+        validate_capabilities(MethodsButNoDeclaration())
+
+
+def test_no_deployment_warns_and_the_kit_refuses_to_certify() -> None:
+    with pytest.warns(DeprecationWarning, match="declares no deployment"):
+        validate_capabilities(NoDeployment())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(StoreCapabilityError, match="conformance kit certifies only"):
+            certify(NoDeployment())
+
+
+def test_unknown_version_or_deployment_is_refused() -> None:
+    with pytest.raises(ValueError, match="version 2"):
+        StoreCapabilities(version=2)
+    with pytest.raises(ValueError, match="deployment"):
+        StoreCapabilities(deployment="everywhere")  # type: ignore[arg-type]

@@ -1,0 +1,36 @@
+"""Strict JSON: every backend accepts and refuses the same values."""
+
+from __future__ import annotations
+
+import pytest
+from runyard._json import dump_json, load_json
+from runyard.errors import StatePersistenceError
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), {"k": "a\x00b"}, {"a\x00": 1}, "\ud800", {1, 2}, object()],
+    ids=["nan", "inf", "nul-value", "nul-key", "surrogate", "set", "object"],
+)
+def test_values_jsonb_would_refuse_are_refused_permanently(value: object) -> None:
+    with pytest.raises(StatePersistenceError) as caught:
+        dump_json(value)
+    assert caught.value.reason == "invalid" and not caught.value.retryable
+
+
+def test_escaped_backslash_before_u0000_text_is_not_a_nul() -> None:
+    text = "literally \\u0000"
+    assert load_json(dump_json({"t": text})) == {"t": text}
+
+
+def test_size_limit_counts_encoded_bytes() -> None:
+    dump_json({"s": "é" * 10}, max_bytes=30)
+    with pytest.raises(StatePersistenceError) as caught:
+        dump_json({"s": "é" * 20}, max_bytes=30)
+    assert caught.value.reason == "too_large" and not caught.value.retryable
+    assert "max_value_bytes" in str(caught.value)
+
+
+def test_round_trip_keeps_unicode_and_nesting() -> None:
+    value = {"a": [1, 2.5, None, True], "ü": {"✓": "ok"}}
+    assert load_json(dump_json(value)) == value

@@ -1,0 +1,61 @@
+"""QueuePolicy decides retries, backoff and the dead letter for every backend."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from runyard.policy import QueuePolicy
+
+
+def test_backoff_is_capped_exponential_with_full_jitter() -> None:
+    top = QueuePolicy(backoff_base=2, backoff_cap=30, random=lambda: 1.0)
+    assert [top.backoff(n) for n in range(1, 7)] == [2, 4, 8, 16, 30, 30]
+    bottom = QueuePolicy(backoff_base=2, backoff_cap=30, random=lambda: 0.0)
+    assert bottom.backoff(5) == 0
+
+
+@given(st.integers(min_value=1, max_value=200), st.floats(min_value=0, max_value=0.999))
+def test_backoff_never_exceeds_the_cap(attempts: int, draw: float) -> None:
+    policy = QueuePolicy(backoff_base=1, backoff_cap=60, random=lambda: draw)
+    assert 0 <= policy.backoff(attempts) <= 60
+
+
+def test_retryable_failure_within_attempts_retries_later() -> None:
+    policy = QueuePolicy(max_attempts=3, backoff_base=10, random=lambda: 0.5)
+    decision = policy.on_failure(1, now=100.0, retryable=True)
+    assert (decision.outcome, decision.retry_at) == ("retry", 105.0)
+
+
+def test_last_attempt_and_permanent_failures_go_to_the_dead_letter() -> None:
+    policy = QueuePolicy(max_attempts=3)
+    assert policy.on_failure(3, now=0, retryable=True).outcome == "dead"
+    assert policy.on_failure(1, now=0, retryable=False).outcome == "dead"
+
+
+def test_lapsed_lease_is_ready_at_once_until_attempts_run_out() -> None:
+    policy = QueuePolicy(max_attempts=2)
+    assert policy.on_lapse(1, now=50.0).retry_at == 50.0
+    assert policy.on_lapse(2, now=50.0).outcome == "dead"
+
+
+def test_lease_expiry_never_passes_max_lease() -> None:
+    policy = QueuePolicy(lease_seconds=30, max_lease_seconds=100)
+    assert policy.lease_expiry(now=10, claimed_at=0) == 40
+    assert policy.lease_expiry(now=90, claimed_at=0) == 100
+    assert not policy.renewal_capped(now=99.9, claimed_at=0)
+    assert policy.renewal_capped(now=100, claimed_at=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lease_seconds": 0},
+        {"max_attempts": 0},
+        {"backoff_base": 10, "backoff_cap": 5},
+        {"lease_seconds": 60, "max_lease_seconds": 30},
+    ],
+)
+def test_settings_out_of_range_are_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        QueuePolicy(**kwargs)  # type: ignore[arg-type]
