@@ -11,7 +11,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet --upgrade pip "setuptools>=69"
+	$(PYTHON) -m pip install --quiet --upgrade pip "setuptools>=77"
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
@@ -40,6 +40,9 @@ demo: $(STAMP)
 # Benchmarks print ratios against a baseline measured in the same run; they are not tests.
 bench: $(STAMP)
 	$(MAKE) --no-print-directory $(BENCHES)
+
+bench-memory: $(STAMP)
+	$(PYTHON) -m benchmarks.bench_memory
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

@@ -1,0 +1,106 @@
+"""Memory backend: ops/s of both twins beside a plain dict-under-a-lock baseline, same run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+from runyard import (
+    AsyncMemoryStateStore,
+    AsyncMemoryWorkQueue,
+    CounterDelta,
+    MemoryStateStore,
+    MemoryWorkQueue,
+    RunKey,
+)
+
+from benchmarks._timing import ops_per_second, row
+
+N = 5_000
+
+
+def baseline(n: int) -> None:
+    lock, table = threading.Lock(), {}
+    for i in range(n):
+        with lock:
+            table[("t", f"r{i}")] = {"i": i, "version": 1}
+
+
+def sync_put(n: int) -> None:
+    store = MemoryStateStore()
+    for i in range(n):
+        store.put_run(RunKey("t", f"r{i}"), {"i": i}, expected_version=0)
+
+
+def sync_patch(n: int) -> None:
+    store = MemoryStateStore()
+    key = RunKey("t", "r")
+    store.put_run(key, {}, expected_version=0)
+    for _ in range(n):
+        store.patch_run(key, CounterDelta(input_tokens=1))
+
+
+def sync_claim_complete(n: int) -> None:
+    queue = MemoryWorkQueue()
+    for i in range(n):
+        queue.enqueue(f"t{i % 10}", {"i": i})
+    for _ in range(n):
+        lease = queue.claim("w")
+        assert lease is not None
+        queue.complete(lease.tenant, lease.item_id, token=lease.token)
+
+
+def async_put(n: int) -> None:
+    async def go() -> None:
+        store = AsyncMemoryStateStore()
+        for i in range(n):
+            await store.put_run(RunKey("t", f"r{i}"), {"i": i}, expected_version=0)
+
+    asyncio.run(go())
+
+
+def async_patch(n: int) -> None:
+    async def go() -> None:
+        store = AsyncMemoryStateStore()
+        key = RunKey("t", "r")
+        await store.put_run(key, {}, expected_version=0)
+        for _ in range(n):
+            await store.patch_run(key, CounterDelta(input_tokens=1))
+
+    asyncio.run(go())
+
+
+def async_claim_complete(n: int) -> None:
+    async def go() -> None:
+        queue = AsyncMemoryWorkQueue()
+        for i in range(n):
+            await queue.enqueue(f"t{i % 10}", {"i": i})
+        for _ in range(n):
+            lease = await queue.claim("w")
+            assert lease is not None
+            await queue.complete(lease.tenant, lease.item_id, token=lease.token)
+
+    asyncio.run(go())
+
+
+CASES: list[tuple[str, str, Callable[[int], None]]] = [
+    ("put_run", "sync", sync_put),
+    ("put_run", "async", async_put),
+    ("patch_run", "sync", sync_patch),
+    ("patch_run", "async", async_patch),
+    ("enqueue+claim+complete", "sync", sync_claim_complete),
+    ("enqueue+claim+complete", "async", async_claim_complete),
+]
+
+
+def main() -> None:
+    """Print each operation's ops/s and its ratio to the dict-under-a-lock baseline."""
+    base = ops_per_second(baseline, N)
+    print(f"memory backend, n={N}; baseline dict write under a lock: {base:,.0f} ops/s")
+    for name, flavour, run in CASES:
+        print(row(name, flavour, ops_per_second(run, N), base))
+
+
+if __name__ == "__main__":
+    main()
