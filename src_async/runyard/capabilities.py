@@ -50,10 +50,12 @@ _REQUIREMENTS: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
     "retry_ids": {
         "state": (("put_run", ("expected_version",)),),
         "queue": (("enqueue", ("item_id", "dedupe_key")),),
+        "executions": (("commit", ("processed_event_id",)),),
     },
     "transactional": {
         "state": (("bound", ()),),
         "queue": (("bound", ()),),
+        "executions": (("bound", ()),),
     },
     "atomic_settle": {
         "state": (),
@@ -67,6 +69,8 @@ _REQUIREMENTS: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
 
 
 def _kind(store: object) -> str:
+    if hasattr(store, "commit") and hasattr(store, "pending_outbox"):
+        return "executions"
     if hasattr(store, "claim"):
         return "queue"
     if hasattr(store, "put_run"):

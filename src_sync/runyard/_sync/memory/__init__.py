@@ -2,7 +2,8 @@
 # Change the async source (or codegen/) and run `make twins` again.
 """The in-process memory backend: the embedded default and the reference implementation."""
 
+from runyard._sync.memory.executions import MemoryExecutionStore
 from runyard._sync.memory.queue import MemoryWorkQueue
 from runyard._sync.memory.state import MemoryStateStore
 
-__all__ = ["MemoryStateStore", "MemoryWorkQueue"]
+__all__ = ["MemoryExecutionStore", "MemoryStateStore", "MemoryWorkQueue"]

@@ -2,7 +2,12 @@
 # Change the async source (or codegen/) and run `make twins` again.
 """The conformance kit: pytest base classes that certify a store against the protocols."""
 
+from runyard._sync.testing.executions import ExecutionStoreConformance
 from runyard._sync.testing.queue import WorkQueueConformance
 from runyard._sync.testing.state import StateStoreConformance
 
-__all__ = ["StateStoreConformance", "WorkQueueConformance"]
+__all__ = [
+    "ExecutionStoreConformance",
+    "StateStoreConformance",
+    "WorkQueueConformance",
+]

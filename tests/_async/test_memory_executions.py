@@ -1,0 +1,31 @@
+"""The execution store conformance kit against the memory backend."""
+
+from __future__ import annotations
+
+import pytest
+from runyard import AsyncMemoryExecutionStore, ManualClock, StoreCapabilities
+from runyard._async.executions import AsyncExecutionStore
+from runyard._async.testing import AsyncExecutionStoreConformance
+from runyard.capabilities import certify
+
+
+class TestMemoryExecutionStore(AsyncExecutionStoreConformance):
+    async def make_store(self) -> AsyncExecutionStore:
+        return AsyncMemoryExecutionStore(clock=ManualClock())
+
+
+class TestMemoryExecutionStoreWithASmallRing(AsyncExecutionStoreConformance):
+    async def make_store(self) -> AsyncExecutionStore:
+        return AsyncMemoryExecutionStore(trace_max=3)
+
+
+def test_memory_store_satisfies_the_protocol_and_certifies() -> None:
+    store = AsyncMemoryExecutionStore()
+    assert isinstance(store, AsyncExecutionStore)
+    assert certify(store) == StoreCapabilities(retry_ids=True, deployment="single_process")
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5])
+def test_trace_max_must_be_a_positive_int(bad: object) -> None:
+    with pytest.raises(ValueError):
+        AsyncMemoryExecutionStore(trace_max=bad)  # type: ignore[arg-type]
