@@ -33,6 +33,9 @@ pytest: $(STAMP)
 
 test: check-twins lint typecheck pytest
 
+bench-postgres: $(STAMP)
+	$(PYTHON) benchmarks/bench_postgres.py
+
 demo: $(STAMP)
 	$(BIN)/runyard demo --flavour async
 	$(BIN)/runyard demo --flavour sync
@@ -46,3 +49,7 @@ bench-memory: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info
+
+.PHONY: bench-redis
+bench-redis: $(STAMP)
+	$(PYTHON) benchmarks/bench_redis.py

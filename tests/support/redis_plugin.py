@@ -1,1 +1,153 @@
-"""Redis fixtures for both twins (filled in by the Redis backend work)."""
+"""Redis fixtures for both twins: the lanes (fakeredis, the machine's Redis, a test cluster),
+client factories as an ``AsyncClients``/``Clients`` pair, and per-test namespaces."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import fakeredis
+import pytest
+import redis
+from redis.cluster import ClusterNode
+from runyard._redis_flavours import (
+    AsyncRedis,
+    AsyncRedisClient,
+    AsyncRedisCluster,
+    AsyncRetry,
+    NoBackoff,
+    RedisClient,
+    RedisCluster,
+    Retry,
+)
+from runyard._redis_keys import cleanup_patterns
+
+from tests.support.redis_servers import (
+    RedisProcess,
+    require_redis_binaries,
+    start_cluster,
+    start_redis,
+)
+from tests.support.servers import require_server
+
+__all__ = ["AsyncClients", "Clients", "RedisTarget", "fresh_namespace"]
+
+LOCAL_REDIS = ("127.0.0.1", 6379)
+
+
+def fresh_namespace() -> str:
+    """A namespace no other test uses."""
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class RedisTarget:
+    """Where a lane's stores connect: a fakeredis server, one Redis, or a cluster."""
+
+    kind: Literal["fake", "server", "cluster"]
+    host: str = "127.0.0.1"
+    port: int = 0
+    fake: fakeredis.FakeServer | None = None
+
+    def purge(self, namespace: str) -> None:
+        """Delete every key of ``namespace`` (on every node of a cluster)."""
+        if self.kind == "fake":
+            return
+        client: redis.Redis | RedisCluster
+        if self.kind == "cluster":
+            client = RedisCluster(host=self.host, port=self.port)
+        else:
+            client = redis.Redis(host=self.host, port=self.port)
+        with client:
+            for pattern in cleanup_patterns(namespace):
+                if isinstance(client, RedisCluster):
+                    for node in client.get_primaries():  # type: ignore[no-untyped-call]
+                        keys = list(client.scan_iter(match=pattern, count=500, target_nodes=node))
+                        for key in keys:
+                            client.delete(key)
+                else:
+                    keys = list(client.scan_iter(match=pattern, count=500))
+                    if keys:
+                        client.delete(*keys)
+
+
+class AsyncClients:
+    """Builds asyncio clients for a target, redis-py's retries off (the store owns them)."""
+
+    @staticmethod
+    def for_target(target: RedisTarget) -> AsyncRedisClient:
+        """A new client for ``target``; the caller closes it."""
+        if target.kind == "fake":
+            return fakeredis.FakeAsyncRedis(server=target.fake)
+        if target.kind == "cluster":
+            return AsyncRedisCluster(
+                host=target.host, port=target.port, retry=AsyncRetry(NoBackoff(), 0)
+            )
+        return AsyncRedis(host=target.host, port=target.port, retry=AsyncRetry(NoBackoff(), 0))
+
+
+class Clients:
+    """Builds blocking clients for a target, redis-py's retries off (the store owns them)."""
+
+    @staticmethod
+    def for_target(target: RedisTarget) -> RedisClient:
+        """A new client for ``target``; the caller closes it."""
+        if target.kind == "fake":
+            return fakeredis.FakeRedis(server=target.fake)
+        if target.kind == "cluster":
+            node = ClusterNode(target.host, target.port)  # type: ignore[no-untyped-call]
+            return RedisCluster(startup_nodes=[node], retry=Retry(NoBackoff(), 0))
+        return redis.Redis(host=target.host, port=target.port, retry=Retry(NoBackoff(), 0))
+
+
+@pytest.fixture
+def fake_redis_target() -> RedisTarget:
+    """A fresh fakeredis server (Lua through lupa) for one test."""
+    return RedisTarget("fake", fake=fakeredis.FakeServer())
+
+
+@pytest.fixture(scope="session")
+def local_redis_target() -> RedisTarget:
+    """The machine's Redis on 127.0.0.1:6379 (CI: must be there; elsewhere: skip)."""
+    require_server("Redis", *LOCAL_REDIS)
+    return RedisTarget("server", *LOCAL_REDIS)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[list[RedisProcess]]:
+    """A 3-master Redis Cluster on free loopback ports, stopped by pid at session end."""
+    require_redis_binaries()
+    nodes = start_cluster(3)
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_redis_target(redis_cluster: list[RedisProcess]) -> RedisTarget:
+    """The test cluster as a target."""
+    return RedisTarget("cluster", port=redis_cluster[0].port)
+
+
+@pytest.fixture(scope="session")
+def dedicated_redis() -> Iterator[RedisProcess]:
+    """A redis-server of this session's own (commands are counted on it), stopped by pid."""
+    require_redis_binaries()
+    server = start_redis()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def dedicated_redis_target(dedicated_redis: RedisProcess) -> Iterator[RedisTarget]:
+    """The dedicated server as a target, flushed after each test."""
+    target = RedisTarget("server", port=dedicated_redis.port)
+    yield target
+    with redis.Redis(port=dedicated_redis.port) as client:
+        client.flushall()

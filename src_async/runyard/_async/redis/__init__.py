@@ -1,1 +1,6 @@
 """The Redis backend (redis-py, Redis Cluster included)."""
+
+from runyard._async.redis.queue import AsyncRedisWorkQueue
+from runyard._async.redis.state import AsyncRedisStateStore
+
+__all__ = ["AsyncRedisStateStore", "AsyncRedisWorkQueue"]

@@ -1,0 +1,216 @@
+"""Redis backend throughput (``make bench-redis``): both twins, concurrency 1 and 32.
+
+Each operation's ops/s is printed beside the raw redis-py EVALSHA round trip (a one-line
+script, same twin, same concurrency, same run) and their ratio. It starts its own redis-server
+on a free loopback port (persistence off) and stops it by pid; ``--port`` uses a running one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from runyard import CounterDelta, RunKey
+from runyard.redis import (
+    AsyncRedisStateStore,
+    AsyncRedisWorkQueue,
+    RedisStateStore,
+    RedisStoreSettings,
+    RedisWorkQueue,
+)
+
+RAW_SCRIPT = "return ARGV[1]"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_server() -> tuple[subprocess.Popen[bytes], int, str]:
+    port, workdir = _free_port(), tempfile.mkdtemp(prefix="runyard-bench-")
+    process = subprocess.Popen(
+        [
+            "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dir",
+            workdir,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            if redis.Redis(port=port).ping():
+                return process, port, workdir
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+def _settings() -> RedisStoreSettings:
+    return RedisStoreSettings(namespace=f"bench-{uuid.uuid4().hex[:8]}", durable=False)
+
+
+# -- async twin ---------------------------------------------------------------------------------
+async def _async_rate(
+    concurrency: int, total: int, op: Callable[[int], Awaitable[object]]
+) -> float:
+    per = total // concurrency
+
+    async def worker(w: int) -> None:
+        for i in range(per):
+            await op(w * per + i)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return per * concurrency / (time.perf_counter() - start)
+
+
+async def _async_cell(port: int, concurrency: int, total: int) -> dict[str, float]:
+    client = aioredis.Redis(port=port, max_connections=64, retry=AsyncRetry(NoBackoff(), 0))
+    store = AsyncRedisStateStore(client, settings=_settings())
+    queue = AsyncRedisWorkQueue(client, settings=_settings())
+    sha = await client.script_load(RAW_SCRIPT)
+    tag = uuid.uuid4().hex[:6]
+    out = {
+        "raw evalsha": await _async_rate(concurrency, total, lambda i: client.evalsha(sha, 0, i))
+    }
+    out["put_run"] = await _async_rate(
+        concurrency,
+        total,
+        lambda i: store.put_run(RunKey("t", f"{tag}-{i}"), {"i": i}, expected_version=0),
+    )
+    delta = CounterDelta(input_tokens=10, output_tokens=3, iterations=1)
+    out["patch_run"] = await _async_rate(
+        concurrency,
+        total,
+        lambda i: store.patch_run(RunKey("t", f"{tag}-{i % concurrency}"), delta),
+    )
+    for i in range(total):
+        await queue.enqueue(f"tenant-{i % 8}", {"i": i})
+
+    async def claim_complete(_: int) -> None:
+        lease = await queue.claim("bench")
+        assert lease is not None
+        await queue.complete(lease.tenant, lease.item_id, token=lease.token)
+
+    out["claim+complete"] = await _async_rate(concurrency, total, claim_complete)
+    await client.flushall()
+    await client.aclose()
+    return out
+
+
+# -- sync twin ----------------------------------------------------------------------------------
+def _sync_rate(concurrency: int, total: int, op: Callable[[int], object]) -> float:
+    per = total // concurrency
+
+    def worker(w: int) -> None:
+        for i in range(per):
+            op(w * per + i)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(worker, range(concurrency)))
+    return per * concurrency / (time.perf_counter() - start)
+
+
+def _sync_cell(port: int, concurrency: int, total: int) -> dict[str, float]:
+    client = redis.Redis(port=port, max_connections=64, retry=Retry(NoBackoff(), 0))
+    store = RedisStateStore(client, settings=_settings())
+    queue = RedisWorkQueue(client, settings=_settings())
+    sha = client.script_load(RAW_SCRIPT)
+    tag = uuid.uuid4().hex[:6]
+    out = {"raw evalsha": _sync_rate(concurrency, total, lambda i: client.evalsha(sha, 0, i))}
+    out["put_run"] = _sync_rate(
+        concurrency,
+        total,
+        lambda i: store.put_run(RunKey("t", f"{tag}-{i}"), {"i": i}, expected_version=0),
+    )
+    delta = CounterDelta(input_tokens=10, output_tokens=3, iterations=1)
+    out["patch_run"] = _sync_rate(
+        concurrency,
+        total,
+        lambda i: store.patch_run(RunKey("t", f"{tag}-{i % concurrency}"), delta),
+    )
+    for i in range(total):
+        queue.enqueue(f"tenant-{i % 8}", {"i": i})
+
+    def claim_complete(_: int) -> None:
+        lease = queue.claim("bench")
+        assert lease is not None
+        queue.complete(lease.tenant, lease.item_id, token=lease.token)
+
+    out["claim+complete"] = _sync_rate(concurrency, total, claim_complete)
+    client.flushall()
+    client.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, help="use the redis-server on this port (flushed!)")
+    parser.add_argument("--ops", type=int, default=4000, help="operations per cell")
+    args = parser.parse_args(argv)
+    process = workdir = None
+    port = args.port
+    if port is None:
+        if shutil.which("redis-server") is None:
+            print("redis-server is not installed; pass --port", file=sys.stderr)
+            return 1
+        process, port, workdir = _start_server()
+    try:
+        print(
+            f"runyard Redis benchmark: redis-server on 127.0.0.1:{port}, {args.ops} ops per cell, "
+            f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, redis-py {redis.__version__}"
+        )
+        print(
+            f"{'twin':<6} {'conc':>4}  {'operation':<15} {'ops/s':>9} "
+            f"{'raw EVALSHA/s':>14} {'ratio':>6}"
+        )
+        for twin in ("async", "sync"):
+            for concurrency in (1, 32):
+                if twin == "async":
+                    cell = asyncio.run(_async_cell(port, concurrency, args.ops))
+                else:
+                    cell = _sync_cell(port, concurrency, args.ops)
+                raw = cell["raw evalsha"]
+                for op in ("put_run", "patch_run", "claim+complete"):
+                    print(
+                        f"{twin:<6} {concurrency:>4}  {op:<15} {cell[op]:>9.0f} {raw:>14.0f} "
+                        f"{cell[op] / raw:>6.2f}"
+                    )
+    finally:
+        if process is not None:
+            os.kill(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+            shutil.rmtree(workdir or "", ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""AsyncScriptRunner: EVALSHA with NOSCRIPT reload, and the store-owned retry loop."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from runyard._flavours import async_sleep
+from runyard._redis_common import (
+    CONFIG_SETTINGS,
+    ReplyLost,
+    classify,
+    config_unavailable_message,
+    preflight_problems,
+    retry_delay,
+    text,
+)
+from runyard._redis_flavours import (
+    AsyncClientStartup,
+    AsyncRedisClient,
+    AsyncRedisCluster,
+    RedisError,
+    ResponseError,
+)
+from runyard._redis_lua import LuaScript
+from runyard._redis_settings import RedisStoreSettings
+from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
+
+__all__ = ["AsyncScriptRunner"]
+
+T = TypeVar("T")
+logger = logging.getLogger("runyard.redis")
+
+
+class AsyncScriptRunner:
+    """Sends commands and scripts for one store, owning every retry.
+
+    A command that certainly did not run (refused connection, failover in progress) is sent
+    again after a doubling, jittered pause, within ``settings.retry_attempts``; past that
+    budget ``unavailable(message)`` is raised. A write whose reply was lost is never sent
+    again here: it raises ReplyLost so the store can read back or give up. A full pool raises
+    PoolExhaustedError at once.
+    """
+
+    def __init__(
+        self,
+        client: AsyncRedisClient,
+        settings: RedisStoreSettings,
+        unavailable: Callable[[str], RunyardError],
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self._unavailable = unavailable
+        self._started = False
+
+    async def _evalsha(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await self.client.evalsha(script.sha, len(keys), *keys, *args)
+        except RedisError as exc:
+            if classify(exc) != "noscript":
+                raise
+        # The server has not seen this script yet (or restarted): EVAL runs it and caches it.
+        return await self.client.eval(script.text, len(keys), *keys, *args)
+
+    async def script(
+        self, script: LuaScript, keys: Sequence[str], args: Sequence[Any], *, idempotent: bool
+    ) -> Any:
+        """Run ``script`` once (retried only as described on the class)."""
+        return await self.call(lambda: self._evalsha(script, keys, args), idempotent=idempotent)
+
+    async def call(self, operation: Callable[[], Awaitable[T]], *, idempotent: bool) -> T:
+        """Run ``operation`` under the store's retry policy.
+
+        Raises ReplyLost (non-idempotent only), PoolExhaustedError, the store's unavailable
+        error past the budget, and any other redis-py error unchanged.
+        """
+        attempt = 0
+        while True:
+            try:
+                if not self._started:
+                    await AsyncClientStartup.ready(self.client)
+                    self._started = True
+                return await operation()
+            except (RedisError, OSError) as exc:
+                kind = classify(exc)
+                if kind == "pool":
+                    raise PoolExhaustedError(
+                        f"every connection of the pool is in use ({exc}); raise max_connections "
+                        "or lower the concurrency"
+                    ) from exc
+                if kind == "fatal" or kind == "noscript":
+                    raise
+                if kind == "ambiguous" and not idempotent:
+                    raise ReplyLost(f"the reply to a write was lost ({exc})") from exc
+                attempt += 1
+                if attempt >= self.settings.retry_attempts:
+                    raise self._unavailable(
+                        f"Redis did not answer after {attempt} attempts: {exc}"
+                    ) from exc
+                await async_sleep(
+                    retry_delay(
+                        attempt, self.settings.retry_backoff_base, self.settings.retry_backoff_cap
+                    )
+                )
+
+    async def _configs(self) -> list[dict[str, str]]:
+        client = self.client
+        if isinstance(client, AsyncRedisCluster):
+            configs = []
+            for node in client.get_nodes():  # type: ignore[no-untyped-call,unused-ignore]
+                config: dict[str, str] = {}
+                for name in CONFIG_SETTINGS:
+                    reply = await client.config_get(name, target_nodes=node)
+                    config.update({text(k): text(v) for k, v in reply.items()})
+                configs.append(config)
+            return configs
+        config = {}
+        for name in CONFIG_SETTINGS:
+            reply = await client.config_get(name)
+            config.update({text(k): text(v) for k, v in reply.items()})
+        return [config]
+
+    async def preflight(self) -> None:
+        """Refuse a server whose settings make the store unsafe; never changes anything.
+
+        Raises ConfigurationError naming the setting, its value and why. Where CONFIG is
+        disabled (managed Redis) it warns and names the settings to check by hand.
+        """
+        try:
+            configs = await self.call(self._configs, idempotent=True)
+        except ResponseError as exc:
+            message = config_unavailable_message(str(exc))
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            return
+        problems = sorted(
+            {p for c in configs for p in preflight_problems(c, durable=self.settings.durable)}
+        )
+        if problems:
+            raise ConfigurationError("Redis refused by preflight: " + "; ".join(problems))

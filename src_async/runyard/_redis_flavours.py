@@ -1,0 +1,91 @@
+"""The redis-py driver classes as flavour pairs: the async source names the ``Async`` member.
+
+``AsyncRedisClient`` becomes ``RedisClient`` in the generated sync twin, the way
+``AsyncLock`` becomes ``Lock`` (see runyard/_flavours.py). Importing this module needs redis-py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis import Redis
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    MaxConnectionsError,
+    NoScriptError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+__all__ = [
+    "AsyncClientStartup",
+    "AsyncRedis",
+    "AsyncRedisClient",
+    "AsyncRedisCluster",
+    "AsyncRetry",
+    "BusyLoadingError",
+    "ClientStartup",
+    "ClusterDownError",
+    "MaxConnectionsError",
+    "NoBackoff",
+    "NoScriptError",
+    "ReadOnlyError",
+    "Redis",
+    "RedisClient",
+    "RedisCluster",
+    "RedisClusterException",
+    "RedisConnectionError",
+    "RedisError",
+    "RedisTimeoutError",
+    "ResponseError",
+    "Retry",
+    "TryAgainError",
+    "client_kwargs",
+]
+
+AsyncRedisClient = AsyncRedis | AsyncRedisCluster
+RedisClient = Redis | RedisCluster
+
+
+def client_kwargs(socket_timeout: float, max_connections: int) -> dict[str, Any]:
+    """Keyword arguments for ``from_url`` of any client class (add the flavour's ``retry``)."""
+    return {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": socket_timeout,
+        "max_connections": max_connections,
+    }
+
+
+class AsyncClientStartup:
+    """Readies an asyncio client before its first command.
+
+    An asyncio RedisCluster discovers its nodes on first use, and concurrent first commands
+    race inside redis-py (AttributeError, ConnectionError); discovering them once, under
+    redis-py's own lock, avoids that.
+    """
+
+    @staticmethod
+    async def ready(client: AsyncRedisClient) -> None:
+        """Discover the cluster's nodes now (nothing to do for a single server)."""
+        if isinstance(client, AsyncRedisCluster):
+            await client.initialize()
+
+
+class ClientStartup:
+    """Readies a blocking client before its first command (the sync member of the pair)."""
+
+    @staticmethod
+    def ready(client: RedisClient) -> None:
+        """Nothing to do: a blocking RedisCluster discovers its nodes when it is built."""

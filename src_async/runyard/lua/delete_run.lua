@@ -1,0 +1,21 @@
+-- Deletes a run (optionally only at an expected version, fenced); its epoch survives.
+-- KEYS: run, runs index, lease
+-- ARGV: expected_version ('' any), fence ('' none), now, run id
+local run_key, index_key, lease_key = KEYS[1], KEYS[2], KEYS[3]
+local version = redis.call('HGET', run_key, 'version')
+if not version then
+  if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= 0 then
+    return {'conflict', 0}
+  end
+  return {'ok', 0}
+end
+if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= tonumber(version) then
+  return {'conflict', tonumber(version)}
+end
+local fenced = fence_error(lease_key, ARGV[2], ARGV[3])
+if fenced then
+  return fenced
+end
+redis.call('DEL', run_key)
+redis.call('ZREM', index_key, ARGV[4])
+return {'ok', 1}

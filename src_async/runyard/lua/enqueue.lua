@@ -1,0 +1,21 @@
+-- Adds an item; an existing id or a live dedupe key returns the existing item instead.
+-- ARGV: tenant, id, dedupe ('' none), payload, priority, priority key, now, available_at
+local tenant, id, dedupe, now = ARGV[1], ARGV[2], ARGV[3], ARGV[7]
+local item = item_field(tenant, id)
+if get(item, 'state') then
+  return {'exists', item_reply(item, tenant, id)}
+end
+local dedupe_field = seg(tenant) .. seg(dedupe)
+if dedupe ~= '' then
+  local other = redis.call('HGET', DEDUPE, dedupe_field)
+  if other then
+    return {'exists', item_reply(item_field(tenant, other), tenant, other)}
+  end
+  redis.call('HSET', DEDUPE, dedupe_field, id)
+  set(item, 'dedupe', dedupe)
+end
+set(item, 'payload', ARGV[4], 'priority', ARGV[5], 'pkey', ARGV[6], 'state', 'ready',
+  'attempts', 0, 'available', ARGV[8], 'enqueued', now)
+redis.call('HSETNX', TURNS, tenant, redis.call('HGET', COUNTERS, 'turn') or 0)
+make_ready(item, tenant, id, ARGV[8], now)
+return {'created'}

@@ -1,0 +1,27 @@
+-- Adds to a run's counters and bumps its version; needs no expected version.
+-- KEYS: run, lease
+-- ARGV: input_tokens, output_tokens, cost_micros, iterations, cursor, status ('' keeps),
+--       fence ('' none), now
+local run_key, lease_key = KEYS[1], KEYS[2]
+if redis.call('EXISTS', run_key) == 0 then
+  return {'not_found'}
+end
+local fenced = fence_error(lease_key, ARGV[7], ARGV[8])
+if fenced then
+  return fenced
+end
+local names = {'input_tokens', 'output_tokens', 'cost_micros', 'iterations', 'cursor'}
+for i, name in ipairs(names) do
+  if ARGV[i] ~= '0' then
+    redis.call('HINCRBY', run_key, name, ARGV[i])
+  end
+end
+redis.call('HINCRBY', run_key, 'version', 1)
+redis.call('HSET', run_key, 'updated_at', ARGV[8])
+if ARGV[6] ~= '' then
+  redis.call('HSET', run_key, 'status', ARGV[6])
+end
+local out = record(run_key)
+out[#out + 1] = 'blob'
+out[#out + 1] = redis.call('HGET', run_key, 'blob')
+return out

@@ -1,0 +1,36 @@
+-- Compare-and-swap write of a run's blob; version 0 creates it with the tenant's next seq.
+-- KEYS: run, runs index, seq counter, lease [, session-runs]
+-- ARGV: expected_version, blob, status ('' keeps), session ('' keeps), fence ('' none), now,
+--       default status, run id
+local run_key, index_key, seq_key, lease_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local actual = tonumber(redis.call('HGET', run_key, 'version') or '0')
+if tonumber(ARGV[1]) ~= actual then
+  return {'conflict', actual}
+end
+local fenced = fence_error(lease_key, ARGV[5], ARGV[6])
+if fenced then
+  return fenced
+end
+local now = ARGV[6]
+if actual == 0 then
+  local seq = redis.call('INCR', seq_key)
+  local status = ARGV[3]
+  if status == '' then
+    status = ARGV[7]
+  end
+  redis.call('HSET', run_key, 'blob', ARGV[2], 'version', 1, 'status', status,
+    'input_tokens', 0, 'output_tokens', 0, 'cost_micros', 0, 'iterations', 0, 'cursor', 0,
+    'created_at', now, 'updated_at', now, 'seq', seq)
+  redis.call('ZADD', index_key, seq, ARGV[8])
+else
+  redis.call('HSET', run_key, 'blob', ARGV[2], 'updated_at', now)
+  redis.call('HINCRBY', run_key, 'version', 1)
+  if ARGV[3] ~= '' then
+    redis.call('HSET', run_key, 'status', ARGV[3])
+  end
+end
+if ARGV[4] ~= '' then
+  redis.call('HSET', run_key, 'session', ARGV[4])
+  redis.call('SADD', KEYS[5], ARGV[8])
+end
+return record(run_key)
