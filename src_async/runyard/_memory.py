@@ -290,7 +290,8 @@ def _check_ttl(ttl_seconds: float) -> None:
 @dataclass
 class _Tenant:
     turn: int
-    ready: list[tuple[int, int, str]] = field(default_factory=list)  # (-priority, seq, item_id)
+    # (-priority, available_at, seq, item_id): highest priority, then first due, then readiness.
+    ready: list[tuple[int, float, int, str]] = field(default_factory=list)
 
 
 class MemoryQueueCore:
@@ -306,6 +307,7 @@ class MemoryQueueCore:
         self._dead: dict[tuple[str, str], DeadLetter] = {}
         self._tenants: dict[str, _Tenant] = {}
         self._delayed: list[tuple[float, int, str, str]] = []  # (available_at, seq, tenant, id)
+        self._ready_seq: dict[tuple[str, str], int] = {}  # the seq an item was last made ready with
         self._seq = 0
         self._token = 0
         self._turns = 0
@@ -319,26 +321,34 @@ class MemoryQueueCore:
 
     def _make_ready(self, item: WorkItem, now: float) -> None:
         self._seq += 1
+        self._ready_seq[(item.tenant, item.item_id)] = self._seq
         if item.available_at > now:
             heapq.heappush(self._delayed, (item.available_at, self._seq, item.tenant, item.item_id))
         else:
-            heapq.heappush(
-                self._tenant(item.tenant).ready, (-item.priority, self._seq, item.item_id)
-            )
+            self._enter_line(item, self._seq)
+
+    def _enter_line(self, item: WorkItem, seq: int) -> None:
+        entry = (-item.priority, item.available_at, seq, item.item_id)
+        heapq.heappush(self._tenant(item.tenant).ready, entry)
+
+    def _current(self, tenant: str, item_id: str, seq: int) -> WorkItem | None:
+        """The item if it is ready and ``seq`` is the one it was last made ready with."""
+        item = self._items.get((tenant, item_id))
+        if item is None or item.state != "ready":
+            return None
+        return item if self._ready_seq.get((tenant, item_id)) == seq else None
 
     def _promote_due(self, now: float) -> None:
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, tenant, item_id = heapq.heappop(self._delayed)
-            item = self._items.get((tenant, item_id))
-            if item is not None and item.state == "ready" and item.available_at <= now:
-                self._seq += 1
-                heapq.heappush(self._tenant(tenant).ready, (-item.priority, self._seq, item_id))
+            _, seq, tenant, item_id = heapq.heappop(self._delayed)
+            item = self._current(tenant, item_id, seq)
+            if item is not None:
+                self._enter_line(item, seq)
 
     def _head(self, tenant: str, state: _Tenant) -> str | None:
         while state.ready:
-            item_id = state.ready[0][2]
-            item = self._items.get((tenant, item_id))
-            if item is not None and item.state == "ready" and item.available_at <= self.clock.now():
+            _, _, seq, item_id = state.ready[0]
+            if self._current(tenant, item_id, seq) is not None:
                 return item_id
             heapq.heappop(state.ready)
         return None
@@ -449,7 +459,7 @@ class MemoryQueueCore:
             return None
         tenant = best[1]
         state = self._tenants[tenant]
-        _, _, item_id = heapq.heappop(state.ready)
+        _, _, _, item_id = heapq.heappop(state.ready)
         self._turns += 1
         state.turn = self._turns
         self._token += 1
@@ -482,6 +492,7 @@ class MemoryQueueCore:
     def complete(self, tenant: str, item_id: str, *, token: int) -> None:
         self._leased(tenant, item_id, token)
         item = self._items.pop((tenant, item_id))
+        self._ready_seq.pop((tenant, item_id), None)
         self._release(item)
 
     def fail(

@@ -8,7 +8,7 @@ for _, member in ipairs(due) do
   redis.call('ZREM', DELAYED, member)
   local item = string.sub(member, 17)
   local tenant, id = split_item(item)
-  make_ready(item, tenant, id, now, now)
+  enter_line(item, tenant, id)
 end
 local first = redis.call('ZRANGE', ROTATION, 0, 0)
 if #first == 0 then
@@ -17,7 +17,7 @@ end
 local tenant = first[1]
 local member = head(tenant)
 redis.call('ZREM', READY, member)
-local id = string.sub(member, #seg(tenant) + 33)
+local id = string.sub(member, line_prefix_length(tenant) + 1)
 local item = item_field(tenant, id)
 local turn = redis.call('HINCRBY', COUNTERS, 'turn', 1)
 redis.call('HSET', TURNS, tenant, turn)

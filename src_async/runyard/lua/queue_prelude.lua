@@ -69,19 +69,38 @@ local function item_reply(item, tenant, id)
   return out
 end
 
--- Mirrors MemoryQueueCore._make_ready: a new seq, then delayed or ready in its tenant's line.
+-- A member of the ready line: tenant, then priority (highest first), due time, readiness seq,
+-- so a tenant's head is its highest-priority item that became due first (mirrors the memory
+-- model's (-priority, available_at, seq) order). Times are non-negative seconds.
+local function ready_member(item, tenant, id)
+  local v = redis.call('HMGET', ITEMS, item .. ':pkey', item .. ':available', item .. ':seq')
+  return seg(tenant) .. v[1] .. string.format('%017.6f', tonumber(v[2])) ..
+    num16(tonumber(v[3])) .. id
+end
+
+-- Puts a ready item (its due time reached) in its tenant's line and the tenant in rotation.
+local function enter_line(item, tenant, id)
+  redis.call('ZADD', READY, 0, ready_member(item, tenant, id))
+  redis.call('ZADD', ROTATION, 'NX', redis.call('HGET', TURNS, tenant), tenant)
+end
+
+-- Mirrors MemoryQueueCore._make_ready: a new seq, then delayed or in its tenant's line.
 local function make_ready(item, tenant, id, available, now)
   local seq = redis.call('HINCRBY', COUNTERS, 'seq', 1)
   set(item, 'seq', seq)
   if tonumber(available) > tonumber(now) then
     redis.call('ZADD', DELAYED, available, num16(seq) .. item)
   else
-    redis.call('ZADD', READY, 0, seg(tenant) .. get(item, 'pkey') .. num16(seq) .. id)
-    redis.call('ZADD', ROTATION, 'NX', redis.call('HGET', TURNS, tenant), tenant)
+    enter_line(item, tenant, id)
   end
 end
 
 -- The head of a tenant's ready line (highest priority, then oldest), or nil.
+-- The length of a ready member before the id: tenant segment, pkey, due time, seq.
+local function line_prefix_length(tenant)
+  return #seg(tenant) + 16 + 17 + 16
+end
+
 local function head(tenant)
   local prefix = seg(tenant)
   local found = redis.call('ZRANGEBYLEX', READY, '[' .. prefix, '(' .. prefix .. '\255',

@@ -308,6 +308,16 @@ class AsyncWorkQueueConformance:
         assert order == ["high", "low", "low-2"]
 
     @pytest.mark.asyncio
+    async def test_items_are_served_in_the_order_they_became_due(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        await queue.enqueue("acme", {"n": "delayed"}, delay_seconds=10)
+        self.advance(15)
+        await queue.enqueue("acme", {"n": "later"})
+        order = [(await self._claim(queue)).item.payload["n"] for _ in range(2)]
+        assert order == ["delayed", "later"]
+
+    @pytest.mark.asyncio
     async def test_delayed_items_wait(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {"later": True}, delay_seconds=60)
         assert await queue.claim("w1") is None

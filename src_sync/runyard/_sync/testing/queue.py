@@ -281,6 +281,13 @@ class WorkQueueConformance:
         order = [(self._claim(queue)).item.payload["p"] for _ in range(3)]
         assert order == ["high", "low", "low-2"]
 
+    def test_items_are_served_in_the_order_they_became_due(self, queue: WorkQueue) -> None:
+        queue.enqueue("acme", {"n": "delayed"}, delay_seconds=10)
+        self.advance(15)
+        queue.enqueue("acme", {"n": "later"})
+        order = [(self._claim(queue)).item.payload["n"] for _ in range(2)]
+        assert order == ["delayed", "later"]
+
     def test_delayed_items_wait(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {"later": True}, delay_seconds=60)
         assert queue.claim("w1") is None

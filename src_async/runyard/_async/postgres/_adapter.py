@@ -1,0 +1,248 @@
+"""What the PostgreSQL state store and work queue share: executors, retries, verify, bound."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, ClassVar, Literal
+
+import psycopg
+import psycopg_pool
+from psycopg.conninfo import conninfo_to_dict
+from typing_extensions import Self
+
+from runyard._async.postgres.executor import (
+    AsyncBoundExecutor,
+    AsyncExecutor,
+    AsyncPsycopgExecutor,
+)
+from runyard._flavours import async_sleep
+from runyard._memory import DEFAULT_MAX_VALUE_BYTES
+from runyard._postgres_errors import FIX_SCHEMA, NotSent, map_error
+from runyard._postgres_flavours import AsyncConnection, AsyncConnectionPool
+from runyard._postgres_schema import SCHEMA_VERSIONS, StateTables
+from runyard._postgres_settings import PostgresStoreSettings
+from runyard._postgres_sql import Statements, statements
+from runyard.clock import Clock, SystemClock
+from runyard.errors import (
+    ConfigurationError,
+    QueueUnavailableError,
+    RunyardError,
+    StatePersistenceError,
+)
+
+__all__ = ["Source"]
+
+Source = AsyncExecutor | AsyncConnectionPool[Any] | AsyncConnection[Any]
+
+
+class _AsyncPostgresAdapter:
+    """The plumbing of a PostgreSQL adapter; subclasses add the protocol's methods.
+
+    ``source`` is a psycopg pool or connection (wrapped in AsyncPsycopgExecutor) or any
+    executor; ``close_source`` makes aclose() close it.
+    """
+
+    _kind: ClassVar[Literal["state", "queue"]]
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        tables: StateTables | None = None,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        retry_attempts: int = 3,
+        retry_backoff_seconds: float = 0.05,
+        schema_version: int | None = None,
+        prepare: bool = True,
+        close_source: bool = False,
+    ) -> None:
+        if isinstance(source, (AsyncConnectionPool, AsyncConnection)):
+            self._executor: AsyncExecutor = AsyncPsycopgExecutor(source, prepare=prepare)
+        elif isinstance(source, AsyncExecutor):
+            self._executor = source
+        else:
+            raise ConfigurationError(
+                f"a PostgreSQL store needs a psycopg pool, a psycopg connection or an executor "
+                f"(anything with fetch(statement, *args)), not {type(source).__name__}"
+            )
+        self.tables = tables or StateTables()
+        self.clock: Clock = clock or SystemClock()
+        self.max_value_bytes = max_value_bytes
+        self.retry_attempts = retry_attempts
+        self.retry_backoff_seconds = retry_backoff_seconds
+        self.schema_version = schema_version or SCHEMA_VERSIONS[self._kind]
+        self.prepare = prepare
+        self._sql: Statements = statements(self.tables)
+        self._bound = False
+        self._owns_source = close_source
+        self._secret: str | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(tables={self.tables!r}, bound={self._bound})"
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, source: Source, **options: Any) -> Self:
+        """Build the adapter on ``source`` and run verify() (direct construction skips it).
+
+        Raises ConfigurationError when the schema or the connection is not fit to use.
+        """
+        adapter = cls(source, **options)
+        await adapter.verify()
+        return adapter
+
+    @classmethod
+    async def from_settings(cls, settings: PostgresStoreSettings, **options: Any) -> Self:
+        """Open a psycopg pool from ``settings``, build the adapter on it and verify() it.
+
+        The adapter owns the pool and closes it in aclose(). Errors never show the DSN.
+        """
+        dsn = settings.dsn.get_secret_value()
+        try:
+            conninfo_to_dict(dsn)
+        except psycopg.Error:
+            # libpq's message quotes the DSN, password included: say less.
+            raise ConfigurationError(
+                "settings.dsn is not a valid PostgreSQL connection string "
+                "(details hidden: they would show the DSN)"
+            ) from None
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            dsn,
+            min_size=settings.pool_min_size,
+            max_size=max(settings.pool_max_size, settings.pool_min_size),
+            timeout=settings.pool_timeout_seconds,
+            open=False,
+        )
+        options.setdefault("tables", settings.tables())
+        options.setdefault("max_value_bytes", settings.max_value_bytes)
+        options.setdefault("retry_attempts", settings.retry_attempts)
+        options.setdefault("retry_backoff_seconds", settings.retry_backoff_seconds)
+        options.setdefault("schema_version", settings.schema_version)
+        options.setdefault("prepare", settings.prepare)
+        adapter = cls(pool, **options)
+        adapter._owns_source = True
+        adapter._secret = dsn
+        try:
+            await pool.open(wait=True, timeout=settings.pool_timeout_seconds)
+        except psycopg_pool.PoolTimeout:
+            await pool.close()
+            raise map_error(
+                NotSent(f"could not connect within {settings.pool_timeout_seconds} s"),
+                kind=cls._kind,
+                idempotent=True,
+            ) or ConfigurationError("could not connect") from None
+        try:
+            await adapter.verify()
+        except Exception as exc:
+            await pool.close()
+            error = map_error(exc, kind=cls._kind, idempotent=True, secret=dsn)
+            if error is None or error is exc:
+                raise
+            raise error from None
+        return adapter
+
+    def bound(self, session: AsyncConnection[Any]) -> Self:
+        """Return this adapter working inside the transaction the caller opened on ``session``.
+
+        Everything it writes commits or rolls back with the caller's transaction; it retries
+        nothing. Raises ConfigurationError for a connection in autocommit mode.
+        """
+        twin = copy.copy(self)
+        twin._executor = AsyncBoundExecutor(session, prepare=self.prepare)
+        twin._bound = True
+        twin._owns_source = False
+        return twin
+
+    # -- verify ------------------------------------------------------------------------------
+    def _relations(self) -> Sequence[str]:
+        raise NotImplementedError
+
+    async def verify(self) -> None:
+        """Check the connection and the schema this adapter needs.
+
+        Raises ConfigurationError for a missing table or sequence, a schema version this
+        runyard was not written for, or a connection whose ``statement_timeout`` is 0.
+        """
+        rows = await self._fetch("verify_relations", list(self._relations()), idempotent=True)
+        timeout, missing = rows[0][0], list(rows[0][1] or [])
+        if missing:
+            raise ConfigurationError(f"table {missing[0]} does not exist: {FIX_SCHEMA}")
+        versions = {str(r[0]): int(r[1]) for r in await self._fetch("verify_versions")}
+        found = versions.get(self._kind)
+        table = self.tables.qualified(self.tables.schema_table)
+        if found is None:
+            raise ConfigurationError(
+                f"{table} has no row for component {self._kind!r}: {FIX_SCHEMA}"
+            )
+        if found != self.schema_version:
+            raise ConfigurationError(
+                f"{table} says component {self._kind!r} is at schema version {found}, but this "
+                f"runyard was written for version {self.schema_version}: migrate the schema "
+                f"(runyard.EXPECTED_SCHEMA, see docs/postgres.md) or install the matching runyard"
+            )
+        if str(timeout).strip() in ("0", "0ms", "0s"):
+            raise ConfigurationError(
+                "statement_timeout is 0 (no limit) on this connection: a stuck statement would "
+                "hold its locks forever; set one, e.g. options='-c statement_timeout=5s' in the "
+                "DSN or ALTER ROLE ... SET statement_timeout = '5s'"
+            )
+
+    # -- statements --------------------------------------------------------------------------
+    def _now(self) -> float:
+        return float(self.clock.now())
+
+    async def _fetch(
+        self, name: str, *args: Any, idempotent: bool = True
+    ) -> Sequence[Sequence[Any]]:
+        """Run the named statement; map driver errors; retry what is safe to retry.
+
+        A bound adapter retries nothing. Otherwise contended statements, statement timeouts
+        and unreachable servers are retried within the budget; a write whose reply was lost
+        is retried only when ``idempotent``, else StoreOutcomeUnknown is raised.
+        """
+        statement = getattr(self._sql, name)
+        attempt = 0
+        while True:
+            try:
+                return await self._executor.fetch(statement, *args)
+            except Exception as exc:
+                error = map_error(exc, kind=self._kind, idempotent=idempotent, secret=self._secret)
+                if error is None:
+                    raise
+                if error is exc:
+                    raise
+                if self._bound or not self._retryable(error) or attempt >= self.retry_attempts:
+                    raise error from (None if self._secret else exc)
+            attempt += 1
+            ceiling = self.retry_backoff_seconds * 2 ** (attempt - 1)
+            await async_sleep(ceiling * random.random())
+
+    @staticmethod
+    def _retryable(error: RunyardError) -> bool:
+        if isinstance(error, StatePersistenceError):
+            return error.reason in ("contended", "unavailable")
+        return isinstance(error, QueueUnavailableError)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the pool when this adapter opened it (from_settings); otherwise nothing."""
+        if self._owns_source:
+            self._owns_source = False
+            close = getattr(self._executor, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

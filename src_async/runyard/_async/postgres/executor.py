@@ -1,0 +1,142 @@
+"""Executors: what the PostgreSQL adapters send statements through."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from runyard._flavours import AsyncLock
+from runyard._postgres_errors import NotSent
+from runyard._postgres_flavours import (
+    AsyncConnection,
+    AsyncConnectionPool,
+    AsyncRawCursor,
+    TransactionStatus,
+)
+from runyard.errors import ConfigurationError
+
+__all__ = ["AsyncBoundExecutor", "AsyncExecutor", "AsyncPsycopgExecutor"]
+
+
+@runtime_checkable
+class AsyncExecutor(Protocol):
+    """Anything with ``fetch(statement, *args)`` returning the rows as sequences.
+
+    Statements use ``$1``-style placeholders. Outside ``bound()``, each statement must commit
+    on its own (autocommit); asyncpg's ``Pool`` and ``Connection`` already behave so.
+    """
+
+    async def fetch(self, statement: str, *args: Any) -> Sequence[Sequence[Any]]:
+        """Run ``statement`` with ``args``; return its rows (empty when it returns none)."""
+        ...
+
+
+async def _run(
+    conn: AsyncConnection[Any], statement: str, args: Sequence[Any], prepare: bool
+) -> list[tuple[Any, ...]]:
+    cursor = AsyncRawCursor(conn)
+    try:
+        await cursor.execute(statement, args, prepare=prepare)
+        if cursor.description is None:
+            return []
+        return await cursor.fetchall()
+    finally:
+        await cursor.close()
+
+
+class AsyncPsycopgExecutor:
+    """Runs each statement in its own transaction (autocommit) on a psycopg pool or connection.
+
+    Pool connections are switched to autocommit while in use and switched back before they
+    return to the pool, so one statement is one round trip. A single connection is shared by
+    taking turns. Statements are prepared on each connection (``prepare=True``); pass
+    ``prepare=False`` behind a transaction-pooling PgBouncer.
+    """
+
+    def __init__(
+        self,
+        source: AsyncConnectionPool[Any] | AsyncConnection[Any],
+        *,
+        prepare: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        self.source = source
+        self.prepare = prepare
+        self.timeout = timeout
+        self._lock = AsyncLock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.source).__name__}, prepare={self.prepare})"
+
+    async def fetch(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Run ``statement`` in autocommit; return its rows.
+
+        Raises the driver's error (the adapters map it), psycopg_pool.PoolTimeout when the
+        pool has no free connection, NotSent when no connection could be made.
+        """
+        if isinstance(self.source, AsyncConnectionPool):
+            conn = await self.source.getconn(self.timeout)
+            try:
+                return await self._autocommit(conn, statement, args)
+            finally:
+                await self.source.putconn(conn)
+        async with self._lock:
+            if self.source.closed:
+                raise NotSent("the connection is closed")
+            return await self._autocommit(self.source, statement, args)
+
+    async def _autocommit(
+        self, conn: AsyncConnection[Any], statement: str, args: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
+        if conn.autocommit:
+            return await _run(conn, statement, args, self.prepare)
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            raise ConfigurationError(
+                "the connection has a transaction open: to work inside it use "
+                "store.bound(connection); otherwise commit or roll it back first"
+            )
+        await conn.set_autocommit(True)
+        try:
+            return await _run(conn, statement, args, self.prepare)
+        finally:
+            if not conn.broken and not conn.closed:
+                await conn.set_autocommit(False)
+
+    async def aclose(self) -> None:
+        """Close the pool or connection."""
+        await self.source.close()
+
+
+class AsyncBoundExecutor:
+    """Runs statements inside the transaction the caller opened on ``connection``.
+
+    Never commits, rolls back or retries: the caller's transaction decides. Raises
+    ConfigurationError for a connection in autocommit mode outside a transaction block,
+    where every statement would commit on its own.
+    """
+
+    def __init__(self, connection: AsyncConnection[Any], *, prepare: bool = True) -> None:
+        if not isinstance(connection, AsyncConnection):
+            raise ConfigurationError(
+                f"bound() needs a psycopg AsyncConnection, not {type(connection).__name__}"
+            )
+        self.connection = connection
+        self.prepare = prepare
+        self._check()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(prepare={self.prepare})"
+
+    def _check(self) -> None:
+        conn = self.connection
+        if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+            raise ConfigurationError(
+                "bound() refuses a connection in autocommit mode: each statement would commit "
+                "on its own; use a connection with autocommit=False (or open "
+                "connection.transaction() first)"
+            )
+
+    async def fetch(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Run ``statement`` in the caller's transaction; return its rows."""
+        self._check()
+        return await _run(self.connection, statement, args, self.prepare)

@@ -1,0 +1,109 @@
+"""Driver errors to runyard errors, decided once for both PostgreSQL twins (SQLSTATE first)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import psycopg
+import psycopg_pool
+
+from runyard.errors import (
+    ConfigurationError,
+    PoolExhaustedError,
+    QueueUnavailableError,
+    RunyardError,
+    StatePersistenceError,
+    StoreOutcomeUnknown,
+)
+
+__all__ = ["FIX_SCHEMA", "NotSent", "map_error", "scrub"]
+
+Kind = Literal["state", "queue"]
+
+FIX_SCHEMA = "apply runyard.EXPECTED_SCHEMA with your migration tool (see docs/postgres.md)"
+
+_CONTENDED = {"40001", "40P01"}  # serialization failure, deadlock detected
+_TOO_MANY_CONNECTIONS = {"53300"}
+_MISSING = {"42P01": "table", "42703": "column", "42883": "function", "3F000": "schema"}
+_STATEMENT_TIMEOUT = {"57014"}
+# The server reported the statement failed as it shut the session down: nothing was applied.
+_SERVER_GOING_AWAY = {"57P01", "57P02", "57P03"}
+
+
+class NotSent(Exception):
+    """Raised by an executor when it could not get a connection: the statement never left."""
+
+
+def scrub(message: str, secret: str | None) -> str:
+    """Return ``message`` with ``secret`` (a DSN or password) masked."""
+    if secret:
+        message = message.replace(secret, "**********")
+    return message
+
+
+def _unavailable(kind: Kind, message: str) -> RunyardError:
+    if kind == "queue":
+        return QueueUnavailableError(message)
+    return StatePersistenceError(message, reason="unavailable")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def map_error(
+    exc: BaseException, *, kind: Kind, idempotent: bool, secret: str | None = None
+) -> RunyardError | None:
+    """Return the runyard error for a driver error, or None when it is not a database error.
+
+    - 40001/40P01 -> StatePersistenceError(reason="contended"), retryable;
+    - 53300 and psycopg_pool.PoolTimeout -> PoolExhaustedError;
+    - 42P01/42703 (and a missing function or schema) -> ConfigurationError naming the object;
+    - 57014 (statement timeout) -> StatePersistenceError(reason="unavailable"), retryable;
+    - no connection, or the server shutting the session down -> unavailable, retryable;
+    - the connection lost while a statement was in flight -> StoreOutcomeUnknown, unless the
+      statement is ``idempotent`` (then unavailable: running it again is safe);
+    - data the server refuses (class 22, 23, 54) -> StatePersistenceError(reason="invalid").
+    """
+    if isinstance(exc, RunyardError):
+        return exc
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return PoolExhaustedError(
+            "every connection of the pool is in use (psycopg_pool.PoolTimeout): "
+            "raise max_size or lower concurrency"
+        )
+    if isinstance(exc, NotSent):
+        cause = exc.__cause__ or exc
+        return _unavailable(
+            kind, scrub(f"no connection to PostgreSQL: {_first_line(cause)}", secret)
+        )
+    message = scrub(_first_line(exc), secret)
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        if sqlstate in _CONTENDED:
+            return StatePersistenceError(f"contended, try again: {message}", reason="contended")
+        if sqlstate in _TOO_MANY_CONNECTIONS:
+            return PoolExhaustedError(f"the server refuses more connections: {message}")
+        if sqlstate in _MISSING:
+            return ConfigurationError(f"{message}: {FIX_SCHEMA}")
+        if sqlstate in _STATEMENT_TIMEOUT:
+            return StatePersistenceError(
+                f"the statement timed out (statement_timeout) and was rolled back: {message}",
+                reason="unavailable",
+            )
+        if sqlstate in _SERVER_GOING_AWAY or sqlstate.startswith("08"):
+            return _unavailable(kind, f"PostgreSQL closed the session: {message}")
+        if sqlstate[:2] in ("22", "23", "54"):
+            return StatePersistenceError(
+                f"PostgreSQL refused the value: {message}", reason="invalid"
+            )
+        return StatePersistenceError(f"PostgreSQL error {sqlstate}: {message}", reason="invalid")
+    if isinstance(exc, (psycopg.OperationalError, ConnectionError, OSError)):
+        if idempotent:
+            return _unavailable(kind, f"connection to PostgreSQL lost: {message}")
+        return StoreOutcomeUnknown(
+            f"connection to PostgreSQL lost before the reply to a write: it may or may not have "
+            f"been applied ({message})"
+        )
+    return None

@@ -1,0 +1,104 @@
+-- runyard PostgreSQL schema, version 1: run state (runs, sessions, run leases) and work queues.
+--
+-- Apply this with your own migration tool; runyard never runs DDL. `open()` checks the rows of
+-- the schema table against the versions this runyard was written for. Later components (the
+-- execution store) add their own tables and their own row in the schema table, so a deployment
+-- migrates one component without touching the others.
+--
+-- Names in braces are filled in by runyard.postgres.schema_sql(StateTables(...)).
+
+CREATE TABLE {schema_table} (
+    component   text COLLATE "C" PRIMARY KEY,
+    version     integer NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Run state --------------------------------------------------------------------------------
+
+CREATE TABLE {runs} (
+    tenant         text COLLATE "C" NOT NULL,
+    run_id         text COLLATE "C" NOT NULL,
+    seq            bigserial NOT NULL,
+    blob           jsonb NOT NULL,
+    version        bigint NOT NULL CHECK (version > 0),
+    status         text NOT NULL,
+    session_id     text COLLATE "C",
+    input_tokens   bigint NOT NULL DEFAULT 0,
+    output_tokens  bigint NOT NULL DEFAULT 0,
+    cost_micros    bigint NOT NULL DEFAULT 0,
+    iterations     bigint NOT NULL DEFAULT 0,
+    "cursor"       bigint NOT NULL DEFAULT 0,
+    created_at     double precision NOT NULL,
+    updated_at     double precision NOT NULL,
+    PRIMARY KEY (tenant, run_id)
+);
+-- list_runs pages by seq within a tenant; delete_session finds a session's runs.
+CREATE UNIQUE INDEX "{runs_name}_by_seq" ON {runs} (tenant, seq);
+CREATE INDEX "{runs_name}_by_session" ON {runs} (tenant, session_id) WHERE session_id IS NOT NULL;
+
+CREATE TABLE {sessions} (
+    tenant      text COLLATE "C" NOT NULL,
+    session_id  text COLLATE "C" NOT NULL,
+    blob        jsonb NOT NULL,
+    version     bigint NOT NULL CHECK (version > 0),
+    created_at  double precision NOT NULL,
+    updated_at  double precision NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+);
+
+-- One row per run ever leased: the fencing epoch outlives the lease (holder NULL = released).
+CREATE TABLE {run_leases} (
+    tenant      text COLLATE "C" NOT NULL,
+    run_id      text COLLATE "C" NOT NULL,
+    holder      text COLLATE "C",
+    epoch       bigint NOT NULL,
+    expires_at  double precision,
+    PRIMARY KEY (tenant, run_id)
+);
+
+-- Work queues -------------------------------------------------------------------------------
+
+CREATE SEQUENCE {work_seq};    -- order of readiness within a priority
+CREATE SEQUENCE {token_seq};   -- fencing tokens of claims
+CREATE SEQUENCE {turn_seq};    -- the global claim counter that tenant turns are drawn from
+
+CREATE TABLE {work} (
+    tenant            text COLLATE "C" NOT NULL,
+    item_id           text COLLATE "C" NOT NULL,
+    payload           jsonb NOT NULL,
+    priority          bigint NOT NULL DEFAULT 0,
+    state             text NOT NULL CHECK (state IN ('ready', 'leased', 'dead')),
+    attempts          integer NOT NULL DEFAULT 0,
+    available_at      double precision NOT NULL,
+    enqueued_at       double precision NOT NULL,
+    seq               bigint NOT NULL DEFAULT nextval('{work_seq_name}'),
+    dedupe_key        text COLLATE "C",
+    worker            text COLLATE "C",
+    token             bigint,
+    claimed_at        double precision,
+    lease_expires_at  double precision,
+    last_error        text,
+    dead_reason       text,
+    dead_at           double precision,
+    PRIMARY KEY (tenant, item_id)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+-- claim: a tenant's due head, highest priority first, then oldest due, then oldest ready.
+CREATE INDEX "{work_name}_ready" ON {work} (tenant, priority DESC, available_at, seq)
+    WHERE state = 'ready';
+-- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
+CREATE UNIQUE INDEX "{work_name}_dedupe" ON {work} (tenant, dedupe_key)
+    WHERE dedupe_key IS NOT NULL;
+-- reap: lapsed leases, oldest expiry first; adopt: a worker's leases.
+CREATE INDEX "{work_name}_lapsing" ON {work} (lease_expires_at, token) WHERE state = 'leased';
+CREATE INDEX "{work_name}_by_worker" ON {work} (worker, token) WHERE state = 'leased';
+-- dead_letters: a tenant's dead items, oldest first.
+CREATE INDEX "{work_name}_dead" ON {work} (tenant, dead_at, item_id) WHERE state = 'dead';
+
+-- A tenant's turn: claims serve the tenant with the oldest turn that has due work.
+CREATE TABLE {turns} (
+    tenant  text COLLATE "C" PRIMARY KEY,
+    turn    bigint NOT NULL
+);
+CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant);
+
+INSERT INTO {schema_table} (component, version) VALUES ('state', 1), ('queue', 1);

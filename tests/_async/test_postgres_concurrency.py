@@ -1,0 +1,59 @@
+"""Claims under real concurrency on PostgreSQL: exclusive, and each item completed once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import partial
+
+import pytest
+from runyard import Lease
+from runyard._flavours import async_gather
+from runyard.postgres import AsyncPostgresWorkQueue, StateTables
+
+from tests._async.postgres_support import open_queue
+
+
+@pytest.mark.asyncio
+async def test_ten_workers_claiming_at_once_take_ten_different_items(
+    pg_tables: StateTables,
+) -> None:
+    queue = await open_queue(pg_tables, max_size=10)
+    async with queue:
+        for i in range(10):
+            await queue.enqueue("acme", {"i": i})
+
+        async def claim(worker: str) -> Lease | None:
+            return await queue.claim(worker)
+
+        leases = await async_gather([partial(claim, f"w{n}") for n in range(10)])
+        claimed = [lease for lease in leases if lease is not None]
+        assert len(claimed) == 10
+        assert len({lease.item_id for lease in claimed}) == 10
+        assert len({lease.token for lease in claimed}) == 10
+        assert await queue.claim("late") is None
+
+
+@pytest.mark.asyncio
+async def test_sixteen_workers_complete_two_thousand_items_exactly_once(
+    pg_tables: StateTables,
+) -> None:
+    queue = await open_queue(pg_tables, max_size=16)
+    async with queue:
+        for i in range(2_000):
+            await queue.enqueue(f"tenant-{i % 13}", {"i": i})
+
+        async def worker(q: AsyncPostgresWorkQueue, name: str) -> list[int]:
+            done: list[int] = []
+            while True:
+                lease = await q.claim(name)
+                if lease is None:
+                    return done
+                await q.complete(lease.tenant, lease.item_id, token=lease.token)
+                done.append(lease.item.payload["i"])
+
+        results = await async_gather([partial(worker, queue, f"w{n}") for n in range(16)])
+        counts = Counter(i for done in results for i in done)
+        assert sorted(counts) == list(range(2_000))
+        assert set(counts.values()) == {1}
+        stats = await queue.stats()
+        assert (stats.ready, stats.leased, stats.dead) == (0, 0, 0)

@@ -1,0 +1,176 @@
+"""open() runs verify(); driver errors reach the caller as runyard errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from runyard import (
+    ConfigurationError,
+    CounterDelta,
+    PoolExhaustedError,
+    RunKey,
+    StatePersistenceError,
+)
+from runyard.postgres import (
+    AsyncPostgresStateStore,
+    AsyncPostgresWorkQueue,
+    AsyncPsycopgExecutor,
+    StateTables,
+)
+
+from tests._async.postgres_support import open_pool, open_store
+from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
+
+REFUSED = [
+    {"x": float("nan")},
+    {"x": float("inf")},
+    {"x": float("-inf")},
+    {"x": "nul\x00"},
+    {"x": "lone\ud800surrogate"},
+    {"nul\x00key": 1},
+]
+
+
+class CountingExecutor:
+    """The real executor, counting the statements that reach the server."""
+
+    def __init__(self, inner: AsyncPsycopgExecutor) -> None:
+        self.inner = inner
+        self.sent = 0
+
+    async def fetch(self, statement: str, *args: Any) -> Any:
+        self.sent += 1
+        return await self.inner.fetch(statement, *args)
+
+
+@pytest.mark.asyncio
+async def test_a_wrong_schema_version_is_refused(pg_tables: StateTables) -> None:
+    with admin_connection() as conn:
+        conn.execute(
+            f"UPDATE {pg_tables.qualified(pg_tables.schema_table)} SET version = 99"
+            " WHERE component = 'queue'"
+        )
+    pool = await open_pool()
+    try:
+        with pytest.raises(ConfigurationError, match="written for version 1"):
+            await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
+        store = await AsyncPostgresStateStore.open(pool, tables=pg_tables)
+        assert await store.get_run(RunKey("acme", "r")) is None
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_a_missing_table_is_refused_saying_how_to_fix_it(pg_tables: StateTables) -> None:
+    with admin_connection() as conn:
+        conn.execute(f"DROP TABLE {pg_tables.qualified(pg_tables.runs)}")
+    pool = await open_pool()
+    try:
+        with pytest.raises(ConfigurationError) as caught:
+            await AsyncPostgresStateStore.open(pool, tables=pg_tables)
+        message = str(caught.value)
+        assert pg_tables.runs in message and "does not exist" in message
+        assert "apply runyard.EXPECTED_SCHEMA with your migration tool" in message
+        assert "docs/postgres.md" in message
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_a_table_dropped_after_open_is_named_in_the_error(pg_tables: StateTables) -> None:
+    store = await open_store(pg_tables)
+    async with store:
+        with admin_connection() as conn:
+            conn.execute(f"DROP TABLE {pg_tables.qualified(pg_tables.runs)} CASCADE")
+        with pytest.raises(ConfigurationError, match=f"{pg_tables.runs}.*EXPECTED_SCHEMA"):
+            await store.get_run(RunKey("acme", "r"))
+
+
+@pytest.mark.asyncio
+async def test_a_connection_without_statement_timeout_is_refused(
+    pg_tables: StateTables,
+) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        PG_BASE_DSN, min_size=1, max_size=2, open=False
+    )
+    await pool.open(wait=True)
+    try:
+        with pytest.raises(ConfigurationError, match="statement_timeout is 0"):
+            await AsyncPostgresStateStore.open(pool, tables=pg_tables)
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_an_exhausted_pool_raises_pool_exhausted(pg_tables: StateTables) -> None:
+    pool = await open_pool(max_size=1, timeout=0.2)
+    store = AsyncPostgresStateStore(pool, tables=pg_tables, close_source=True)
+    async with store:
+        held = await pool.getconn()
+        try:
+            with pytest.raises(PoolExhaustedError) as caught:
+                await store.get_run(RunKey("acme", "r"))
+            assert caught.value.retryable
+        finally:
+            await pool.putconn(held)
+        assert await store.get_run(RunKey("acme", "r")) is None
+
+
+@pytest.mark.asyncio
+async def test_a_statement_timeout_is_a_retryable_persistence_error(
+    pg_tables: StateTables,
+) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        f"{PG_BASE_DSN} options='-c statement_timeout=200ms'", min_size=1, open=False
+    )
+    await pool.open(wait=True)
+    store = AsyncPostgresStateStore(pool, tables=pg_tables, retry_attempts=0, close_source=True)
+    async with store:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {}, expected_version=0)
+        with admin_connection() as locker, locker.transaction():
+            locker.execute(f"SELECT 1 FROM {pg_tables.qualified(pg_tables.runs)} FOR UPDATE")
+            with pytest.raises(StatePersistenceError) as caught:
+                await store.patch_run(key, CounterDelta(iterations=1))
+        assert caught.value.retryable and "statement_timeout" in str(caught.value)
+        record = await store.get_run(key)
+        assert record is not None and record.iterations == 0
+
+
+@pytest.mark.asyncio
+async def test_values_jsonb_refuses_are_refused_before_sending(pg_tables: StateTables) -> None:
+    pool = await open_pool()
+    executor = CountingExecutor(AsyncPsycopgExecutor(pool))
+    store = AsyncPostgresStateStore(executor, tables=pg_tables)
+    queue = AsyncPostgresWorkQueue(executor, tables=pg_tables)
+    try:
+        for bad in REFUSED:
+            with pytest.raises(StatePersistenceError) as caught:
+                await store.put_run(RunKey("acme", "r"), bad, expected_version=0)
+            assert caught.value.reason == "invalid" and not caught.value.retryable
+            with pytest.raises(StatePersistenceError):
+                await store.put_session("acme", "s", bad, expected_version=0)
+            with pytest.raises(StatePersistenceError):
+                await queue.enqueue("acme", bad)
+        assert executor.sent == 0
+        assert await store.get_run(RunKey("acme", "r")) is None
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_an_oversized_value_is_refused_before_sending(pg_tables: StateTables) -> None:
+    pool = await open_pool()
+    executor = CountingExecutor(AsyncPsycopgExecutor(pool))
+    store = AsyncPostgresStateStore(executor, tables=pg_tables, max_value_bytes=1_000)
+    try:
+        with pytest.raises(StatePersistenceError) as caught:
+            await store.put_run(RunKey("acme", "r"), {"x": "y" * 2_000}, expected_version=0)
+        assert caught.value.reason == "too_large" and executor.sent == 0
+    finally:
+        await pool.close()

@@ -1,0 +1,78 @@
+"""The published schema, custom table names, and importing runyard without psycopg."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import runyard
+from runyard import ConfigurationError
+from runyard.postgres import EXPECTED_SCHEMA, StateTables, schema_sql
+
+from tests.support.postgres_plugin import admin_connection, fresh_schema
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "Runs", "runs; DROP TABLE x", 'ru"ns', "a-b", "1runs", "x" * 49, "runs ", "rüns"],
+)
+def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
+    with pytest.raises(ConfigurationError, match="plain identifier"):
+        StateTables(runs=bad)
+    with pytest.raises(ConfigurationError, match="plain identifier"):
+        StateTables(schema=bad)
+
+
+def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
+    assert runyard.EXPECTED_SCHEMA == EXPECTED_SCHEMA
+    assert "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 1)" in (
+        EXPECTED_SCHEMA
+    )
+    assert "autovacuum_vacuum_scale_factor = 0.01" in EXPECTED_SCHEMA
+    assert "autovacuum_vacuum_cost_delay = 0" in EXPECTED_SCHEMA
+    assert "WHERE dedupe_key IS NOT NULL" in EXPECTED_SCHEMA
+    assert "seq            bigserial" in EXPECTED_SCHEMA
+
+
+def test_schema_sql_renders_custom_names_that_apply_cleanly(pg_server: None) -> None:
+    schema = fresh_schema()
+    tables = StateTables.with_prefix("app_q_", schema=schema)
+    ddl = schema_sql(tables)
+    assert "runyard_" not in ddl and f'"{schema}"."app_q_work_items"' in ddl
+    with admin_connection() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        try:
+            conn.execute(ddl)
+            names = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE n.nspname = %s",
+                    (schema,),
+                )
+            }
+            assert {"app_q_runs", "app_q_work_items", "app_q_tenant_turns"} <= names
+            assert "app_q_work_items_token_seq" in names
+        finally:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def test_import_runyard_needs_no_psycopg() -> None:
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('psycopg', 'psycopg_pool', 'asyncpg'):\n"
+        "            raise ImportError(f'blocked {name}')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import runyard\n"
+        "assert runyard.MemoryStateStore\n"
+        "try:\n"
+        "    runyard.PostgresStateStore\n"
+        "except ImportError:\n"
+        "    print('lazy')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "lazy"
