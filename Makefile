@@ -53,3 +53,7 @@ clean:
 .PHONY: bench-redis
 bench-redis: $(STAMP)
 	$(PYTHON) benchmarks/bench_redis.py
+
+.PHONY: bench-executions
+bench-executions: $(STAMP)
+	$(PYTHON) benchmarks/bench_executions.py

@@ -1,6 +1,7 @@
 """The Redis backend (redis-py, Redis Cluster included)."""
 
+from runyard._async.redis.executions import AsyncRedisStore
 from runyard._async.redis.queue import AsyncRedisWorkQueue
 from runyard._async.redis.state import AsyncRedisStateStore
 
-__all__ = ["AsyncRedisStateStore", "AsyncRedisWorkQueue"]
+__all__ = ["AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisWorkQueue"]

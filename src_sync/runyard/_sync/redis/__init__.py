@@ -2,7 +2,8 @@
 # Change the async source (or codegen/) and run `make twins` again.
 """The Redis backend (redis-py, Redis Cluster included)."""
 
+from runyard._sync.redis.executions import RedisStore
 from runyard._sync.redis.queue import RedisWorkQueue
 from runyard._sync.redis.state import RedisStateStore
 
-__all__ = ["RedisStateStore", "RedisWorkQueue"]
+__all__ = ["RedisStateStore", "RedisStore", "RedisWorkQueue"]

@@ -1,0 +1,401 @@
+"""Execution store throughput (``make bench-executions``): commits/s per path, backend and twin.
+
+Two commit paths, one execution committed again and again at concurrency 1:
+
+- ``fast``: the execution and its processed mark (``commit(exe, processed_event_id=...)``);
+- ``full``: the same plus one emitted event, one timer schedule and one trace step.
+
+Beside them, in the same run and twin: the raw redis-py round trip (``EVALSHA`` of a one-line
+script) and the same full commit done the WATCH/MULTI/EXEC way (``INCR`` for the outbox seq and
+the trace index, ``WATCH`` + ``HGET`` of the version, then ``MULTI``...``EXEC`` with every write),
+the baseline the one-script commit beats. It starts its own redis-server on a free loopback
+port (persistence off) and stops it by pid; ``--port`` uses a running one (flushed!).
+
+Backends are the entries of ``BACKENDS``: add one (e.g. PostgreSQL) with a factory per twin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import redis
+import redis.asyncio as aioredis
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from runyard import (
+    AsyncMemoryExecutionStore,
+    Event,
+    Execution,
+    MemoryExecutionStore,
+    TimerOp,
+    TraceStep,
+)
+from runyard._memory_executions import plan_commit
+from runyard._redis_executions import commit_args
+from runyard.postgres import (
+    AsyncPostgresExecutionStore,
+    PostgresExecutionStore,
+    StateTables,
+    schema_sql,
+)
+from runyard.redis import AsyncRedisStore, RedisStore, RedisStoreSettings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.bench_redis import _start_server
+
+RAW_SCRIPT = "return ARGV[1]"
+T0 = 1_700_000_000.0
+CONTEXT = {"cart": ["sku-1", "sku-2"], "total": 4200, "customer": {"id": "c-7", "tier": "gold"}}
+
+
+@dataclass
+class Backend:
+    """How to build (and later release) a fresh store of one backend, in each twin.
+
+    ``make_async``/``make_sync`` get the Redis port of the run (a backend may ignore it) and
+    return ``(store, close)``.
+    """
+
+    name: str
+    make_async: Callable[[int], Awaitable[tuple[Any, Callable[[], Awaitable[None]]]]]
+    make_sync: Callable[[int], tuple[Any, Callable[[], None]]]
+
+
+def _settings() -> RedisStoreSettings:
+    return RedisStoreSettings(namespace=f"bench-{uuid.uuid4().hex[:8]}", durable=False)
+
+
+async def _async_memory(_: int) -> tuple[Any, Callable[[], Awaitable[None]]]:
+    store = AsyncMemoryExecutionStore()
+    return store, store.aclose
+
+
+def _sync_memory(_: int) -> tuple[Any, Callable[[], None]]:
+    store = MemoryExecutionStore()
+    return store, store.close
+
+
+async def _async_redis(port: int) -> tuple[Any, Callable[[], Awaitable[None]]]:
+    client = aioredis.Redis(port=port, retry=AsyncRetry(NoBackoff(), 0))
+    store = AsyncRedisStore(client, settings=_settings(), owns_client=True)
+    return store, store.aclose
+
+
+def _sync_redis(port: int) -> tuple[Any, Callable[[], None]]:
+    client = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+    store = RedisStore(client, settings=_settings(), owns_client=True)
+    return store, store.close
+
+
+# -- PostgreSQL: each store in a schema of its own (tables from schema_sql), dropped on close --
+PG_DSN = os.environ.get(
+    "RUNYARD_BENCH_PG_DSN",
+    "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'",
+)
+PG_RAW = "raw psycopg UPDATE+COMMIT"
+
+
+def _pg_schema() -> tuple[StateTables, Callable[[], None]]:
+    name = f"bench_exec_{uuid.uuid4().hex[:8]}"
+    tables = StateTables(schema=name)
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+        conn.execute(schema_sql(tables))
+        conn.execute(f'CREATE TABLE "{name}".raw (id int PRIMARY KEY, n bigint NOT NULL)')
+        conn.execute(f'INSERT INTO "{name}".raw VALUES (1, 0)')
+
+    def drop() -> None:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+    return tables, drop
+
+
+def _postgres_reachable() -> bool:
+    try:
+        psycopg.connect(PG_DSN, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        print(f"PostgreSQL skipped (RUNYARD_BENCH_PG_DSN): {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+async def _async_postgres(_: int) -> tuple[Any, Callable[[], Awaitable[None]]]:
+    tables, drop = _pg_schema()
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(PG_DSN, min_size=1, open=False)
+    await pool.open(wait=True)
+    store = await AsyncPostgresExecutionStore.open(pool, tables=tables, close_source=True)
+
+    async def close() -> None:
+        await store.aclose()
+        drop()
+
+    return store, close
+
+
+def _sync_postgres(_: int) -> tuple[Any, Callable[[], None]]:
+    tables, drop = _pg_schema()
+    pool: ConnectionPool[Any] = ConnectionPool(PG_DSN, min_size=1, open=True)
+    store = PostgresExecutionStore.open(pool, tables=tables, close_source=True)
+
+    def close() -> None:
+        store.close()
+        drop()
+
+    return store, close
+
+
+async def _async_raw_postgres(n: int) -> float:
+    """One prepared single-row UPDATE in autocommit: one round trip and one commit, like a
+    runyard commit."""
+    tables, drop = _pg_schema()
+    sql = f'UPDATE "{tables.schema}".raw SET n = n + 1 WHERE id = 1 RETURNING n'
+    async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as conn:
+        for _ in range(min(n, 200)):
+            await conn.execute(sql, prepare=True)
+        start = time.perf_counter()
+        for _ in range(n):
+            await conn.execute(sql, prepare=True)
+        rate = _rate(n, time.perf_counter() - start)
+    drop()
+    return rate
+
+
+def _sync_raw_postgres(n: int) -> float:
+    """The sync twin of ``_async_raw_postgres``."""
+    tables, drop = _pg_schema()
+    sql = f'UPDATE "{tables.schema}".raw SET n = n + 1 WHERE id = 1 RETURNING n'
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        for _ in range(min(n, 200)):
+            conn.execute(sql, prepare=True)
+        start = time.perf_counter()
+        for _ in range(n):
+            conn.execute(sql, prepare=True)
+        rate = _rate(n, time.perf_counter() - start)
+    drop()
+    return rate
+
+
+BACKENDS: list[Backend] = [
+    Backend("memory", _async_memory, _sync_memory),
+    Backend("redis", _async_redis, _sync_redis),
+    Backend("postgres", _async_postgres, _sync_postgres),
+]
+
+
+def _full(i: int) -> dict[str, Any]:
+    return {
+        "emits": [("billing", Event(id=f"out-{i}", name="charge", data={"amount": i}))],
+        "processed_event_id": f"in-{i}",
+        "timers": [TimerOp.schedule("waiting.timeout", T0 + i)],
+        "trace": TraceStep(event_id=f"in-{i}", event_name="submit"),
+    }
+
+
+def _rate(n: int, elapsed: float) -> float:
+    return n / elapsed
+
+
+# -- async twin -----------------------------------------------------------------------------
+async def _async_commits(store: Any, n: int, full: bool) -> float:
+    exe = Execution(id=f"exe-{uuid.uuid4().hex[:6]}", definition_id="checkout", context=CONTEXT)
+    await store.save(exe)
+    start = time.perf_counter()
+    for i in range(n):
+        exe.context["step"] = i
+        if full:
+            await store.commit(exe, **_full(i))
+        else:
+            await store.commit(exe, processed_event_id=f"in-{i}")
+    return _rate(n, time.perf_counter() - start)
+
+
+async def _async_watch_multi_exec(client: aioredis.Redis, n: int) -> float:
+    """The full commit without a script: INCRs for seqs, then WATCH/MULTI/EXEC."""
+    key, ns = "wme:exe", "wme"
+    exe = Execution(id="e1", definition_id="checkout", context=CONTEXT)
+    await client.hset(key, mapping={"version": 0})
+    start = time.perf_counter()
+    for i in range(n):
+        # The same checks and serialisation as the store, so only the writes differ.
+        exe.context["step"] = i
+        plan = plan_commit(exe, **_full(i))
+        args = commit_args(plan, time.time(), shards=1, shard=0, trace_max=200)
+        emit, member, fire_at, step = args[16], args[18], args[19], args[12]
+        seq = await client.incr(f"{ns}:outbox-seq")
+        index = await client.incr(f"{ns}:trace-index")
+        async with client.pipeline(transaction=True) as pipe:
+            await pipe.watch(key)
+            version = int(await pipe.hget(key, "version") or 0)
+            pipe.multi()  # type: ignore[no-untyped-call]
+            pipe.hset(
+                key,
+                mapping={
+                    "version": version + 1,
+                    "updated_at": args[1],
+                    "status": args[5],
+                    "context": args[8],
+                },
+            )
+            pipe.zadd(f"{ns}:outbox", {f"{seq} {emit}": seq})
+            pipe.sadd(f"{ns}:processed", f"in-{i}")
+            pipe.zadd(f"{ns}:timers", {member: float(fire_at)})
+            pipe.rpush(f"{ns}:trace", f"{index} {args[1]} {step}")
+            pipe.ltrim(f"{ns}:trace", -200, -1)
+            await pipe.execute()
+    return _rate(n, time.perf_counter() - start)
+
+
+async def _async_run(port: int, n: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    client = aioredis.Redis(port=port, retry=AsyncRetry(NoBackoff(), 0))
+    sha = await client.script_load(RAW_SCRIPT)
+    start = time.perf_counter()
+    for i in range(n):
+        await client.evalsha(sha, 0, i)
+    out["raw EVALSHA"] = _rate(n, time.perf_counter() - start)
+    out["redis WATCH/MULTI/EXEC full"] = await _async_watch_multi_exec(client, n)
+    await client.flushall()
+    await client.aclose()
+    if any(b.name == "postgres" for b in BACKENDS):
+        out[PG_RAW] = await _async_raw_postgres(n)
+    for backend in BACKENDS:
+        for path in ("fast", "full"):
+            store, close = await backend.make_async(port)
+            await _async_commits(store, min(n, 200), path == "full")  # warm up (scripts loaded)
+            out[f"{backend.name} {path}"] = await _async_commits(store, n, path == "full")
+            await close()
+    return out
+
+
+# -- sync twin ------------------------------------------------------------------------------
+def _sync_commits(store: Any, n: int, full: bool) -> float:
+    exe = Execution(id=f"exe-{uuid.uuid4().hex[:6]}", definition_id="checkout", context=CONTEXT)
+    store.save(exe)
+    start = time.perf_counter()
+    for i in range(n):
+        exe.context["step"] = i
+        if full:
+            store.commit(exe, **_full(i))
+        else:
+            store.commit(exe, processed_event_id=f"in-{i}")
+    return _rate(n, time.perf_counter() - start)
+
+
+def _sync_watch_multi_exec(client: redis.Redis, n: int) -> float:
+    """The full commit without a script: INCRs for seqs, then WATCH/MULTI/EXEC."""
+    key, ns = "wme:exe", "wme"
+    exe = Execution(id="e1", definition_id="checkout", context=CONTEXT)
+    client.hset(key, mapping={"version": 0})
+    start = time.perf_counter()
+    for i in range(n):
+        # The same checks and serialisation as the store, so only the writes differ.
+        exe.context["step"] = i
+        plan = plan_commit(exe, **_full(i))
+        args = commit_args(plan, time.time(), shards=1, shard=0, trace_max=200)
+        emit, member, fire_at, step = args[16], args[18], args[19], args[12]
+        seq = client.incr(f"{ns}:outbox-seq")
+        index = client.incr(f"{ns}:trace-index")
+        with client.pipeline(transaction=True) as pipe:
+            pipe.watch(key)  # type: ignore[no-untyped-call]
+            version = int(pipe.hget(key, "version") or 0)
+            pipe.multi()
+            pipe.hset(
+                key,
+                mapping={
+                    "version": version + 1,
+                    "updated_at": args[1],
+                    "status": args[5],
+                    "context": args[8],
+                },
+            )
+            pipe.zadd(f"{ns}:outbox", {f"{seq} {emit}": seq})
+            pipe.sadd(f"{ns}:processed", f"in-{i}")
+            pipe.zadd(f"{ns}:timers", {member: float(fire_at)})
+            pipe.rpush(f"{ns}:trace", f"{index} {args[1]} {step}")
+            pipe.ltrim(f"{ns}:trace", -200, -1)
+            pipe.execute()
+    return _rate(n, time.perf_counter() - start)
+
+
+def _sync_run(port: int, n: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    client = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+    sha = client.script_load(RAW_SCRIPT)
+    start = time.perf_counter()
+    for i in range(n):
+        client.evalsha(sha, 0, i)
+    out["raw EVALSHA"] = _rate(n, time.perf_counter() - start)
+    out["redis WATCH/MULTI/EXEC full"] = _sync_watch_multi_exec(client, n)
+    client.flushall()
+    client.close()
+    if any(b.name == "postgres" for b in BACKENDS):
+        out[PG_RAW] = _sync_raw_postgres(n)
+    for backend in BACKENDS:
+        for path in ("fast", "full"):
+            store, close = backend.make_sync(port)
+            _sync_commits(store, min(n, 200), path == "full")
+            out[f"{backend.name} {path}"] = _sync_commits(store, n, path == "full")
+            close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, help="use the redis-server on this port (flushed!)")
+    parser.add_argument("--ops", type=int, default=3000, help="commits per cell")
+    args = parser.parse_args(argv)
+    process = workdir = None
+    port = args.port
+    if port is None:
+        if shutil.which("redis-server") is None:
+            print("redis-server is not installed; pass --port", file=sys.stderr)
+            return 1
+        process, port, workdir = _start_server()
+    if not _postgres_reachable():
+        BACKENDS[:] = [b for b in BACKENDS if b.name != "postgres"]
+    try:
+        print(
+            f"runyard execution store benchmark: redis-server on 127.0.0.1:{port}, "
+            f"{args.ops} commits per cell, concurrency 1, {os.cpu_count()} CPUs, "
+            f"Python {sys.version.split()[0]}, redis-py {redis.__version__}"
+        )
+        header = f"{'twin':<6} {'backend / path':<30} {'commits/s':>10}"
+        print(f"{header} {'raw EVALSHA/s':>14} {'ratio':>6}")
+        if any(b.name == "postgres" for b in BACKENDS):
+            print(f"(postgres rows: the raw column is the {PG_RAW} of the same twin and run)")
+        for twin in ("async", "sync"):
+            cell = (
+                asyncio.run(_async_run(port, args.ops))
+                if twin == "async"
+                else _sync_run(port, args.ops)
+            )
+            for name, rate in cell.items():
+                # PostgreSQL rows compare with the raw psycopg round trip, the others with EVALSHA.
+                raw = cell[PG_RAW if name.startswith(("postgres", PG_RAW)) else "raw EVALSHA"]
+                print(f"{twin:<6} {name:<30} {rate:>10.0f} {raw:>14.0f} {rate / raw:>6.2f}")
+            beaten = cell["redis full"] / cell["redis WATCH/MULTI/EXEC full"]
+            print(f"{twin:<6} redis full path / WATCH/MULTI/EXEC way: {beaten:.2f}x")
+    finally:
+        if process is not None:
+            os.kill(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+            shutil.rmtree(workdir or "", ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+-- The full path: seq allocation, compare-and-swap and every write of one commit.
+-- KEYS[1..4] as in the prelude, then the shard's outbox, spawns and timers, and the
+-- execution's trace list and trace index.
+-- ARGV[1..9] as in the prelude, then shards, this shard, trace_max, the trace step JSON
+-- ('' none), the number of emits, timer ops and spawns; then each emit's JSON, each timer op
+-- as (action, member, fire_at), each spawn's JSON. Returns the outbox seqs.
+local found = found_version(KEYS[1])
+if found ~= tonumber(ARGV[1]) then
+  return conflict(found)
+end
+local shards, shard = tonumber(ARGV[10]), tonumber(ARGV[11])
+local n_emits, n_timers, n_spawns = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
+local at = 17
+
+-- A seq encodes its shard (seq % shards), so an ack finds the entry's shard without a lookup.
+local function next_seq(counter)
+  local n = redis.call('HINCRBY', KEYS[3], counter, 1)
+  return string.format('%d', n * shards + shard)
+end
+
+local seqs = {}
+for i = 1, n_emits do
+  local seq = next_seq('outbox')
+  redis.call('ZADD', KEYS[5], seq, seq .. ' ' .. ARGV[at])
+  seqs[i] = seq
+  at = at + 1
+end
+for _ = 1, n_timers do
+  local action, member, fire_at = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  if action == 'schedule' then
+    redis.call('ZADD', KEYS[7], fire_at, member)
+  else
+    redis.call('ZREM', KEYS[7], member)
+  end
+  at = at + 3
+end
+for _ = 1, n_spawns do
+  local seq = next_seq('spawn')
+  redis.call('ZADD', KEYS[6], seq, seq .. ' ' .. ARGV[at])
+  at = at + 1
+end
+if ARGV[13] ~= '' then
+  record_trace(KEYS[8], KEYS[9], ARGV[2], ARGV[13], ARGV[12])
+end
+write_execution(found, table.concat(seqs, ','))
+local reply = {}
+for i, seq in ipairs(seqs) do
+  reply[i] = tonumber(seq)
+end
+return reply

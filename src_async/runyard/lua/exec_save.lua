@@ -1,0 +1,8 @@
+-- The fast path: compare-and-swap the execution and mark its event processed.
+-- KEYS and ARGV: as in the prelude. Returns the new version.
+local found = found_version(KEYS[1])
+if found ~= tonumber(ARGV[1]) then
+  return conflict(found)
+end
+write_execution(found, '')
+return found + 1
