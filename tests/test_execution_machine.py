@@ -1,0 +1,69 @@
+"""The execution state machine against the memory twin and the Redis store."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+from runyard import MemoryExecutionStore
+from runyard.clock import ManualClock
+from runyard.redis import RedisStore, RedisStoreSettings
+
+from tests.support.execution_machine import make_execution_machine
+from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
+
+RUNS = settings(max_examples=30, stateful_step_count=30, deadline=None)
+
+
+def test_memory_execution_store_agrees_with_the_model() -> None:
+    run_state_machine_as_test(
+        make_execution_machine(
+            lambda clock, trace_max: MemoryExecutionStore(clock=clock, trace_max=trace_max)
+        ),
+        settings=RUNS,
+    )
+
+
+@pytest.mark.parametrize("lane", ["fake_redis_target", "local_redis_target"])
+def test_redis_execution_store_agrees_with_the_model(
+    lane: str, request: pytest.FixtureRequest
+) -> None:
+    target: RedisTarget = request.getfixturevalue(lane)
+    namespaces: list[str] = []
+
+    def factory(clock: ManualClock, trace_max: int) -> RedisStore:
+        config = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+        namespaces.append(config.namespace)
+        return RedisStore(
+            Clients.for_target(target),
+            clock=clock,
+            settings=config,
+            shards=3,
+            trace_max=trace_max,
+            owns_client=True,
+        )
+
+    try:
+        run_state_machine_as_test(make_execution_machine(factory), settings=RUNS)
+    finally:
+        for namespace in namespaces:
+            target.purge(namespace)
+
+
+class StoreThatSkipsTheCheck(MemoryExecutionStore):
+    """A broken store: a commit loads the stored version first, so a stale commit wins."""
+
+    def commit(self, exe, **kwargs):  # type: ignore[no-untyped-def]
+        stored = self.load(exe.id)
+        exe.version = stored.version if stored is not None else 0
+        return super().commit(exe, **kwargs)
+
+
+def test_the_machine_catches_a_store_that_accepts_stale_commits() -> None:
+    broken = make_execution_machine(
+        lambda clock, trace_max: StoreThatSkipsTheCheck(clock=clock, trace_max=trace_max)
+    )
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(
+            broken, settings=settings(max_examples=200, stateful_step_count=30, deadline=None)
+        )
