@@ -27,6 +27,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from runyard import CounterDelta, RunKey
+from runyard._redis_keys import cleanup_patterns
 from runyard.redis import (
     AsyncRedisStateStore,
     AsyncRedisWorkQueue,
@@ -76,6 +77,23 @@ def _settings() -> RedisStoreSettings:
     return RedisStoreSettings(namespace=f"bench-{uuid.uuid4().hex[:8]}", durable=False)
 
 
+# The benchmark deletes only its own namespaces (never FLUSHALL: --port may name a real server).
+async def _async_purge(client: aioredis.Redis, *namespaces: str) -> None:
+    for namespace in namespaces:
+        for pattern in cleanup_patterns(namespace):
+            keys = [key async for key in client.scan_iter(match=pattern, count=500)]
+            for start in range(0, len(keys), 500):
+                await client.unlink(*keys[start : start + 500])
+
+
+def _sync_purge(client: redis.Redis, *namespaces: str) -> None:
+    for namespace in namespaces:
+        for pattern in cleanup_patterns(namespace):
+            keys = list(client.scan_iter(match=pattern, count=500))
+            for start in range(0, len(keys), 500):
+                client.unlink(*keys[start : start + 500])
+
+
 # -- async twin ---------------------------------------------------------------------------------
 async def _async_rate(
     concurrency: int, total: int, op: Callable[[int], Awaitable[object]]
@@ -120,7 +138,7 @@ async def _async_cell(port: int, concurrency: int, total: int) -> dict[str, floa
         await queue.complete(lease.tenant, lease.item_id, token=lease.token)
 
     out["claim+complete"] = await _async_rate(concurrency, total, claim_complete)
-    await client.flushall()
+    await _async_purge(client, store.settings.namespace, queue.settings.namespace)
     await client.aclose()
     return out
 
@@ -166,14 +184,18 @@ def _sync_cell(port: int, concurrency: int, total: int) -> dict[str, float]:
         queue.complete(lease.tenant, lease.item_id, token=lease.token)
 
     out["claim+complete"] = _sync_rate(concurrency, total, claim_complete)
-    client.flushall()
+    _sync_purge(client, store.settings.namespace, queue.settings.namespace)
     client.close()
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, help="use the redis-server on this port (flushed!)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        help="use the redis-server on this port (only the benchmark's own keys are touched)",
+    )
     parser.add_argument("--ops", type=int, default=4000, help="operations per cell")
     args = parser.parse_args(argv)
     process = workdir = None

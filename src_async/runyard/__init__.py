@@ -94,7 +94,18 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'runyard' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(module), name)
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "runyard":
+            raise
+        extra = module.rpartition(".")[2]
+        raise ImportError(
+            f"runyard.{name} needs the {extra!r} extra, which is not installed ({exc}); "
+            f"install it with: pip install 'runyard[{extra}]'",
+            name=exc.name,
+        ) from exc
+    return getattr(loaded, name)
 
 
 __all__ = [

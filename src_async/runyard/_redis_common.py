@@ -9,11 +9,14 @@ from typing import Any, Literal
 
 from runyard._json import load_json
 from runyard._redis_flavours import (
+    AsyncRedis,
+    AsyncRedisCluster,
     BusyLoadingError,
     ClusterDownError,
     MaxConnectionsError,
     NoScriptError,
     ReadOnlyError,
+    RedisCluster,
     RedisClusterException,
     RedisConnectionError,
     RedisTimeoutError,
@@ -30,6 +33,8 @@ __all__ = [
     "Failure",
     "ReplyLost",
     "classify",
+    "client_retries",
+    "client_retry_problem",
     "config_unavailable_message",
     "decode_dead_letter",
     "decode_item",
@@ -103,6 +108,42 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, OSError):
         return "ambiguous"
     return "fatal"
+
+
+def client_retries(client: Any) -> int:
+    """How many times redis-py itself re-sends a failed command on ``client`` (-1: forever).
+
+    A RedisCluster (either flavour) retries with its own ``retry`` (built from
+    ``cluster_error_retry_attempts`` when none is given; its node connections never retry). A
+    single-server client retries with its connection pool's ``retry`` (or once, when only
+    ``retry_on_error``/``retry_on_timeout`` is set). fakeredis clients carry no retry: 0.
+    """
+    if isinstance(client, (AsyncRedisCluster, RedisCluster)):
+        retry = getattr(client, "retry", None)
+        return 0 if retry is None else int(retry.get_retries())
+    get_kwargs = getattr(client, "get_connection_kwargs", None)
+    kwargs: Mapping[str, Any] = get_kwargs() if callable(get_kwargs) else {}
+    retry = kwargs.get("retry")
+    if retry is not None:
+        return int(retry.get_retries())
+    return 1 if kwargs.get("retry_on_error") or kwargs.get("retry_on_timeout") else 0
+
+
+def client_retry_problem(client: Any) -> str | None:
+    """Say why ``client`` cannot back a store (redis-py's own retries are on), or None."""
+    retries = client_retries(client)
+    if retries == 0:
+        return None
+    is_asyncio = isinstance(client, (AsyncRedis, AsyncRedisCluster))
+    retry_class = "redis.asyncio.retry.Retry" if is_asyncio else "redis.retry.Retry"
+    count = "without limit" if retries < 0 else f"up to {retries} times"
+    return (
+        f"the injected {type(client).__name__} client re-sends failed commands itself "
+        f"({count}; redis-py clients retry by default), so a write whose reply was lost would "
+        "be applied twice; the store owns retries: build the client with "
+        f"retry=Retry(NoBackoff(), 0) (Retry from {retry_class}, NoBackoff from "
+        "redis.backoff), or use from_url(), which does"
+    )
 
 
 def retry_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from runyard import CounterDelta, ManualClock, RunKey
-from runyard._redis_flavours import NoBackoff, Redis, Retry
+from runyard import CounterDelta, ManualClock, QueuePolicy, RunKey
+from runyard._redis_flavours import NoBackoff, Redis, RedisCluster, Retry
 from runyard._redis_keys import StateKeys
+from runyard._sync.redis import queue as queue_module
 from runyard.errors import (
+    ConfigurationError,
     PoolExhaustedError,
     QueueUnavailableError,
     StatePersistenceError,
@@ -265,3 +267,201 @@ def test_an_exhausted_pool_fails_at_once(dedicated_redis_target: RedisTarget) ->
     finally:
         client.connection_pool.release(held)
         client.close()
+
+
+def test_lost_reply_to_put_session_is_settled_by_reading_back(
+    proxy: ReplyDroppingProxy,
+) -> None:
+    client = Clients.for_target(_through(proxy))
+    with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+        store.put_session("acme", "s", {"v": 1}, expected_version=0)
+        proxy.drop_next_reply()
+        record = store.put_session("acme", "s", {"v": 2}, expected_version=1)
+        assert proxy.dropped == 1 and (record.version, record.blob) == (2, {"v": 2})
+        stored = store.get_session("acme", "s")
+        assert stored is not None and (stored.version, stored.blob) == (2, {"v": 2})
+
+
+def test_lost_reply_to_release_lease_is_settled_by_reading_back(
+    proxy: ReplyDroppingProxy,
+) -> None:
+    client = Clients.for_target(_through(proxy))
+    with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+        key = RunKey("acme", "r")
+        lease = store.acquire_lease(key, "w1", ttl_seconds=60)
+        proxy.drop_next_reply()
+        assert store.release_lease(lease) is True  # this call's release applied
+        assert proxy.dropped == 1 and store.get_lease(key) is None
+        proxy.drop_next_reply()
+        assert store.release_lease(lease) is False  # already released: nothing to do
+        assert proxy.dropped == 2
+        again = store.acquire_lease(key, "w2", ttl_seconds=60)
+        assert again.epoch == lease.epoch + 1
+
+
+# -- redis-py's own retries -------------------------------------------------------------------
+def test_a_client_with_redis_py_default_retries_is_refused(
+    proxy: ReplyDroppingProxy,
+) -> None:
+    client = Redis(port=proxy.port)  # redis-py 8 retries by default
+    try:
+        for build in (
+            lambda: RedisStateStore(client, settings=_settings()),
+            lambda: RedisWorkQueue(client, settings=_settings()),
+        ):
+            with pytest.raises(ConfigurationError) as caught:
+                build()
+            message = str(caught.value)
+            assert "retry=Retry(NoBackoff(), 0)" in message
+            assert "Retry from " + Retry.__module__ in message
+        with pytest.raises(ConfigurationError):
+            RedisStateStore.open(client, settings=_settings())
+        assert proxy.dropped == 0  # refused before anything was sent
+    finally:
+        client.close()
+
+
+def test_fakeredis_and_clients_with_retries_off_are_accepted(
+    fake_redis_target: RedisTarget, dedicated_redis_target: RedisTarget
+) -> None:
+    for target in (fake_redis_target, dedicated_redis_target):
+        client = Clients.for_target(target)
+        with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+            store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+
+
+@pytest.mark.slow
+def test_a_cluster_client_with_redis_py_default_retries_is_refused(
+    cluster_redis_target: RedisTarget,
+) -> None:
+    client = RedisCluster(host=cluster_redis_target.host, port=cluster_redis_target.port)
+    try:
+        with pytest.raises(ConfigurationError) as caught:
+            RedisWorkQueue(client, settings=_settings())
+        assert "retry=Retry(NoBackoff(), 0)" in str(caught.value)
+        with pytest.raises(ConfigurationError):
+            RedisStateStore.open(client, settings=_settings())
+    finally:
+        client.close()
+
+
+# -- waiting out a failover (counted attempts, no timings) -------------------------------------
+def _quick_retries(attempts: int) -> RedisStoreSettings:
+    return _settings(retry_attempts=attempts, retry_backoff_base=0.001, retry_backoff_cap=0.002)
+
+
+def test_a_write_waits_out_a_failover_within_the_retry_budget(
+    proxy: ReplyDroppingProxy, dedicated_redis_target: RedisTarget
+) -> None:
+    settings = _quick_retries(4)
+    key = RunKey("acme", "r")
+    direct = Clients.for_target(dedicated_redis_target)
+    with RedisStateStore(direct, settings=settings, owns_client=True) as setup:
+        setup.put_run(key, {"v": 1}, expected_version=0)
+    proxy.refuse_connections(3)  # the server is back on the 4th attempt
+    client = Clients.for_target(_through(proxy))
+    with RedisStateStore(client, settings=settings, owns_client=True) as store:
+        patched = store.patch_run(key, CounterDelta(iterations=1))
+        assert proxy.refused == 3
+        assert (patched.iterations, patched.version) == (1, 2)  # applied exactly once
+    proxy.refuse_connections(3, how="reset")  # a read whose connection was reset is re-sent
+    client = Clients.for_target(_through(proxy))
+    with RedisStateStore(client, settings=settings, owns_client=True) as store:
+        read = store.get_run(key)
+        assert proxy.refused == 6 and read is not None and read.iterations == 1
+
+
+def test_a_failover_past_the_retry_budget_is_a_retryable_unavailable_error(
+    proxy: ReplyDroppingProxy, dedicated_redis_target: RedisTarget
+) -> None:
+    settings = _quick_retries(4)
+    proxy.refuse_connections(100)
+    client = Clients.for_target(_through(proxy))
+    with RedisStateStore(client, settings=settings, owns_client=True) as store:
+        with pytest.raises(StatePersistenceError) as caught:
+            store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+        assert caught.value.reason == "unavailable" and caught.value.retryable is True
+        assert proxy.refused == 4  # one connection per attempt, none past the budget
+    client = Clients.for_target(_through(proxy))
+    with RedisWorkQueue(client, settings=settings, owns_client=True) as queue:
+        with pytest.raises(QueueUnavailableError) as unavailable:
+            queue.enqueue("acme", {}, item_id="job-1")
+        assert unavailable.value.retryable is True and proxy.refused == 8
+    check = Clients.for_target(dedicated_redis_target)
+    with RedisStateStore(check, settings=settings, owns_client=True) as store:
+        assert store.get_run(RunKey("acme", "r")) is None  # nothing ran
+
+
+# -- bounded batches --------------------------------------------------------------------------
+def test_adopt_reads_the_worker_index_in_pages_of_limit_and_skips_lapsed_leases(
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    clock = ManualClock()
+    policy = QueuePolicy(lease_seconds=10, max_lease_seconds=1000)
+    client = Clients.for_target(dedicated_redis_target)
+    with RedisWorkQueue(
+        client, policy=policy, clock=clock, settings=_settings(), owns_client=True
+    ) as queue:
+        for n in range(6):
+            queue.enqueue("acme", {"n": n}, item_id=f"i{n}")
+        for _ in range(3):
+            assert queue.claim("w1") is not None
+        clock.advance(11)  # the first three leases lapse (not reaped: still indexed)
+        live = [queue.claim("w1") for _ in range(3)]
+        assert all(lease is not None for lease in live)
+        with counting_commands(dedicated_redis_target.port) as counted:
+            adopted = queue.adopt("w1", limit=2)
+        assert [lease.item_id for lease in adopted] == ["i3", "i4"]
+        ranges = [c for c in counted.scripted if c.upper().startswith("ZRANGEBYLEX")]
+        assert ranges and all("LIMIT" in c.upper() and c.endswith(" 2") for c in ranges)
+        assert [x.item_id for x in queue.adopt("w1", limit=10)] == ["i3", "i4", "i5"]
+
+
+def test_stats_counts_due_items_without_reading_them_all(
+    dedicated_redis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_module, "_STATS_SCAN", 2)
+    clock = ManualClock()
+    client = Clients.for_target(dedicated_redis_target)
+    with RedisWorkQueue(client, clock=clock, settings=_settings(), owns_client=True) as queue:
+        for n in range(5):
+            queue.enqueue("acme", {"n": n}, delay_seconds=5)
+        queue.enqueue("beta", {}, delay_seconds=60)
+        clock.advance(10)  # five items due, none promoted yet (no claim ran)
+        with counting_commands(dedicated_redis_target.port) as counted:
+            stats = queue.stats()
+        assert (stats.ready, stats.delayed, stats.tenants) == (5, 1, 1)
+        scripted = [c.upper() for c in counted.scripted]
+        assert any(c.startswith("ZCOUNT") for c in scripted)
+        reads = [c for c in scripted if c.startswith("ZRANGEBYSCORE")]
+        assert reads and all(c.endswith("LIMIT 0 2") for c in reads)
+
+
+# -- hostile identifiers on the cluster lane --------------------------------------------------
+@pytest.fixture
+def cluster_settings(cluster_redis_target: RedisTarget) -> Iterator[RedisStoreSettings]:
+    settings = _settings()
+    yield settings
+    cluster_redis_target.purge(settings.namespace)
+
+
+@pytest.mark.slow
+def test_hostile_tenants_and_ids_stay_isolated_on_the_cluster(
+    cluster_redis_target: RedisTarget, cluster_settings: RedisStoreSettings
+) -> None:
+    client = Clients.for_target(cluster_redis_target)
+    with RedisStateStore(
+        client, clock=ManualClock(), settings=cluster_settings, owns_client=True
+    ) as store:
+        test_hostile_tenants_and_ids_stay_isolated(store)
+
+
+@pytest.mark.slow
+def test_hostile_tenants_and_ids_stay_isolated_in_the_queue_on_the_cluster(
+    cluster_redis_target: RedisTarget, cluster_settings: RedisStoreSettings
+) -> None:
+    client = Clients.for_target(cluster_redis_target)
+    with RedisWorkQueue(
+        client, clock=ManualClock(), settings=cluster_settings, owns_client=True
+    ) as queue:
+        test_hostile_tenants_and_ids_stay_isolated_in_the_queue(queue)

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import redis
 from runyard._redis_flavours import NoBackoff, Redis, Retry
 from runyard.errors import ConfigurationError
 from runyard.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue
 
+from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 from tests.support.redis_servers import RedisProcess, require_redis_binaries, start_redis
 
 
@@ -18,6 +20,14 @@ from tests.support.redis_servers import RedisProcess, require_redis_binaries, st
 def evicting_server() -> Iterator[RedisProcess]:
     require_redis_binaries()
     server = start_redis("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ttl_evicting_server() -> Iterator[RedisProcess]:
+    require_redis_binaries()
+    server = start_redis("--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl")
     yield server
     server.stop()
 
@@ -118,3 +128,60 @@ def test_a_server_without_config_is_accepted_with_a_warning_naming_the_settings(
         assert "appendonly" in str(warned[0].message)
     finally:
         client.close()
+
+
+def test_a_volatile_ttl_server_is_refused_naming_the_policy(
+    ttl_evicting_server: RedisProcess,
+) -> None:
+    client = Redis(port=ttl_evicting_server.port, retry=Retry(NoBackoff(), 0))
+    try:
+        settings = RedisStoreSettings(durable=False)
+        with pytest.raises(ConfigurationError) as caught:
+            RedisStateStore.open(client, settings=settings)
+        assert "maxmemory-policy" in str(caught.value) and "volatile-ttl" in str(caught.value)
+        with pytest.raises(ConfigurationError):
+            RedisWorkQueue.open(client, settings=settings)
+    finally:
+        client.close()
+
+
+# -- the test cluster (its nodes persist nothing) --------------------------------------------
+@pytest.mark.slow
+def test_preflight_on_the_cluster_accepts_durable_false_and_refuses_durable(
+    cluster_redis_target: RedisTarget,
+) -> None:
+    client = Clients.for_target(cluster_redis_target)
+    try:
+        settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+        RedisStateStore.open(client, settings=settings)
+        RedisWorkQueue.open(client, settings=settings)
+        with pytest.raises(ConfigurationError) as caught:
+            RedisStateStore.open(client)
+        assert "appendonly" in str(caught.value)
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_preflight_on_the_cluster_names_the_node_with_a_refused_setting(
+    redis_cluster: list[RedisProcess], cluster_redis_target: RedisTarget
+) -> None:
+    odd = redis_cluster[1].port
+    with redis.Redis(port=odd) as admin:
+        before = admin.config_get("maxmemory-policy")["maxmemory-policy"]
+        admin.config_set("maxmemory-policy", "volatile-ttl")
+        try:
+            client = Clients.for_target(cluster_redis_target)
+            try:
+                settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+                with pytest.raises(ConfigurationError) as caught:
+                    RedisWorkQueue.open(client, settings=settings)
+            finally:
+                client.close()
+        finally:
+            admin.config_set("maxmemory-policy", before)
+    message = str(caught.value)
+    assert "maxmemory-policy is 'volatile-ttl'" in message
+    assert ":" + str(odd) + ":" in message
+    others = [n.port for n in redis_cluster if n.port != odd]
+    assert not any(":" + str(port) + ":" in message for port in others)

@@ -1,5 +1,7 @@
 """A small asyncio TCP proxy that can lose a reply: it forwards a request to the server, lets
-the server run it, then swallows the reply and drops the client's connection.
+the server run it, then swallows the reply and drops the client's connection. It can also play
+a server that is away (a failover, a restart): the next N connections are refused, then it
+forwards again, so a test counts attempts instead of timing them.
 
 It runs its own event loop in a background thread, so blocking and asyncio tests share it.
 (toxiproxy and tc netem are not available here; see RELIABILITY.md.)
@@ -9,13 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from tests.support.servers import free_port
 
-__all__ = ["ReplyDroppingProxy", "running_proxy"]
+__all__ = ["LOADING_REPLY", "ReplyDroppingProxy", "running_proxy"]
+
+# What a restarted Redis answers while it loads its data (redis-py: BusyLoadingError).
+LOADING_REPLY = b"-LOADING Redis is loading the dataset in memory\r\n"
 
 
 @dataclass
@@ -24,13 +32,18 @@ class _Connection:
 
 
 class ReplyDroppingProxy:
-    """Forwards 127.0.0.1:``port`` to ``target_port``; ``drop_next_reply()`` arms one loss."""
+    """Forwards 127.0.0.1:``port`` to ``target_port``; ``drop_next_reply()`` arms one loss,
+    ``refuse_connections(n)`` turns the next ``n`` connections away."""
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
         self.port = free_port()
         self.dropped = 0
+        self.refused = 0
         self._armed = threading.Event()
+        self._refusals = 0
+        self._refuse_how: Literal["loading", "reset"] = "loading"
+        self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -52,6 +65,47 @@ class ReplyDroppingProxy:
         """The next request any client sends reaches the server; its reply never comes back."""
         self._armed.set()
 
+    def refuse_connections(self, n: int, how: Literal["loading", "reset"] = "loading") -> None:
+        """Turn the next ``n`` connections away, then forward again; ``refused`` counts them.
+
+        ``loading``: the connection is accepted and its first request answered with Redis's
+        ``LOADING`` error (a server that restarted after a failover and is not serving yet:
+        nothing ran). ``reset``: the connection is reset as soon as it is accepted (a load
+        balancer whose backend is gone; the client cannot tell whether a request ran).
+        """
+        with self._lock:
+            self._refusals = n
+            self._refuse_how = how
+
+    def _take_refusal(self) -> Literal["loading", "reset"] | None:
+        with self._lock:
+            if self._refusals <= 0:
+                return None
+            self._refusals -= 1
+            self.refused += 1
+            return self._refuse_how
+
+    async def _refuse(
+        self,
+        how: Literal["loading", "reset"],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        if how == "loading":
+            with contextlib.suppress(OSError):
+                if await reader.read(65536):
+                    writer.write(LOADING_REPLY)
+                    await writer.drain()
+            writer.close()  # a graceful close: the client reads the reply, then the end
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return
+        sock = writer.get_extra_info("socket")
+        with contextlib.suppress(OSError):
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
 
@@ -61,6 +115,10 @@ class ReplyDroppingProxy:
             await self._server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        refusal = self._take_refusal()
+        if refusal is not None:
+            await self._refuse(refusal, reader, writer)
+            return
         conn = _Connection()
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)

@@ -20,9 +20,11 @@ __all__ = ["SentCommands", "counting_commands"]
 
 @dataclass
 class SentCommands:
-    """What clients sent while counting: ``sent`` from MONITOR, ``stats`` from commandstats."""
+    """What clients sent while counting: ``sent`` from MONITOR, ``stats`` from commandstats;
+    ``scripted`` holds the commands scripts ran, each with its arguments, as MONITOR shows them."""
 
     sent: list[str] = field(default_factory=list)
+    scripted: list[str] = field(default_factory=list)
     stats: Counter[str] = field(default_factory=Counter)
 
 
@@ -48,6 +50,7 @@ def counting_commands(port: int) -> Iterator[SentCommands]:
             if marker in command:
                 break
             if entry.get("client_type") == "lua":
+                result.scripted.append(command)
                 continue
             result.sent.append(command.split(" ", 1)[0].lower())
     after = _commandstats(control)

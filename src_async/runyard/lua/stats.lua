@@ -1,17 +1,24 @@
--- Counts items by state; due items not yet promoted count as ready. ARGV: now
+-- Counts items by state; due items not yet promoted count as ready.
+-- ARGV: now, scan (how many due items at most are read to find their tenants)
+-- Due items are counted with ZCOUNT, never fetched; only the first `scan` of them are read to
+-- count the tenants that have ready work only through them (claims promote due items in
+-- batches of the same size, so more rarely wait; past it `tenants` can be low).
 local now = ARGV[1]
-local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now)
+local due_count = redis.call('ZCOUNT', DELAYED, '-inf', now)
 local tenants = redis.call('ZCARD', ROTATION)
-local seen = {}
-for _, member in ipairs(due) do
-  local tenant = split_item(string.sub(member, 17))
-  if not seen[tenant] and not redis.call('ZSCORE', ROTATION, tenant) then
-    seen[tenant] = true
-    tenants = tenants + 1
+if due_count > 0 then
+  local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+  local seen = {}
+  for _, member in ipairs(due) do
+    local tenant = split_item(string.sub(member, 17))
+    if not seen[tenant] and not redis.call('ZSCORE', ROTATION, tenant) then
+      seen[tenant] = true
+      tenants = tenants + 1
+    end
   end
 end
 return {
-  redis.call('ZCARD', READY) + #due,
+  redis.call('ZCARD', READY) + due_count,
   redis.call('ZCOUNT', DELAYED, '(' .. now, '+inf'),
   redis.call('ZCARD', LEASES),
   redis.call('ZCARD', DEAD),

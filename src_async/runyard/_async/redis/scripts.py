@@ -12,6 +12,7 @@ from runyard._redis_common import (
     CONFIG_SETTINGS,
     ReplyLost,
     classify,
+    client_retry_problem,
     config_unavailable_message,
     preflight_problems,
     retry_delay,
@@ -50,6 +51,11 @@ class AsyncScriptRunner:
         settings: RedisStoreSettings,
         unavailable: Callable[[str], RunyardError],
     ) -> None:
+        # redis-py's own retries would re-send a write whose reply was lost: refuse them here,
+        # so direct construction, open() and from_url() all check it.
+        problem = client_retry_problem(client)
+        if problem is not None:
+            raise ConfigurationError(problem)
         self.client = client
         self.settings = settings
         self._unavailable = unavailable
@@ -105,7 +111,9 @@ class AsyncScriptRunner:
                     )
                 )
 
-    async def _configs(self) -> list[dict[str, str]]:
+    async def _configs(self) -> list[tuple[str, dict[str, str]]]:
+        """(where, settings) per server: where is "" for one server, "node host:port: " for
+        each node of a cluster, so a refusal names the node."""
         client = self.client
         if isinstance(client, AsyncRedisCluster):
             configs = []
@@ -114,13 +122,13 @@ class AsyncScriptRunner:
                 for name in CONFIG_SETTINGS:
                     reply = await client.config_get(name, target_nodes=node)
                     config.update({text(k): text(v) for k, v in reply.items()})
-                configs.append(config)
+                configs.append((f"node {node.host}:{node.port}: ", config))
             return configs
         config = {}
         for name in CONFIG_SETTINGS:
             reply = await client.config_get(name)
             config.update({text(k): text(v) for k, v in reply.items()})
-        return [config]
+        return [("", config)]
 
     async def preflight(self) -> None:
         """Refuse a server whose settings make the store unsafe; never changes anything.
@@ -136,7 +144,9 @@ class AsyncScriptRunner:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
             return
         problems = sorted(
-            {p for c in configs for p in preflight_problems(c, durable=self.settings.durable)}
+            where + p
+            for where, c in configs
+            for p in preflight_problems(c, durable=self.settings.durable)
         )
         if problems:
             raise ConfigurationError("Redis refused by preflight: " + "; ".join(problems))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
 from types import TracebackType
@@ -489,17 +490,40 @@ class AsyncRedisStateStore:
     async def release_lease(self, lease: RunLease) -> bool:
         """Release the lease if it is still current; a stale release changes nothing.
 
-        Raises StoreOutcomeUnknown when the reply is lost.
+        A lost reply is settled by reading back: each call mints a release id the script
+        stores when it releases; found → True, the lease still current → sent once more,
+        otherwise → False. Raises StoreOutcomeUnknown if reading back fails too, and
+        StatePersistenceError (``unavailable``, retryable) if the re-sent release is lost too.
         """
+        return await self._release_lease(lease, uuid.uuid4().hex, 2)
+
+    async def _release_lease(self, lease: RunLease, release_id: str, sends: int) -> bool:
+        name = self._keys(lease.tenant).lease(lease.run_id)
         try:
             reply = await self._runner.script(
-                STATE_SCRIPTS["release_lease"],
-                [self._keys(lease.tenant).lease(lease.run_id)],
-                [lease.epoch],
-                idempotent=False,
+                STATE_SCRIPTS["release_lease"], [name], [lease.epoch, release_id], idempotent=False
             )
         except ReplyLost as lost:
-            raise StoreOutcomeUnknown(f"release_lease of {lease.run_id!r}: {lost}") from lost
+            values: list[Any] = await self._read_back(
+                lost,
+                lambda: self._runner.call(
+                    lambda: self._client.hmget(name, ["epoch", "holder", "released_by"]),
+                    idempotent=True,
+                ),
+            )
+            epoch, holder, released_by = values
+            if released_by is not None and text(released_by) == release_id:
+                return True  # this call's release applied
+            current = holder is not None and epoch is not None and int(text(epoch)) == lease.epoch
+            if not current:
+                # Not released by this call, and no longer current: sent (again) it returns 0.
+                return False
+            if sends > 1:
+                return await self._release_lease(lease, release_id, sends - 1)
+            raise _unavailable(
+                f"release_lease of {lease.run_id!r}: the reply was lost twice and the lease is "
+                "still held (the release did not apply); release it again"
+            ) from lost
         return bool(int(reply))
 
     async def get_lease(self, key: RunKey) -> RunLease | None:

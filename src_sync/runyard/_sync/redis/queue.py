@@ -45,6 +45,8 @@ __all__ = ["RedisWorkQueue"]
 
 # Due delayed items made ready per claim; the rest follow on the next claims.
 _PROMOTE_BATCH = 1000
+# Due (not yet promoted) items stats() reads to count their tenants; it counts them all.
+_STATS_SCAN = _PROMOTE_BATCH
 
 
 class RedisWorkQueue:
@@ -405,9 +407,13 @@ class RedisWorkQueue:
         return decode_item([tenant, item_id, *values])
 
     def stats(self) -> QueueStats:
-        """Count the queue's items by state."""
+        """Count the queue's items by state (due items not yet promoted count as ready).
+
+        Bounded: due items are counted, not read; only the first ``_STATS_SCAN`` of them are
+        read to find their tenants.
+        """
         ready, delayed, leased, dead, tenants = self._script(
-            "stats", [timestamp(self.clock.now())], idempotent=True
+            "stats", [timestamp(self.clock.now()), _STATS_SCAN], idempotent=True
         )
         return QueueStats(
             ready=int(ready),

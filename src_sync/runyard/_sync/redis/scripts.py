@@ -14,6 +14,7 @@ from runyard._redis_common import (
     CONFIG_SETTINGS,
     ReplyLost,
     classify,
+    client_retry_problem,
     config_unavailable_message,
     preflight_problems,
     retry_delay,
@@ -52,6 +53,11 @@ class ScriptRunner:
         settings: RedisStoreSettings,
         unavailable: Callable[[str], RunyardError],
     ) -> None:
+        # redis-py's own retries would re-send a write whose reply was lost: refuse them here,
+        # so direct construction, open() and from_url() all check it.
+        problem = client_retry_problem(client)
+        if problem is not None:
+            raise ConfigurationError(problem)
         self.client = client
         self.settings = settings
         self._unavailable = unavailable
@@ -107,7 +113,9 @@ class ScriptRunner:
                     )
                 )
 
-    def _configs(self) -> list[dict[str, str]]:
+    def _configs(self) -> list[tuple[str, dict[str, str]]]:
+        """(where, settings) per server: where is "" for one server, "node host:port: " for
+        each node of a cluster, so a refusal names the node."""
         client = self.client
         if isinstance(client, RedisCluster):
             configs = []
@@ -116,13 +124,13 @@ class ScriptRunner:
                 for name in CONFIG_SETTINGS:
                     reply = client.config_get(name, target_nodes=node)
                     config.update({text(k): text(v) for k, v in reply.items()})
-                configs.append(config)
+                configs.append((f"node {node.host}:{node.port}: ", config))
             return configs
         config = {}
         for name in CONFIG_SETTINGS:
             reply = client.config_get(name)
             config.update({text(k): text(v) for k, v in reply.items()})
-        return [config]
+        return [("", config)]
 
     def preflight(self) -> None:
         """Refuse a server whose settings make the store unsafe; never changes anything.
@@ -138,7 +146,9 @@ class ScriptRunner:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
             return
         problems = sorted(
-            {p for c in configs for p in preflight_problems(c, durable=self.settings.durable)}
+            where + p
+            for where, c in configs
+            for p in preflight_problems(c, durable=self.settings.durable)
         )
         if problems:
             raise ConfigurationError("Redis refused by preflight: " + "; ".join(problems))
