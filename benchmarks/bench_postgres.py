@@ -58,8 +58,8 @@ def load_items(tables: StateTables, count: int, tenants: int = 1_000) -> None:
                 FROM generate_series(1, {count}) AS g"""
         )
         conn.execute(
-            f"INSERT INTO {turns} (tenant, turn)"
-            f" SELECT 't' || t, 0 FROM generate_series(0, {tenants - 1}) AS t"
+            f"INSERT INTO {turns} (tenant, turn, ready)"
+            f" SELECT w.tenant, 0, count(*) FROM {work} w GROUP BY w.tenant"
         )
         conn.execute(f"VACUUM ANALYZE {work}")
         conn.execute(f"ANALYZE {turns}")

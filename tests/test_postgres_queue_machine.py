@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import invariant, run_state_machine_as_test
 from runyard.clock import ManualClock
 from runyard.policy import QueuePolicy
 from runyard.postgres import PostgresWorkQueue, StateTables, schema_sql
@@ -24,12 +24,34 @@ def test_postgres_queue_agrees_with_the_memory_model(pg_server: None) -> None:
             conn.execute(schema_sql(tables))
         return open_queue(tables, clock, policy, max_size=2)
 
+    inspector = admin_connection()
+
+    class Machine(make_queue_machine(factory)):  # type: ignore[misc]
+        @invariant()
+        def ready_counts_agree_with_the_items(self) -> None:
+            # The claim skips tenants whose ready count is 0: it must be exactly the number of
+            # the tenant's items in state 'ready', after every step.
+            tables: StateTables = self.queue.tables
+            work, turns = tables.qualified(tables.work), tables.qualified(tables.turns)
+            wrong = inspector.execute(
+                f"""SELECT t.tenant, t.ready, count(w.item_id) FROM {turns} t
+                    LEFT JOIN {work} w ON w.tenant = t.tenant AND w.state = 'ready'
+                    GROUP BY t.tenant, t.ready HAVING t.ready <> count(w.item_id)"""
+            ).fetchall()
+            assert wrong == []
+            missing = inspector.execute(
+                f"SELECT DISTINCT w.tenant FROM {work} w"
+                f" WHERE NOT EXISTS (SELECT 1 FROM {turns} t WHERE t.tenant = w.tenant)"
+            ).fetchall()
+            assert missing == []
+
     try:
         run_state_machine_as_test(
-            make_queue_machine(factory),
+            Machine,
             settings=settings(max_examples=25, stateful_step_count=30, deadline=None),
         )
     finally:
+        inspector.close()
         with admin_connection() as conn:
             for schema in schemas:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

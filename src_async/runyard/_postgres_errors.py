@@ -18,7 +18,7 @@ from runyard.errors import (
 
 __all__ = ["FIX_SCHEMA", "NotSent", "map_error", "scrub"]
 
-Kind = Literal["state", "queue"]
+Kind = Literal["state", "queue", "executions"]
 
 FIX_SCHEMA = "apply runyard.EXPECTED_SCHEMA with your migration tool (see docs/postgres.md)"
 
@@ -28,6 +28,13 @@ _MISSING = {"42P01": "table", "42703": "column", "42883": "function", "3F000": "
 _STATEMENT_TIMEOUT = {"57014"}
 # The server reported the statement failed as it shut the session down: nothing was applied.
 _SERVER_GOING_AWAY = {"57P01", "57P02", "57P03"}
+# The server refused the statement for a passing shortage: out of disk, memory or shared memory,
+# or a lock it could not take at once (lock_timeout, NOWAIT). The statement was rolled back.
+_RESOURCES = {"53000", "53100", "53200"}
+_LOCK_NOT_AVAILABLE = {"55P03"}
+_INSUFFICIENT_PRIVILEGE = {"42501"}
+# Class 08 (connection exception) where the connection was never made: nothing was sent.
+_NEVER_CONNECTED = {"08001", "08004"}
 
 
 class NotSent(Exception):
@@ -61,10 +68,17 @@ def map_error(
     - 53300 and psycopg_pool.PoolTimeout -> PoolExhaustedError;
     - 42P01/42703 (and a missing function or schema) -> ConfigurationError naming the object;
     - 57014 (statement timeout) -> StatePersistenceError(reason="unavailable"), retryable;
-    - no connection, or the server shutting the session down -> unavailable, retryable;
-    - the connection lost while a statement was in flight -> StoreOutcomeUnknown, unless the
-      statement is ``idempotent`` (then unavailable: running it again is safe);
-    - data the server refuses (class 22, 23, 54) -> StatePersistenceError(reason="invalid").
+    - 53000/53100/53200 (out of resources, disk full, out of memory) -> unavailable, retryable;
+    - 55P03 (lock not available: lock_timeout, NOWAIT) -> contended, retryable;
+    - 42501 (insufficient privilege) -> ConfigurationError naming the object;
+    - no connection (08001/08004, NotSent), or the server shutting the session down (57P01,
+      57P02, 57P03) -> unavailable, retryable;
+    - the connection lost while a statement was in flight (any other class 08 SQLSTATE, as
+      asyncpg reports it, or a driver error without one, as psycopg reports it) ->
+      StoreOutcomeUnknown, unless the statement is ``idempotent`` (then unavailable: running
+      it again is safe);
+    - data the server refuses (class 22, 23, 54) -> StatePersistenceError(reason="invalid");
+    - any other SQLSTATE -> StatePersistenceError(reason="invalid"), permanent.
     """
     if isinstance(exc, RunyardError):
         return exc
@@ -92,18 +106,38 @@ def map_error(
                 f"the statement timed out (statement_timeout) and was rolled back: {message}",
                 reason="unavailable",
             )
-        if sqlstate in _SERVER_GOING_AWAY or sqlstate.startswith("08"):
+        if sqlstate in _RESOURCES:
+            return _unavailable(kind, f"PostgreSQL is short of resources, try again: {message}")
+        if sqlstate in _LOCK_NOT_AVAILABLE:
+            return StatePersistenceError(
+                f"a lock was not available, try again: {message}", reason="contended"
+            )
+        if sqlstate in _INSUFFICIENT_PRIVILEGE:
+            return ConfigurationError(
+                f"{message}: grant the role runyard connects as SELECT, INSERT, UPDATE and DELETE "
+                f"on runyard's tables and USAGE on its sequences and schema (see docs/postgres.md)"
+            )
+        if sqlstate in _NEVER_CONNECTED:
+            return _unavailable(kind, f"no connection to PostgreSQL: {message}")
+        if sqlstate in _SERVER_GOING_AWAY:
             return _unavailable(kind, f"PostgreSQL closed the session: {message}")
+        if sqlstate.startswith("08"):
+            return _lost(kind, idempotent, message)
         if sqlstate[:2] in ("22", "23", "54"):
             return StatePersistenceError(
                 f"PostgreSQL refused the value: {message}", reason="invalid"
             )
         return StatePersistenceError(f"PostgreSQL error {sqlstate}: {message}", reason="invalid")
     if isinstance(exc, (psycopg.OperationalError, ConnectionError, OSError)):
-        if idempotent:
-            return _unavailable(kind, f"connection to PostgreSQL lost: {message}")
-        return StoreOutcomeUnknown(
-            f"connection to PostgreSQL lost before the reply to a write: it may or may not have "
-            f"been applied ({message})"
-        )
+        return _lost(kind, idempotent, message)
     return None
+
+
+def _lost(kind: Kind, idempotent: bool, message: str) -> RunyardError:
+    """The connection went away with a statement in flight: was it applied? Unknown."""
+    if idempotent:
+        return _unavailable(kind, f"connection to PostgreSQL lost: {message}")
+    return StoreOutcomeUnknown(
+        f"connection to PostgreSQL lost before the reply to a write: it may or may not have "
+        f"been applied ({message})"
+    )

@@ -12,7 +12,18 @@ from runyard.errors import ConfigurationError
 __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 1, "queue": 1}
+SCHEMA_VERSIONS: dict[str, int] = {"state": 1, "queue": 1, "executions": 1}
+
+# The execution store's tables (StateTables fields), in the order verify() checks them.
+EXECUTION_TABLES = (
+    "executions",
+    "outbox",
+    "spawns",
+    "processed",
+    "timers",
+    "trace",
+    "trace_heads",
+)
 
 # Lower-case plain identifiers only, short enough that derived index and sequence names
 # ("<table>_token_seq", "<table>_by_session") stay within PostgreSQL's 63-byte limit.
@@ -43,6 +54,13 @@ class StateTables:
     turns: str = "runyard_tenant_turns"
     schema_table: str = "runyard_schema"
     schema: str | None = None
+    executions: str = "runyard_executions"
+    outbox: str = "runyard_execution_outbox"
+    spawns: str = "runyard_execution_spawns"
+    processed: str = "runyard_execution_processed"
+    timers: str = "runyard_execution_timers"
+    trace: str = "runyard_execution_trace"
+    trace_heads: str = "runyard_execution_trace_heads"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -62,6 +80,13 @@ class StateTables:
             turns=f"{prefix}tenant_turns",
             schema_table=f"{prefix}schema",
             schema=schema,
+            executions=f"{prefix}executions",
+            outbox=f"{prefix}execution_outbox",
+            spawns=f"{prefix}execution_spawns",
+            processed=f"{prefix}execution_processed",
+            timers=f"{prefix}execution_timers",
+            trace=f"{prefix}execution_trace",
+            trace_heads=f"{prefix}execution_trace_heads",
         )
 
     def qualified(self, name: str) -> str:
@@ -94,6 +119,9 @@ class StateTables:
         values["work_seq_name"] = values["work_seq"]
         values["token_seq_name"] = values["token_seq"]
         values["turn_seq_name"] = values["turn_seq"]
+        for name in EXECUTION_TABLES:
+            values[name] = self.qualified(getattr(self, name))
+            values[f"{name}_name"] = getattr(self, name)
         return values
 
     def state_relations(self) -> tuple[str, ...]:
@@ -114,6 +142,13 @@ class StateTables:
             self.sequence("work"),
             self.sequence("token"),
             self.sequence("turn"),
+        )
+
+    def execution_relations(self) -> tuple[str, ...]:
+        """Qualified names of everything the execution store needs."""
+        return (
+            self.qualified(self.schema_table),
+            *(self.qualified(getattr(self, name)) for name in EXECUTION_TABLES),
         )
 
 

@@ -48,6 +48,7 @@ _WORK_COLUMNS = (
     "dead_reason",
     "dead_at",
 )
+_SESSION_COLUMNS = ("tenant", "session_id", "blob::text", "version", "created_at", "updated_at")
 RUN_COLUMN_COUNT = len(_RUN_COLUMNS)
 WORK_COLUMN_COUNT = len(_WORK_COLUMNS)
 
@@ -67,26 +68,40 @@ _FENCE = """fence AS (
 
 _TEMPLATES: dict[str, str] = {
     # -- runs ------------------------------------------------------------------------------
-    # $1 tenant $2 run_id $3 blob $4 status $5 session_id $6 now $7 fence
-    "create_run": "WITH "
+    # $1 tenant $2 run_id $3 blob $4 status $5 session_id $6 now $7 fence $8 expected version.
+    # One statement for create (expected 0: INSERT ... ON CONFLICT DO NOTHING) and update
+    # (UPDATE ... WHERE version = expected), both guarded by the fence. The written run comes
+    # back in the first columns; when nothing was written, one row of NULLs followed by what
+    # explains the refusal as this statement's snapshot saw it: (version, epoch, holder,
+    # expires_at), the columns of probe_run.
+    "put_run": "WITH "
     + _FENCE.format(run_leases="{run_leases}", fence="$7", now="$6")
-    + """
-INSERT INTO {runs} AS r
-    (tenant, run_id, blob, version, status, session_id, created_at, updated_at)
-SELECT $1::text, $2::text, $3::text::jsonb, 1, $4::text, $5::text, $6::float8, $6::float8
-WHERE $7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence)
-ON CONFLICT (tenant, run_id) DO NOTHING
-RETURNING {run_cols_r}""",
-    # $1 tenant $2 run_id $3 blob $4 status $5 session_id $6 now $7 fence $8 expected version
-    "update_run": "WITH "
-    + _FENCE.format(run_leases="{run_leases}", fence="$7", now="$6")
-    + """
-UPDATE {runs} AS r
-SET blob = $3::text::jsonb, version = r.version + 1, status = COALESCE($4::text, r.status),
-    session_id = COALESCE($5::text, r.session_id), updated_at = $6::float8
-WHERE r.tenant = $1::text AND r.run_id = $2::text AND r.version = $8::bigint
-  AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
-RETURNING {run_cols_r}""",
+    + """, updated AS (
+    UPDATE {runs} AS r
+    SET blob = $3::text::jsonb, version = r.version + 1, status = COALESCE($4::text, r.status),
+        session_id = COALESCE($5::text, r.session_id), updated_at = $6::float8
+    WHERE r.tenant = $1::text AND r.run_id = $2::text AND $8::bigint > 0
+      AND r.version = $8::bigint
+      AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+    RETURNING {run_cols_r}
+), inserted AS (
+    INSERT INTO {runs} AS r
+        (tenant, run_id, blob, version, status, session_id, created_at, updated_at)
+    SELECT $1::text, $2::text, $3::text::jsonb, 1, $4::text, $5::text, $6::float8, $6::float8
+    WHERE $8::bigint = 0 AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+    ON CONFLICT (tenant, run_id) DO NOTHING
+    RETURNING {run_cols_r}
+), written AS (
+    SELECT * FROM updated UNION ALL SELECT * FROM inserted
+)
+SELECT w.*, NULL::bigint, NULL::bigint, NULL::text, NULL::float8 FROM written w
+UNION ALL
+SELECT {run_nulls},
+       (SELECT r.version FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text),
+       l.epoch, l.holder, l.expires_at
+FROM (SELECT 1) AS one
+LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text
+WHERE NOT EXISTS (SELECT 1 FROM written)""",
     # $1 tenant $2 run_id $3..$7 deltas $8 status $9 now $10 fence
     "patch_run": "WITH "
     + _FENCE.format(run_leases="{run_leases}", fence="$10", now="$9")
@@ -125,17 +140,31 @@ WHERE r.tenant = $1::text AND r.seq > $2::bigint
 ORDER BY r.seq
 LIMIT $5::bigint""",
     # -- sessions --------------------------------------------------------------------------
-    # $1 tenant $2 session_id $3 blob $4 now
-    "create_session": """
-INSERT INTO {sessions} AS s (tenant, session_id, blob, version, created_at, updated_at)
-VALUES ($1::text, $2::text, $3::text::jsonb, 1, $4::float8, $4::float8)
-ON CONFLICT (tenant, session_id) DO NOTHING
-RETURNING s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at""",
-    # $1 tenant $2 session_id $3 blob $4 now $5 expected version
-    "update_session": """
-UPDATE {sessions} AS s SET blob = $3::text::jsonb, version = s.version + 1, updated_at = $4::float8
-WHERE s.tenant = $1::text AND s.session_id = $2::text AND s.version = $5::bigint
-RETURNING s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at""",
+    # $1 tenant $2 session_id $3 blob $4 now $5 expected version: one statement for create
+    # (expected 0) and update. The written session, or one row of NULLs and the version this
+    # statement's snapshot saw (NULL: none) when nothing was written.
+    "put_session": """
+WITH updated AS (
+    UPDATE {sessions} AS s
+    SET blob = $3::text::jsonb, version = s.version + 1, updated_at = $4::float8
+    WHERE s.tenant = $1::text AND s.session_id = $2::text AND $5::bigint > 0
+      AND s.version = $5::bigint
+    RETURNING {session_cols_s}
+), inserted AS (
+    INSERT INTO {sessions} AS s (tenant, session_id, blob, version, created_at, updated_at)
+    SELECT $1::text, $2::text, $3::text::jsonb, 1, $4::float8, $4::float8
+    WHERE $5::bigint = 0
+    ON CONFLICT (tenant, session_id) DO NOTHING
+    RETURNING {session_cols_s}
+), written AS (
+    SELECT * FROM updated UNION ALL SELECT * FROM inserted
+)
+SELECT w.*, NULL::bigint FROM written w
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT s.version FROM {sessions} s
+        WHERE s.tenant = $1::text AND s.session_id = $2::text)
+WHERE NOT EXISTS (SELECT 1 FROM written)""",
     "get_session": """
 SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at
 FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text""",
@@ -180,8 +209,9 @@ WHERE l.tenant = $1::text AND l.run_id = $2::text AND l.epoch = $3::bigint
 RETURNING l.epoch""",
     # -- work items ------------------------------------------------------------------------
     # $1 tenant $2 item_id $3 payload $4 priority $5 available_at $6 now $7 dedupe_key.
-    # A new tenant's turn is the claim counter's current value; a repeat returns the item
-    # already stored under the id (first) or the live dedupe key.
+    # A new tenant's turn is the claim counter's current value; the tenant's ready count goes
+    # up by the item inserted. A repeat returns the item already stored under the id (first)
+    # or the live dedupe key, and counts nothing.
     "enqueue": """
 WITH inserted AS (
     INSERT INTO {work} AS w
@@ -191,12 +221,12 @@ WITH inserted AS (
             $6::float8, $7::text)
     ON CONFLICT DO NOTHING
     RETURNING {work_cols_w}
-), first_seen AS (
-    INSERT INTO {turns} (tenant, turn)
+), counted AS (
+    INSERT INTO {turns} AS t (tenant, turn, ready)
     SELECT i.tenant, (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END
-                      FROM {turn_seq} c)
+                      FROM {turn_seq} c), 1
     FROM inserted i
-    ON CONFLICT (tenant) DO NOTHING
+    ON CONFLICT (tenant) DO UPDATE SET ready = t.ready + 1
 )
 SELECT true, i.* FROM inserted i
 UNION ALL
@@ -216,11 +246,14 @@ LIMIT 1""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked).
     # One statement: the tenant with the oldest turn that has due work, its head row locked
     # SKIP LOCKED, every predicate repeated on the locked row, the claim written, the turn
-    # advanced. A row with a tenant and no item means "that tenant's heads were all locked".
+    # advanced and the tenant's ready count lowered. The walk reads the turns index of tenants
+    # with ready work only (idle tenants are not in it) and asks each one bounded question of
+    # the (tenant, available_at) index (a delayed backlog is not walked). A row with a tenant
+    # and no item means "that tenant's heads were all locked".
     "claim": """
 WITH pick AS (
     SELECT t.tenant FROM {turns} t
-    WHERE t.tenant <> ALL ($4::text[])
+    WHERE t.ready > 0 AND t.tenant <> ALL ($4::text[])
       AND EXISTS (
           SELECT 1 FROM {work} d
           WHERE d.tenant = t.tenant AND d.state = 'ready' AND d.available_at <= $1::float8)
@@ -243,7 +276,7 @@ WITH pick AS (
       AND w.state = 'ready' AND w.available_at <= $1::float8
     RETURNING {work_cols_w}
 ), advanced AS (
-    UPDATE {turns} AS t SET turn = nextval('{turn_seq}')
+    UPDATE {turns} AS t SET turn = nextval('{turn_seq}'), ready = t.ready - 1
     FROM claimed c WHERE t.tenant = c.tenant
 )
 SELECT p.tenant, c.* FROM pick p LEFT JOIN claimed c ON true""",
@@ -266,8 +299,9 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
   AND $4::float8 <= w.lease_expires_at
 RETURNING w.item_id""",
     # $1 tenant $2 item_id $3 token $4 now $5 max_lease_seconds $6 new state $7 retry_at
-    # $8 error $9 dead reason
+    # $8 error $9 dead reason. A retry counts the item ready again.
     "fail": """
+WITH failed AS (
 UPDATE {work} AS w
 SET state = $6::text, available_at = COALESCE($7::float8, w.available_at),
     seq = nextval('{work_seq}'), worker = NULL, token = NULL, claimed_at = NULL,
@@ -276,7 +310,12 @@ SET state = $6::text, available_at = COALESCE($7::float8, w.available_at),
 WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
   AND w.state = 'leased' AND $4::float8 < w.claimed_at + $5::float8
   AND $4::float8 <= w.lease_expires_at
-RETURNING {work_cols_w}""",
+RETURNING {work_cols_w}
+), counted AS (
+    UPDATE {turns} AS t SET ready = t.ready + 1
+    FROM failed f WHERE t.tenant = f.tenant AND f.state = 'ready'
+)
+SELECT * FROM failed""",
     # $1 now $2 limit: lapsed leases, oldest expiry first
     "lapsed": """
 SELECT w.tenant, w.item_id, w.token, w.attempts FROM {work} w
@@ -284,7 +323,8 @@ WHERE w.state = 'leased' AND w.lease_expires_at < $1::float8
 ORDER BY w.lease_expires_at, w.token
 LIMIT $2::bigint""",
     # $1 now $2 tenants $3 item_ids $4 tokens $5 new states $6 retry_at $7 reasons $8 error.
-    # Rows another session holds are skipped; every lapse predicate is repeated.
+    # Rows another session holds are skipped; every lapse predicate is repeated; items made
+    # ready again are counted in their tenants' ready counts.
     "reap": """
 WITH decided AS (
     SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::float8[],
@@ -295,7 +335,7 @@ WITH decided AS (
     JOIN decided d ON w.tenant = d.tenant AND w.item_id = d.item_id
     WHERE w.token = d.token AND w.state = 'leased' AND w.lease_expires_at < $1::float8
     FOR UPDATE OF w SKIP LOCKED
-)
+), reaped AS (
 UPDATE {work} AS w
 SET state = d.new_state, available_at = COALESCE(d.retry_at, w.available_at),
     seq = nextval('{work_seq}'), worker = NULL, token = NULL, claimed_at = NULL,
@@ -306,7 +346,14 @@ FROM decided d, locked k
 WHERE w.tenant = k.tenant AND w.item_id = k.item_id
   AND d.tenant = w.tenant AND d.item_id = w.item_id
   AND w.token = d.token AND w.state = 'leased' AND w.lease_expires_at < $1::float8
-RETURNING d.ord, {work_cols_w}""",
+RETURNING d.ord, {work_cols_w}
+), counted AS (
+    UPDATE {turns} AS t SET ready = t.ready + n.items
+    FROM (SELECT r.tenant, count(*) AS items FROM reaped r WHERE r.state = 'ready'
+          GROUP BY r.tenant) AS n
+    WHERE t.tenant = n.tenant
+)
+SELECT * FROM reaped""",
     # $1 worker $2 now $3 now + lease_seconds $4 max_lease_seconds $5 limit
     "adopt": """
 WITH held AS (
@@ -331,11 +378,17 @@ ORDER BY w.dead_at, w.item_id
 LIMIT $2::bigint""",
     # $1 tenant $2 item_id $3 now
     "requeue": """
+WITH requeued AS (
 UPDATE {work} AS w
 SET state = 'ready', attempts = 0, available_at = $3::float8, seq = nextval('{work_seq}'),
     dead_reason = NULL, dead_at = NULL
 WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.state = 'dead'
-RETURNING {work_cols_w}""",
+RETURNING {work_cols_w}
+), counted AS (
+    UPDATE {turns} AS t SET ready = t.ready + 1
+    FROM requeued r WHERE t.tenant = r.tenant
+)
+SELECT * FROM requeued""",
     "get_item": """
 SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text""",
     # $1 now
@@ -375,4 +428,6 @@ def statements(tables: StateTables) -> Statements:
     values = tables.placeholders()
     values["run_cols_r"] = _cols(_RUN_COLUMNS, "r")
     values["work_cols_w"] = _cols(_WORK_COLUMNS, "w")
+    values["session_cols_s"] = _cols(_SESSION_COLUMNS, "s")
+    values["run_nulls"] = ", ".join(["NULL"] * RUN_COLUMN_COUNT)
     return Statements({name: text.format_map(values).strip() for name, text in _TEMPLATES.items()})

@@ -11,6 +11,7 @@ from runyard._async.postgres import (
     AsyncPostgresWorkQueue,
     AsyncPsycopgExecutor,
 )
+from runyard._async.postgres.executions import AsyncPostgresExecutionStore
 from runyard._postgres_schema import EXPECTED_SCHEMA, SCHEMA_VERSIONS, StateTables, schema_sql
 from runyard._postgres_settings import PostgresStoreSettings
 from runyard._sync.postgres import (
@@ -20,17 +21,20 @@ from runyard._sync.postgres import (
     PostgresWorkQueue,
     PsycopgExecutor,
 )
+from runyard._sync.postgres.executions import PostgresExecutionStore
 
 __all__ = [
     "EXPECTED_SCHEMA",
     "SCHEMA_VERSIONS",
     "AsyncBoundExecutor",
     "AsyncExecutor",
+    "AsyncPostgresExecutionStore",
     "AsyncPostgresStateStore",
     "AsyncPostgresWorkQueue",
     "AsyncPsycopgExecutor",
     "BoundExecutor",
     "Executor",
+    "PostgresExecutionStore",
     "PostgresStateStore",
     "PostgresStoreSettings",
     "PostgresWorkQueue",

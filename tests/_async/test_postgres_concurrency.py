@@ -6,11 +6,12 @@ from collections import Counter
 from functools import partial
 
 import pytest
-from runyard import Lease
+from runyard import Lease, QueuePolicy
 from runyard._flavours import async_gather
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
 
 from tests._async.postgres_support import open_queue
+from tests.support.postgres_plugin import admin_connection
 
 
 @pytest.mark.asyncio
@@ -57,3 +58,46 @@ async def test_sixteen_workers_complete_two_thousand_items_exactly_once(
         assert set(counts.values()) == {1}
         stats = await queue.stats()
         assert (stats.ready, stats.leased, stats.dead) == (0, 0, 0)
+
+
+@pytest.mark.asyncio
+async def test_ready_counts_stay_exact_under_concurrent_enqueue_claim_and_fail(
+    pg_tables: StateTables,
+) -> None:
+    # The claim skips tenants whose ready count is 0, so a count that drifted low would hide
+    # work: enqueue, claim and fail race here, then every count must match the items.
+    policy = QueuePolicy(max_attempts=5, backoff_base=0.001, backoff_cap=0.001)
+    queue = await open_queue(pg_tables, policy=policy, max_size=12)
+    async with queue:
+
+        async def producer(q: AsyncPostgresWorkQueue, n: int) -> list[int]:
+            for i in range(100):
+                await q.enqueue(f"tenant-{i % 3}", {"i": i}, item_id=f"p{n}-{i}")
+            return []
+
+        async def worker(q: AsyncPostgresWorkQueue, name: str) -> list[int]:
+            idle = 0
+            while idle < 20:
+                lease = await q.claim(name)
+                if lease is None:
+                    idle += 1
+                    continue
+                idle = 0
+                if lease.item.attempts < 2:
+                    await q.fail(lease.tenant, lease.item_id, token=lease.token)
+                else:
+                    await q.complete(lease.tenant, lease.item_id, token=lease.token)
+            return []
+
+        await async_gather(
+            [partial(producer, queue, n) for n in range(4)]
+            + [partial(worker, queue, f"w{n}") for n in range(8)]
+        )
+    work, turns = pg_tables.qualified(pg_tables.work), pg_tables.qualified(pg_tables.turns)
+    with admin_connection() as conn:
+        wrong = conn.execute(
+            f"""SELECT t.tenant, t.ready, count(w.item_id) FROM {turns} t
+                LEFT JOIN {work} w ON w.tenant = t.tenant AND w.state = 'ready'
+                GROUP BY t.tenant, t.ready HAVING t.ready <> count(w.item_id)"""
+        ).fetchall()
+    assert wrong == []

@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections import Counter
 from functools import partial
 
-from runyard import Lease
+from runyard import Lease, QueuePolicy
 from runyard._flavours import gather
 from runyard.postgres import PostgresWorkQueue, StateTables
 
 from tests._sync.postgres_support import open_queue
+from tests.support.postgres_plugin import admin_connection
 
 
 def test_ten_workers_claiming_at_once_take_ten_different_items(
@@ -56,3 +57,45 @@ def test_sixteen_workers_complete_two_thousand_items_exactly_once(
         assert set(counts.values()) == {1}
         stats = queue.stats()
         assert (stats.ready, stats.leased, stats.dead) == (0, 0, 0)
+
+
+def test_ready_counts_stay_exact_under_concurrent_enqueue_claim_and_fail(
+    pg_tables: StateTables,
+) -> None:
+    # The claim skips tenants whose ready count is 0, so a count that drifted low would hide
+    # work: enqueue, claim and fail race here, then every count must match the items.
+    policy = QueuePolicy(max_attempts=5, backoff_base=0.001, backoff_cap=0.001)
+    queue = open_queue(pg_tables, policy=policy, max_size=12)
+    with queue:
+
+        def producer(q: PostgresWorkQueue, n: int) -> list[int]:
+            for i in range(100):
+                q.enqueue(f"tenant-{i % 3}", {"i": i}, item_id=f"p{n}-{i}")
+            return []
+
+        def worker(q: PostgresWorkQueue, name: str) -> list[int]:
+            idle = 0
+            while idle < 20:
+                lease = q.claim(name)
+                if lease is None:
+                    idle += 1
+                    continue
+                idle = 0
+                if lease.item.attempts < 2:
+                    q.fail(lease.tenant, lease.item_id, token=lease.token)
+                else:
+                    q.complete(lease.tenant, lease.item_id, token=lease.token)
+            return []
+
+        gather(
+            [partial(producer, queue, n) for n in range(4)]
+            + [partial(worker, queue, f"w{n}") for n in range(8)]
+        )
+    work, turns = pg_tables.qualified(pg_tables.work), pg_tables.qualified(pg_tables.turns)
+    with admin_connection() as conn:
+        wrong = conn.execute(
+            f"""SELECT t.tenant, t.ready, count(w.item_id) FROM {turns} t
+                LEFT JOIN {work} w ON w.tenant = t.tenant AND w.state = 'ready'
+                GROUP BY t.tenant, t.ready HAVING t.ready <> count(w.item_id)"""
+        ).fetchall()
+    assert wrong == []

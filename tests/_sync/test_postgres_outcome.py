@@ -9,11 +9,16 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 from runyard import CounterDelta, RunKey, StoreOutcomeUnknown
-from runyard.postgres import PostgresStateStore, PostgresWorkQueue, StateTables
+from runyard.postgres import (
+    PostgresStateStore,
+    PostgresWorkQueue,
+    PsycopgExecutor,
+    StateTables,
+)
 
 from tests._sync.postgres_support import open_store
 from tests.support.postgres_plugin import PG_PORT
-from tests.support.proxy import running_proxy
+from tests.support.proxy import ReplyDroppingProxy, running_proxy
 
 
 def _pool_via(port: int) -> ConnectionPool[Any]:
@@ -74,3 +79,77 @@ def test_a_complete_whose_reply_is_lost_is_settled_by_reading_back(
             queue.complete(second.tenant, second.item_id, token=second.token)
             assert proxy.dropped == 1
             assert queue.get_item(second.tenant, second.item_id) is None
+
+
+def test_a_session_put_whose_reply_is_lost_is_settled_by_reading_back(
+    pg_tables: StateTables,
+) -> None:
+    with running_proxy(PG_PORT) as proxy:
+        store = PostgresStateStore(_pool_via(proxy.port), tables=pg_tables, close_source=True)
+        with store:
+            store.put_session("acme", "s", {"v": 1}, expected_version=0)
+            store.put_session("acme", "s", {"v": 2}, expected_version=1)  # prepares
+            proxy.drop_next_reply()
+            record = store.put_session("acme", "s", {"v": 3}, expected_version=2)
+            assert proxy.dropped == 1
+            assert (record.version, record.blob) == (3, {"v": 3})
+
+
+def test_a_release_whose_reply_is_lost_reports_the_release(pg_tables: StateTables) -> None:
+    key = RunKey("acme", "r")
+    with running_proxy(PG_PORT) as proxy:
+        store = PostgresStateStore(_pool_via(proxy.port), tables=pg_tables, close_source=True)
+        with store:
+            first = store.acquire_lease(key, "h1", ttl_seconds=30)
+            assert store.release_lease(first)  # prepares the statement
+            second = store.acquire_lease(key, "h1", ttl_seconds=30)
+            proxy.drop_next_reply()
+            # Sent again blindly, the release would find nothing to release and say False.
+            assert store.release_lease(second) is True
+            assert proxy.dropped == 1
+            assert store.get_lease(key) is None
+            assert store.release_lease(second) is False
+
+
+class _LoseTheReplyTo:
+    """An executor that arms the proxy just before sending the statement that contains
+    ``marker`` (once), so a read the operation makes first is not the one that is lost."""
+
+    def __init__(self, inner: PsycopgExecutor, proxy: ReplyDroppingProxy, marker: str) -> None:
+        self.inner = inner
+        self.proxy = proxy
+        self.marker = marker
+        self.armed = False
+
+    def fetch(self, statement: str, *args: Any) -> Any:
+        if self.armed and self.marker in statement:
+            self.armed = False
+            self.proxy.drop_next_reply()
+        return self.inner.fetch(statement, *args)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_fail_whose_reply_is_lost_is_outcome_unknown_and_applied_once(
+    pg_tables: StateTables,
+) -> None:
+    with running_proxy(PG_PORT) as proxy:
+        executor = _LoseTheReplyTo(PsycopgExecutor(_pool_via(proxy.port)), proxy, "WITH failed AS")
+        queue = PostgresWorkQueue(executor, tables=pg_tables, close_source=True)
+        with queue:
+            for i in range(2):
+                queue.enqueue("acme", {"i": i}, item_id=f"i{i}")
+            first = queue.claim("w1")
+            assert first is not None
+            queue.fail(first.tenant, first.item_id, token=first.token)  # prepares
+            second = queue.claim("w1")
+            assert second is not None and second.item_id != first.item_id
+            executor.armed = True
+            with pytest.raises(StoreOutcomeUnknown):
+                queue.fail(second.tenant, second.item_id, token=second.token)
+            assert proxy.dropped == 1
+            item = queue.get_item(second.tenant, second.item_id)
+            assert item is not None and item.state == "ready" and item.attempts == 1
+            stats = queue.stats()
+            assert stats.leased == 0 and stats.ready + stats.delayed == 2

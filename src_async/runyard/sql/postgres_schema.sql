@@ -1,4 +1,5 @@
--- runyard PostgreSQL schema, version 1: run state (runs, sessions, run leases) and work queues.
+-- runyard PostgreSQL schema, version 1: run state (runs, sessions, run leases), work queues,
+-- and the execution store (executions, outbox, spawns, processed marks, timers, trace).
 --
 -- Apply this with your own migration tool; runyard never runs DDL. `open()` checks the rows of
 -- the schema table against the versions this runyard was written for. Later components (the
@@ -85,6 +86,8 @@ CREATE TABLE {work} (
 -- claim: a tenant's due head, highest priority first, then oldest due, then oldest ready.
 CREATE INDEX "{work_name}_ready" ON {work} (tenant, priority DESC, available_at, seq)
     WHERE state = 'ready';
+-- claim: "does this tenant have due work?", one bounded probe (a delayed backlog is skipped).
+CREATE INDEX "{work_name}_due" ON {work} (tenant, available_at) WHERE state = 'ready';
 -- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
 CREATE UNIQUE INDEX "{work_name}_dedupe" ON {work} (tenant, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
@@ -94,11 +97,92 @@ CREATE INDEX "{work_name}_by_worker" ON {work} (worker, token) WHERE state = 'le
 -- dead_letters: a tenant's dead items, oldest first.
 CREATE INDEX "{work_name}_dead" ON {work} (tenant, dead_at, item_id) WHERE state = 'dead';
 
--- A tenant's turn: claims serve the tenant with the oldest turn that has due work.
+-- A tenant's turn: claims serve the tenant with the oldest turn that has due work. A tenant keeps
+-- its row (and so its turn) forever; `ready` counts its items in state 'ready' (due or not), kept
+-- by the statements that move items into and out of that state, so the claim's walk over the
+-- turns skips every tenant without ready work.
 CREATE TABLE {turns} (
     tenant  text COLLATE "C" PRIMARY KEY,
-    turn    bigint NOT NULL
-);
-CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant);
+    turn    bigint NOT NULL,
+    ready   bigint NOT NULL DEFAULT 0 CHECK (ready >= 0)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant) WHERE ready > 0;
 
 INSERT INTO {schema_table} (component, version) VALUES ('state', 1), ('queue', 1);
+
+-- Execution store ---------------------------------------------------------------------------
+
+-- An execution: its fields as columns and its context as jsonb; seq is the listing order.
+CREATE TABLE {executions} (
+    execution_id   text COLLATE "C" PRIMARY KEY,
+    seq            bigserial NOT NULL,
+    definition_id  text COLLATE "C" NOT NULL,
+    status         text COLLATE "C" NOT NULL,
+    version        bigint NOT NULL CHECK (version > 0),
+    context        jsonb NOT NULL,
+    parent_id      text COLLATE "C",
+    root_path      text COLLATE "C" NOT NULL,
+    created_at     double precision NOT NULL,
+    updated_at     double precision NOT NULL
+);
+-- list_executions pages by seq; one index per filter it can take.
+CREATE UNIQUE INDEX "{executions_name}_by_seq" ON {executions} (seq);
+CREATE INDEX "{executions_name}_by_status" ON {executions} (status, seq);
+CREATE INDEX "{executions_name}_by_definition" ON {executions} (definition_id, seq);
+CREATE INDEX "{executions_name}_roots" ON {executions} (seq) WHERE parent_id IS NULL;
+
+-- The transactional outbox: emitted events until a relay acks them (oldest first by seq).
+CREATE TABLE {outbox} (
+    seq           bigserial PRIMARY KEY,
+    execution_id  text COLLATE "C" NOT NULL,
+    target_id     text COLLATE "C" NOT NULL,
+    event_id      text COLLATE "C" NOT NULL,
+    event_name    text COLLATE "C" NOT NULL,
+    data          jsonb NOT NULL,
+    created_at    double precision NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+
+-- Spawn intents: children to start until a spawner acks them (oldest first by seq).
+CREATE TABLE {spawns} (
+    seq         bigserial PRIMARY KEY,
+    parent_id   text COLLATE "C" NOT NULL,
+    child_id    text COLLATE "C" NOT NULL,
+    root_path   text COLLATE "C" NOT NULL,
+    context     jsonb NOT NULL,
+    created_at  double precision NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+
+-- Processed-event marks (the dedupe of load_for_event and is_processed).
+CREATE TABLE {processed} (
+    execution_id  text COLLATE "C" NOT NULL,
+    event_id      text COLLATE "C" NOT NULL,
+    processed_at  double precision NOT NULL,
+    PRIMARY KEY (execution_id, event_id)
+);
+
+-- One timer per (execution, path); due_timers walks the fire times, earliest first.
+CREATE TABLE {timers} (
+    execution_id  text COLLATE "C" NOT NULL,
+    path          text COLLATE "C" NOT NULL,
+    fire_at       double precision NOT NULL,
+    PRIMARY KEY (execution_id, path)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX "{timers_name}_due" ON {timers} (fire_at, execution_id, path);
+
+-- The trace ring: each execution's last index (a row lock orders concurrent steps) and its
+-- kept steps; a step's index is stable, older steps beyond the ring are deleted.
+CREATE TABLE {trace_heads} (
+    execution_id  text COLLATE "C" PRIMARY KEY,
+    last_index    bigint NOT NULL
+);
+CREATE TABLE {trace} (
+    execution_id  text COLLATE "C" NOT NULL,
+    idx           bigint NOT NULL,
+    recorded_at   double precision NOT NULL,
+    event_id      text COLLATE "C",
+    event_name    text COLLATE "C",
+    data          jsonb NOT NULL,
+    PRIMARY KEY (execution_id, idx)
+);
+
+INSERT INTO {schema_table} (component, version) VALUES ('executions', 1);

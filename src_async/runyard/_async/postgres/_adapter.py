@@ -45,7 +45,7 @@ class _AsyncPostgresAdapter:
     executor; ``close_source`` makes aclose() close it.
     """
 
-    _kind: ClassVar[Literal["state", "queue"]]
+    _kind: ClassVar[Literal["state", "queue", "executions"]]
 
     def __init__(
         self,

@@ -46,7 +46,7 @@ class _PostgresAdapter:
     executor; ``close_source`` makes close() close it.
     """
 
-    _kind: ClassVar[Literal["state", "queue"]]
+    _kind: ClassVar[Literal["state", "queue", "executions"]]
 
     def __init__(
         self,

@@ -230,7 +230,9 @@ class PostgresWorkQueue(_PostgresAdapter):
     ) -> WorkItem:
         """Record a failed attempt: retried after backoff, or dead-lettered per the policy.
 
-        Raises LeaseLostError, WorkItemNotFoundError.
+        Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown when the reply was
+        lost and the item no longer carries this token (reading back cannot tell this call's
+        write from a reap's).
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
@@ -241,8 +243,7 @@ class PostgresWorkQueue(_PostgresAdapter):
             raise refusal or LeaseLostError(item_id, "taken")
         decision = self.policy.on_failure(int(probe[4]), now, retryable=retryable)
         state = _state(decision)
-        rows = self._fetch(
-            "fail",
+        args = (
             tenant,
             item_id,
             token,
@@ -252,8 +253,20 @@ class PostgresWorkQueue(_PostgresAdapter):
             decision.retry_at if state == "ready" else None,
             error,
             decision.reason if state == "dead" else None,
-            idempotent=False,
         )
+        try:
+            rows = self._fetch("fail", *args, idempotent=False)
+        except StoreOutcomeUnknown:
+            if self._bound:
+                raise
+            # The token is the write's identity: still ours and live means it was not applied.
+            probe = self._probe(tenant, item_id)
+            if (
+                probe is None
+                or settle_refusal(tenant, item_id, token, probe, now, self.policy) is not None
+            ):
+                raise
+            rows = self._fetch("fail", *args, idempotent=False)
         if rows:
             return decode_item(rows[0])
         raise self._refused(tenant, item_id, token, now)

@@ -15,12 +15,14 @@ from runyard._postgres_rows import (
     decode_session,
     fence_refusal,
 )
+from runyard._postgres_sql import RUN_COLUMN_COUNT
 from runyard._sync.pager import RunPager
 from runyard._sync.postgres._adapter import _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
     RunLeaseHeldError,
+    RunyardError,
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
@@ -39,6 +41,19 @@ def _check_ttl(ttl_seconds: float) -> float:
     if not ttl_seconds > 0:
         raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
     return float(ttl_seconds)
+
+
+def _run_refusal(
+    key: RunKey, expected_version: int, fence: int | None, probe: Sequence[Any] | None, now: float
+) -> RunyardError | None:
+    """Why a run write was refused, from ``(version, epoch, holder, expires_at)``, in the
+    memory backend's order: the version first, then the fence; None when neither explains it."""
+    actual = int(probe[0] or 0) if probe else 0
+    if actual != expected_version:
+        return StateConflictError(expected_version, actual)
+    if fence is not None:
+        return fence_refusal(key.run_id, fence, probe, now)
+    return None
 
 
 class PostgresStateStore(_PostgresAdapter):
@@ -109,39 +124,30 @@ class PostgresStateStore(_PostgresAdapter):
         fence: int | None,
     ) -> RunRecord:
         now = self._now()
-        args = (key.tenant, key.run_id, text)
         if expected_version == 0:
-            rows = self._fetch(
-                "create_run",
-                *args,
-                status or DEFAULT_STATUS,
-                session_id,
-                now,
-                fence,
-                idempotent=False,
-            )
-        else:
-            rows = self._fetch(
-                "update_run",
-                *args,
-                status or None,
-                session_id,
-                now,
-                fence,
-                expected_version,
-                idempotent=False,
-            )
-        if rows:
-            return decode_run(rows[0])
-        probe = self._probe(key)
-        actual = int(probe[0] or 0) if probe else 0
-        if actual != expected_version:
-            raise StateConflictError(expected_version, actual)
-        if fence is not None:
-            refusal = fence_refusal(key.run_id, fence, probe, now)
-            if refusal is not None:
-                raise refusal
-        raise StateConflictError(expected_version, actual)
+            status = status or DEFAULT_STATUS
+        rows = self._fetch(
+            "put_run",
+            key.tenant,
+            key.run_id,
+            text,
+            status or None,
+            session_id,
+            now,
+            fence,
+            expected_version,
+            idempotent=False,
+        )
+        row = rows[0]
+        if row[0] is not None:
+            return decode_run(row[:RUN_COLUMN_COUNT])
+        # Refused: the same statement read what explains it (its snapshot's version and lease).
+        refusal = _run_refusal(key, expected_version, fence, row[RUN_COLUMN_COUNT:], now)
+        if refusal is None:
+            # The snapshot still showed the expected version and a good fence: a concurrent
+            # write committed while this one waited. Read the winner's (a second round trip).
+            refusal = _run_refusal(key, expected_version, fence, self._probe(key), now)
+        raise refusal or StateConflictError(expected_version, expected_version)
 
     def _probe(self, key: RunKey) -> Sequence[Any] | None:
         rows = self._fetch("probe_run", key.tenant, key.run_id)
@@ -246,23 +252,53 @@ class PostgresStateStore(_PostgresAdapter):
     def put_session(
         self, tenant: str, session_id: str, blob: Any, *, expected_version: int
     ) -> SessionRecord:
-        """Write the session iff its version is ``expected_version``. Raises StateConflictError."""
+        """Write the session iff its version is ``expected_version`` (0 creates it), in one
+        statement.
+
+        Raises StateConflictError, and StoreOutcomeUnknown when the reply was lost and reading
+        back cannot settle it.
+        """
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")
-        now = self._now()
-        if expected_version == 0:
-            rows = self._fetch("create_session", tenant, session_id, text, now, idempotent=False)
-        else:
-            rows = self._fetch(
-                "update_session", tenant, session_id, text, now, expected_version, idempotent=False
-            )
-        if rows:
-            return decode_session(rows[0])
-        current = self.get_session(tenant, session_id)
-        raise StateConflictError(
-            expected_version, current.version if current else 0, what="session"
+        try:
+            return self._put_session(tenant, session_id, text, expected_version)
+        except StoreOutcomeUnknown:
+            if self._bound:
+                raise
+            # The expected version is the write's identity: read back what is stored.
+            stored = self.get_session(tenant, session_id)
+            if (
+                stored is not None
+                and stored.version == expected_version + 1
+                and stored.blob == load_json(text)
+            ):
+                return stored
+            if (stored.version if stored else 0) == expected_version:
+                return self._put_session(tenant, session_id, text, expected_version)
+            raise
+
+    def _put_session(
+        self, tenant: str, session_id: str, text: str, expected_version: int
+    ) -> SessionRecord:
+        rows = self._fetch(
+            "put_session",
+            tenant,
+            session_id,
+            text,
+            self._now(),
+            expected_version,
+            idempotent=False,
         )
+        row = rows[0]
+        if row[0] is not None:
+            return decode_session(row[:6])
+        actual = int(row[6] or 0)
+        if actual == expected_version:
+            # A concurrent write committed while this one waited: read the winner's version.
+            current = self.get_session(tenant, session_id)
+            actual = current.version if current else 0
+        raise StateConflictError(expected_version, actual, what="session")
 
     def get_session(self, tenant: str, session_id: str) -> SessionRecord | None:
         """Return the session, or None."""
@@ -321,8 +357,31 @@ class PostgresStateStore(_PostgresAdapter):
         raise LeaseLostError(lease.run_id, "taken")
 
     def release_lease(self, lease: RunLease) -> bool:
-        """Release the lease if it is still current; a stale release changes nothing."""
-        rows = self._fetch("release_lease", lease.tenant, lease.run_id, lease.epoch)
+        """Release the lease if it is still current; a stale release changes nothing.
+
+        Raises StoreOutcomeUnknown when the reply was lost and reading back cannot settle it
+        (the lease row shows a later epoch: whether this release landed first is unknown).
+        """
+        try:
+            return self._release(lease)
+        except StoreOutcomeUnknown:
+            if self._bound:
+                raise
+            # The epoch is the release's identity: read the lease row back.
+            rows = self._fetch("get_lease", lease.tenant, lease.run_id)
+            if not rows:
+                return False  # there was never a lease to release
+            holder, epoch = rows[0][2], int(rows[0][3])
+            if epoch == lease.epoch:
+                if holder is None:
+                    return True  # released: by this call
+                return self._release(lease)  # not applied: release it now
+            raise
+
+    def _release(self, lease: RunLease) -> bool:
+        rows = self._fetch(
+            "release_lease", lease.tenant, lease.run_id, lease.epoch, idempotent=False
+        )
         return bool(rows)
 
     def get_lease(self, key: RunKey) -> RunLease | None:
