@@ -1,4 +1,4 @@
-"""The execution state machine against the memory twin and the Redis store."""
+"""The execution state machine against the memory twin, the Redis and PostgreSQL stores."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 from runyard import MemoryExecutionStore
 from runyard.clock import ManualClock
+from runyard.postgres import PostgresExecutionStore, StateTables, schema_sql
 from runyard.redis import RedisStore, RedisStoreSettings
 
+from tests._sync.postgres_support import open_pool
 from tests.support.execution_machine import make_execution_machine
+from tests.support.postgres_plugin import admin_connection, fresh_schema
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 
 RUNS = settings(max_examples=30, stateful_step_count=30, deadline=None)
@@ -67,3 +70,28 @@ def test_the_machine_catches_a_store_that_accepts_stale_commits() -> None:
         run_state_machine_as_test(
             broken, settings=settings(max_examples=200, stateful_step_count=30, deadline=None)
         )
+
+
+def test_postgres_execution_store_agrees_with_the_model(pg_server: None) -> None:
+    schemas: list[str] = []
+
+    def factory(clock: ManualClock, trace_max: int) -> PostgresExecutionStore:
+        schema = fresh_schema()
+        tables = StateTables(schema=schema)
+        schemas.append(schema)
+        with admin_connection() as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(schema_sql(tables))
+        return PostgresExecutionStore.open(
+            open_pool(2), tables=tables, clock=clock, trace_max=trace_max, close_source=True
+        )
+
+    try:
+        run_state_machine_as_test(
+            make_execution_machine(factory),
+            settings=settings(max_examples=20, stateful_step_count=30, deadline=None),
+        )
+    finally:
+        with admin_connection() as conn:
+            for schema in schemas:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

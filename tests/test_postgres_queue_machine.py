@@ -18,7 +18,7 @@ def test_postgres_queue_agrees_with_the_memory_model(pg_server: None) -> None:
 
     def factory(policy: QueuePolicy, clock: ManualClock) -> PostgresWorkQueue:
         tables = StateTables(schema=fresh_schema())
-        schemas.append(tables.schema)
+        schemas.append(str(tables.schema))
         with admin_connection() as conn:
             conn.execute(f'CREATE SCHEMA "{tables.schema}"')
             conn.execute(schema_sql(tables))
