@@ -46,6 +46,7 @@ class ReplyDroppingProxy:
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     def start(self) -> None:
@@ -112,9 +113,20 @@ class ReplyDroppingProxy:
     async def _close(self) -> None:
         if self._server is not None:
             self._server.close()
+        # End every connection's handler while the loop still runs, so none is left to be
+        # finalised (and to touch the loop) after the loop has closed.
+        handlers = list(self._handlers)
+        for handler in handlers:
+            handler.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        if self._server is not None:
             await self._server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
         refusal = self._take_refusal()
         if refusal is not None:
             await self._refuse(refusal, reader, writer)
@@ -132,8 +144,9 @@ class ReplyDroppingProxy:
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in tasks:
-                task.cancel()
+            for pipe in tasks:
+                pipe.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             for w in (writer, up_writer):
                 with contextlib.suppress(Exception):
                     w.transport.abort()
