@@ -3,9 +3,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
-BENCHES ?= $(filter bench-%,$(shell sed -n 's/^\(bench-[a-z]*\):.*/\1/p' Makefile))
+BENCHES := bench-memory bench-redis bench-postgres bench-executions
 
-.PHONY: setup twins check-twins lint typecheck test pytest demo bench clean
+.PHONY: setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
 
 setup: $(STAMP)
 
@@ -33,27 +33,24 @@ pytest: $(STAMP)
 
 test: check-twins lint typecheck pytest
 
-bench-postgres: $(STAMP)
-	$(PYTHON) benchmarks/bench_postgres.py
-
 demo: $(STAMP)
 	$(BIN)/runyard demo --flavour async
 	$(BIN)/runyard demo --flavour sync
 
 # Benchmarks print ratios against a baseline measured in the same run; they are not tests.
-bench: $(STAMP)
-	$(MAKE) --no-print-directory $(BENCHES)
+bench: $(BENCHES)
 
 bench-memory: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_memory
 
-clean:
-	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info
-
-.PHONY: bench-redis
 bench-redis: $(STAMP)
 	$(PYTHON) benchmarks/bench_redis.py
 
-.PHONY: bench-executions
+bench-postgres: $(STAMP)
+	$(PYTHON) benchmarks/bench_postgres.py
+
 bench-executions: $(STAMP)
 	$(PYTHON) benchmarks/bench_executions.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info
