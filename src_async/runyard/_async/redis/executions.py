@@ -7,7 +7,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from runyard._async.redis.scripts import AsyncScriptRunner
+from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
 from runyard._memory import check_limit
 from runyard._memory_executions import CommitPlan, check_seconds, check_trace_max, plan_commit
@@ -33,13 +33,8 @@ from runyard._redis_executions import (
     timer_member,
 )
 from runyard._redis_flavours import (
-    AsyncRedis,
     AsyncRedisClient,
-    AsyncRedisCluster,
-    AsyncRetry,
-    NoBackoff,
     ResponseError,
-    client_kwargs,
 )
 from runyard._redis_settings import RedisStoreSettings
 from runyard.capabilities import StoreCapabilities
@@ -130,15 +125,7 @@ class AsyncRedisStore:
         The store owns that client and closes it in ``aclose()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
-        dsn = url or settings.dsn.get_secret_value()
-        kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
-        # The store owns retries: redis-py's own would re-send a write whose reply was lost.
-        kwargs["retry"] = AsyncRetry(NoBackoff(), 0)
-        client: AsyncRedisClient
-        if settings.cluster:
-            client = AsyncRedisCluster.from_url(dsn, **kwargs)
-        else:
-            client = AsyncRedis.from_url(dsn, **kwargs)
+        client = client_from_url(url, settings)
         store = cls(
             client,
             clock=clock,

@@ -6,7 +6,7 @@ import uuid
 from types import TracebackType
 from typing import Any
 
-from runyard._async.redis.scripts import AsyncScriptRunner
+from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
 from runyard._memory import check_limit
 from runyard._redis_common import (
@@ -22,12 +22,7 @@ from runyard._redis_common import (
     timestamp,
 )
 from runyard._redis_flavours import (
-    AsyncRedis,
     AsyncRedisClient,
-    AsyncRedisCluster,
-    AsyncRetry,
-    NoBackoff,
-    client_kwargs,
 )
 from runyard._redis_keys import QueueKeys, priority_key, time_key
 from runyard._redis_lua import QUEUE_SCRIPTS
@@ -109,15 +104,7 @@ class AsyncRedisWorkQueue:
         The queue owns that client and closes it in ``aclose()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
-        dsn = url or settings.dsn.get_secret_value()
-        kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
-        # The store owns retries: redis-py's own would re-send a write whose reply was lost.
-        kwargs["retry"] = AsyncRetry(NoBackoff(), 0)
-        client: AsyncRedisClient
-        if settings.cluster:
-            client = AsyncRedisCluster.from_url(dsn, **kwargs)
-        else:
-            client = AsyncRedis.from_url(dsn, **kwargs)
+        client = client_from_url(url, settings)
         queue = cls(client, policy=policy, clock=clock, settings=settings, owns_client=True)
         try:
             await queue.preflight()

@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from runyard._async.pager import AsyncRunPager
-from runyard._async.redis.scripts import AsyncScriptRunner
+from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
 from runyard._memory import DEFAULT_STATUS, check_limit
 from runyard._redis_common import (
@@ -22,12 +22,7 @@ from runyard._redis_common import (
     timestamp,
 )
 from runyard._redis_flavours import (
-    AsyncRedis,
     AsyncRedisClient,
-    AsyncRedisCluster,
-    AsyncRetry,
-    NoBackoff,
-    client_kwargs,
 )
 from runyard._redis_keys import StateKeys
 from runyard._redis_lua import STATE_SCRIPTS
@@ -112,15 +107,7 @@ class AsyncRedisStateStore:
         The store owns that client and closes it in ``aclose()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
-        dsn = url or settings.dsn.get_secret_value()
-        kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
-        # The store owns retries: redis-py's own would re-send a write whose reply was lost.
-        kwargs["retry"] = AsyncRetry(NoBackoff(), 0)
-        client: AsyncRedisClient
-        if settings.cluster:
-            client = AsyncRedisCluster.from_url(dsn, **kwargs)
-        else:
-            client = AsyncRedis.from_url(dsn, **kwargs)
+        client = client_from_url(url, settings)
         store = cls(client, clock=clock, settings=settings, owns_client=True)
         try:
             await store.preflight()

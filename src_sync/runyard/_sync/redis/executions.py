@@ -34,16 +34,11 @@ from runyard._redis_executions import (
     timer_member,
 )
 from runyard._redis_flavours import (
-    NoBackoff,
-    Redis,
     RedisClient,
-    RedisCluster,
     ResponseError,
-    Retry,
-    client_kwargs,
 )
 from runyard._redis_settings import RedisStoreSettings
-from runyard._sync.redis.scripts import ScriptRunner
+from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.errors import StatePersistenceError, StoreOutcomeUnknown
@@ -132,15 +127,7 @@ class RedisStore:
         The store owns that client and closes it in ``close()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
-        dsn = url or settings.dsn.get_secret_value()
-        kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
-        # The store owns retries: redis-py's own would re-send a write whose reply was lost.
-        kwargs["retry"] = Retry(NoBackoff(), 0)
-        client: RedisClient
-        if settings.cluster:
-            client = RedisCluster.from_url(dsn, **kwargs)
-        else:
-            client = Redis.from_url(dsn, **kwargs)
+        client = client_from_url(url, settings)
         store = cls(
             client,
             clock=clock,

@@ -22,19 +22,36 @@ from runyard._redis_common import (
 )
 from runyard._redis_flavours import (
     ClientStartup,
+    NoBackoff,
+    Redis,
     RedisClient,
     RedisCluster,
     RedisError,
     ResponseError,
+    Retry,
+    client_kwargs,
 )
 from runyard._redis_lua import LuaScript
 from runyard._redis_settings import RedisStoreSettings
 from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
 
-__all__ = ["ScriptRunner"]
+__all__ = ["ScriptRunner", "client_from_url"]
 
 T = TypeVar("T")
 logger = logging.getLogger("runyard.redis")
+
+
+def client_from_url(url: str | None, settings: RedisStoreSettings) -> RedisClient:
+    """A client for ``url`` (or ``settings.dsn``) with redis-py's own retries off.
+
+    The store owns retries: redis-py's would re-send a write whose reply was lost.
+    """
+    dsn = url or settings.dsn.get_secret_value()
+    kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    if settings.cluster:
+        return RedisCluster.from_url(dsn, **kwargs)
+    return Redis.from_url(dsn, **kwargs)
 
 
 class ScriptRunner:
