@@ -120,6 +120,10 @@ class ExecutionKeys:
         """STRING: the last trace index given (survives the ring dropping entries)."""
         return self._own(execution_id, "trace-index")
 
+    def layout(self) -> str:
+        """STRING: the shard count the namespace was first opened with."""
+        return f"{self.namespace}:exec:layout"
+
     def counters(self, shard: int) -> str:
         """HASH: the shard's ``created``, ``outbox`` and ``spawn`` counters."""
         return f"{self.prefix(shard)}:counters"

@@ -20,7 +20,7 @@ from runyard._async.executions import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
 from runyard._redis_executions import ExecutionKeys
 from runyard.capabilities import certify
-from runyard.errors import StoreConflict, StoreOutcomeUnknown
+from runyard.errors import ConfigurationError, StoreConflict, StoreOutcomeUnknown
 from runyard.redis import AsyncRedisStore, RedisStoreSettings
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
@@ -323,6 +323,23 @@ async def test_from_url_builds_and_owns_its_client(local_redis_target: RedisTarg
             await store.save(exe)
             assert store.trace_max == 3 and exe.version == 1
             assert "namespace" in repr(store)
+    finally:
+        local_redis_target.purge(settings.namespace)
+
+
+@pytest.mark.asyncio
+async def test_a_namespace_refuses_a_second_shard_count(local_redis_target: RedisTarget) -> None:
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    try:
+        client = AsyncClients.for_target(local_redis_target)
+        async with await AsyncRedisStore.open(client, settings=settings, shards=3) as first:
+            await first.save(Execution(id="e1", definition_id="d"))
+            with pytest.raises(ConfigurationError, match=r"in 3 shards; .* shards=4"):
+                await AsyncRedisStore.open(client, settings=settings, shards=4)
+            again = await AsyncRedisStore.open(client, settings=settings, shards=3)
+            loaded = await again.load("e1")
+            assert loaded is not None and loaded.version == 1
+        await client.aclose()
     finally:
         local_redis_target.purge(settings.namespace)
 

@@ -21,7 +21,7 @@ from runyard._redis_executions import ExecutionKeys
 from runyard._sync.executions import ExecutionStore
 from runyard._sync.testing import ExecutionStoreConformance
 from runyard.capabilities import certify
-from runyard.errors import StoreConflict, StoreOutcomeUnknown
+from runyard.errors import ConfigurationError, StoreConflict, StoreOutcomeUnknown
 from runyard.redis import RedisStore, RedisStoreSettings
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
@@ -308,6 +308,22 @@ def test_from_url_builds_and_owns_its_client(local_redis_target: RedisTarget) ->
             store.save(exe)
             assert store.trace_max == 3 and exe.version == 1
             assert "namespace" in repr(store)
+    finally:
+        local_redis_target.purge(settings.namespace)
+
+
+def test_a_namespace_refuses_a_second_shard_count(local_redis_target: RedisTarget) -> None:
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    try:
+        client = Clients.for_target(local_redis_target)
+        with RedisStore.open(client, settings=settings, shards=3) as first:
+            first.save(Execution(id="e1", definition_id="d"))
+            with pytest.raises(ConfigurationError, match=r"in 3 shards; .* shards=4"):
+                RedisStore.open(client, settings=settings, shards=4)
+            again = RedisStore.open(client, settings=settings, shards=3)
+            loaded = again.load("e1")
+            assert loaded is not None and loaded.version == 1
+        client.close()
     finally:
         local_redis_target.purge(settings.namespace)
 

@@ -39,7 +39,7 @@ from runyard._redis_flavours import (
 from runyard._redis_settings import RedisStoreSettings
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
-from runyard.errors import StatePersistenceError, StoreOutcomeUnknown
+from runyard.errors import ConfigurationError, StatePersistenceError, StoreOutcomeUnknown
 from runyard.execution_models import (
     DEFAULT_TRACE_MAX,
     DueTimer,
@@ -108,6 +108,7 @@ class AsyncRedisStore:
         """Return a store on ``client`` after ``preflight()``. Raises ConfigurationError."""
         store = cls(client, clock=clock, settings=settings, shards=shards, trace_max=trace_max)
         await store.preflight()
+        await store.check_layout()
         return store
 
     @classmethod
@@ -136,6 +137,7 @@ class AsyncRedisStore:
         )
         try:
             await store.preflight()
+            await store.check_layout()
         except BaseException:
             await store.aclose()
             raise
@@ -158,6 +160,22 @@ class AsyncRedisStore:
         Raises ConfigurationError naming the setting, its value and why; never sets anything.
         """
         await self._runner.preflight()
+
+    async def check_layout(self) -> None:
+        """Record the namespace's shard count on first use and refuse any other one.
+
+        Every store sharing a namespace must use one shard count (it places executions and is
+        encoded in outbox and spawn seqs). ``open()`` and ``from_url()`` call this; direct
+        construction skips it. Raises ConfigurationError.
+        """
+        key, shards = self.keys.layout(), str(self.keys.shards)
+        await self._runner.call(lambda: self._client.set(key, shards, nx=True), idempotent=True)
+        stored = await self._runner.call(lambda: self._client.get(key), idempotent=True)
+        if stored is not None and text(stored) != shards:
+            raise ConfigurationError(
+                f"namespace {self.keys.namespace!r} holds executions in {text(stored)} shards; "
+                f"this store was opened with shards={shards}: open it with shards={text(stored)}"
+            )
 
     # -- executions --------------------------------------------------------------------------
     async def load(self, execution_id: str) -> Execution | None:

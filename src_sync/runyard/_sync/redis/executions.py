@@ -41,7 +41,7 @@ from runyard._redis_settings import RedisStoreSettings
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
-from runyard.errors import StatePersistenceError, StoreOutcomeUnknown
+from runyard.errors import ConfigurationError, StatePersistenceError, StoreOutcomeUnknown
 from runyard.execution_models import (
     DEFAULT_TRACE_MAX,
     DueTimer,
@@ -110,6 +110,7 @@ class RedisStore:
         """Return a store on ``client`` after ``preflight()``. Raises ConfigurationError."""
         store = cls(client, clock=clock, settings=settings, shards=shards, trace_max=trace_max)
         store.preflight()
+        store.check_layout()
         return store
 
     @classmethod
@@ -138,6 +139,7 @@ class RedisStore:
         )
         try:
             store.preflight()
+            store.check_layout()
         except BaseException:
             store.close()
             raise
@@ -160,6 +162,22 @@ class RedisStore:
         Raises ConfigurationError naming the setting, its value and why; never sets anything.
         """
         self._runner.preflight()
+
+    def check_layout(self) -> None:
+        """Record the namespace's shard count on first use and refuse any other one.
+
+        Every store sharing a namespace must use one shard count (it places executions and is
+        encoded in outbox and spawn seqs). ``open()`` and ``from_url()`` call this; direct
+        construction skips it. Raises ConfigurationError.
+        """
+        key, shards = self.keys.layout(), str(self.keys.shards)
+        self._runner.call(lambda: self._client.set(key, shards, nx=True), idempotent=True)
+        stored = self._runner.call(lambda: self._client.get(key), idempotent=True)
+        if stored is not None and text(stored) != shards:
+            raise ConfigurationError(
+                f"namespace {self.keys.namespace!r} holds executions in {text(stored)} shards; "
+                f"this store was opened with shards={shards}: open it with shards={text(stored)}"
+            )
 
     # -- executions --------------------------------------------------------------------------
     def load(self, execution_id: str) -> Execution | None:
