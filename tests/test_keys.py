@@ -76,7 +76,7 @@ def test_cursor_round_trips(seq: int) -> None:
     assert decode_cursor(encode_cursor(seq)) == seq
 
 
-@pytest.mark.parametrize("cursor", ["", "x12", "s", "s-1", "s1a"])
+@pytest.mark.parametrize("cursor", ["", "x12", "s", "s-1", "s1a", "s²", "s١٢"])
 def test_foreign_cursor_is_refused(cursor: str) -> None:
     with pytest.raises(InvalidIdentifierError, match="not issued"):
         decode_cursor(cursor)

@@ -75,6 +75,7 @@ def decode_cursor(cursor: str | None) -> int:
     """
     if cursor is None:
         return 0
-    if not isinstance(cursor, str) or not cursor.startswith("s") or not cursor[1:].isdigit():
+    digits = cursor[1:] if isinstance(cursor, str) and cursor.startswith("s") else ""
+    if not (digits.isascii() and digits.isdigit()):
         raise InvalidIdentifierError(f"cursor {cursor!r} was not issued by a runyard store")
     return int(cursor[1:])
