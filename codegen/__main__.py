@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from codegen.rules import RuleStats, TwinRule, forbidden_names
+from codegen.rules import RuleStats, TwinRule, forbidden_names, untranslatable_names
 
 # (hand-written async tree, generated sync tree), relative to the repository root.
 PAIRS = (
@@ -36,7 +36,10 @@ def generate(root: Path, into: Path) -> RuleStats:
         rule = TwinRule(src_rel, dst_rel, stats)
         for source in sorted((root / src_rel).rglob("*.py")):
             rel = source.relative_to(root / src_rel)
-            text = rule.convert(source.read_text(encoding="utf-8"))
+            original = source.read_text(encoding="utf-8")
+            for name in untranslatable_names(original):
+                problems.append(f"{source.relative_to(root)}: {name}")
+            text = rule.convert(original)
             for name in forbidden_names(text):
                 problems.append(f"{source.relative_to(root)}: {name} survives in the sync twin")
             target = into / dst_rel / rel
@@ -46,7 +49,8 @@ def generate(root: Path, into: Path) -> RuleStats:
     if problems:
         raise GenerationError(
             "\n".join(problems)
-            + "\nuse the flavour pairs in runyard/_flavours.py instead of asyncio"
+            + "\nuse the flavour pairs in runyard/_flavours.py instead of asyncio, and keep"
+            " async-only names out of f-strings"
         )
     _format(root, into)
     return stats

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,15 @@ NAME_RULES: dict[str, str] = {
 }
 # Names that must never reach a sync twin; each has a flavour pair in runyard._flavours.
 FORBIDDEN_IN_SYNC = ("asyncio", "anyio", "await", "async")
+# Async-only names the rules do not translate, refused in the async source with the repair.
+FORBIDDEN_IN_SOURCE = {
+    "AsyncGenerator": "annotate with AsyncIterator[T] (its twin Generator needs 3 arguments)",
+    "asynccontextmanager": "write a class with __aenter__/__aexit__",
+    "anext": "call __anext__() or iterate with async for",
+    "aiter": "call __aiter__() or iterate with async for",
+}
+# What must not hide inside an f-string either (f-strings are copied untouched).
+FSTRING_FORBIDDEN_RE = re.compile(r"\b(_?Async[A-Z]\w*|_async|await|asyncio|aclose)\b")
 # Whole lines dropped from the sync twin (stripped text).
 DROP_LINES = ("@pytest.mark.asyncio", "import pytest_asyncio")
 CLASS_RE = re.compile(r"\b(_?)Async([A-Z]\w*)")
@@ -150,12 +158,27 @@ def _next_src(tokens: Sequence[tokenize_rt.Token], i: int) -> str | None:
 
 
 def forbidden_names(source: str) -> list[str]:
-    """Return the async-only names left in generated text (outside strings and comments)."""
+    """Return the async-only names left in generated text, f-strings included."""
     found = []
+    depth = 0
     for token in tokenize_rt.src_to_tokens(source):
-        if token.name == "NAME" and token.src in FORBIDDEN_IN_SYNC:
+        if token.name == FSTRING_START:
+            depth += 1
+        elif token.name == FSTRING_END:
+            depth -= 1
+        prefix = STRING_PREFIX_RE.match(token.src) if token.name == "STRING" else None
+        in_fstring = depth > 0 or (prefix is not None and "f" in prefix.group(0).lower())
+        if in_fstring and (match := FSTRING_FORBIDDEN_RE.search(token.src)):
+            found.append(f"line {token.line}: {match.group(0)} inside an f-string")
+        elif token.name == "NAME" and token.src in FORBIDDEN_IN_SYNC:
             found.append(f"line {token.line}: {token.src}")
     return found
 
 
-PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+def untranslatable_names(source: str) -> list[str]:
+    """Return the async-only names in an async source that no rule translates, with repairs."""
+    return [
+        f"line {token.line}: {token.src} has no sync twin; {FORBIDDEN_IN_SOURCE[token.src]}"
+        for token in tokenize_rt.src_to_tokens(source)
+        if token.name == "NAME" and token.src in FORBIDDEN_IN_SOURCE
+    ]

@@ -60,8 +60,11 @@ def test_missing_keyword_is_named_with_the_repair() -> None:
 
 
 def test_missing_method_is_named() -> None:
-    with pytest.raises(StoreCapabilityError, match=r"QueueWithoutRecovery\.adopt"):
+    with pytest.raises(
+        StoreCapabilityError, match=r"QueueWithoutRecovery has no adopt\(\)"
+    ) as caught:
         validate_capabilities(QueueWithoutRecovery())
+    assert caught.value.method == "QueueWithoutRecovery.adopt"
 
 
 def test_method_names_alone_enable_nothing() -> None:

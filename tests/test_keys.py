@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from runyard._redis_keys import StateKeys
 from runyard.keys import (
     MAX_IDENTIFIER_BYTES,
     InvalidIdentifierError,
@@ -31,6 +32,13 @@ def run_key(tenant: str, run_id: str) -> str:
 def test_distinct_tenant_id_pairs_never_build_the_same_key(a: str, b: str, c: str, d: str) -> None:
     if (a, b) != (c, d):
         assert run_key(a, b) != run_key(c, d)
+
+
+@given(identifiers, identifiers, identifiers, identifiers)
+def test_the_redis_store_never_builds_one_key_for_two_runs(a: str, b: str, c: str, d: str) -> None:
+    first, second = StateKeys("ns", a).run(b), StateKeys("ns", c).run(d)
+    assert (first == second) == ((a, b) == (c, d))
+    assert StateKeys("ns", a).lease(b) != StateKeys("ns", c).session(d)
 
 
 def test_separator_in_tenant_or_id_cannot_collide() -> None:
@@ -76,7 +84,7 @@ def test_cursor_round_trips(seq: int) -> None:
     assert decode_cursor(encode_cursor(seq)) == seq
 
 
-@pytest.mark.parametrize("cursor", ["", "x12", "s", "s-1", "s1a", "s²", "s١٢"])
+@pytest.mark.parametrize("cursor", ["", "x12", "s", "s-1", "s1a", "s²", "s\u0661\u0662"])
 def test_foreign_cursor_is_refused(cursor: str) -> None:
     with pytest.raises(InvalidIdentifierError, match="not issued"):
         decode_cursor(cursor)

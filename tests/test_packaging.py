@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +24,8 @@ try:
     store.put_run(RunKey("t", "r"), {}, expected_version=0)
 except runyard.errors.StateConflictError as exc:
     print("shared-error-ok", type(exc) is runyard.StateConflictError)
+import runyard.testing
+assert runyard.testing.StateStoreConformance.__module__ == "runyard._sync.testing.state"
 print("site", runyard.__file__)
 """
 
@@ -59,6 +62,13 @@ def test_editable_install_serves_both_roots_with_shared_classes() -> None:
 
 @pytest.mark.slow
 def test_wheel_holds_both_twins_and_imports_in_a_fresh_venv(tmp_path: Path) -> None:
+    # Build from a clean copy: a build/ folder left in the work tree would be reused and could
+    # hide a package missing from pyproject.toml.
+    source = tmp_path / "source"
+    for rel in ("src_async", "src_sync"):
+        shutil.copytree(ROOT / rel, source / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    for rel in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / rel, source / rel)
     dist = tmp_path / "dist"
     subprocess.run(
         [
@@ -66,7 +76,7 @@ def test_wheel_holds_both_twins_and_imports_in_a_fresh_venv(tmp_path: Path) -> N
             "-m",
             "pip",
             "wheel",
-            str(ROOT),
+            str(source),
             "--no-deps",
             "--no-build-isolation",
             "--quiet",

@@ -15,6 +15,11 @@ def test_backoff_is_capped_exponential_with_full_jitter() -> None:
     assert bottom.backoff(5) == 0
 
 
+def test_a_huge_attempt_count_still_backs_off_to_the_cap() -> None:
+    policy = QueuePolicy(backoff_base=1, backoff_cap=60, random=lambda: 1.0)
+    assert policy.backoff(5000) == 60
+
+
 @given(st.integers(min_value=1, max_value=200), st.floats(min_value=0, max_value=0.999))
 def test_backoff_never_exceeds_the_cap(attempts: int, draw: float) -> None:
     policy = QueuePolicy(backoff_base=1, backoff_cap=60, random=lambda: draw)

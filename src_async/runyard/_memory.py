@@ -5,10 +5,14 @@ It is also the reference model that property tests compare other backends agains
 
 from __future__ import annotations
 
+import functools
 import heapq
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+from pydantic import BaseModel
 
 from runyard._json import dump_json, load_json
 from runyard.clock import Clock
@@ -52,6 +56,29 @@ def _copy(value: Any, max_bytes: int | None, what: str) -> Any:
     return load_json(dump_json(value, max_bytes=max_bytes, what=what))
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _detach(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_copy(deep=True)
+    if isinstance(value, list):
+        return [_detach(v) for v in value]
+    return value
+
+
+def detached(method: Callable[P, T]) -> Callable[P, T]:
+    """Return deep copies of what ``method`` returns, so no caller can change stored state
+    (what Redis and PostgreSQL give by construction)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return _detach(method(*args, **kwargs))  # type: ignore[no-any-return]
+
+    return wrapper
+
+
 class MemoryStateCore:
     """Runs, sessions and run leases in dictionaries."""
 
@@ -76,6 +103,7 @@ class MemoryStateCore:
             raise LeaseLostError(key.run_id, "expired")
 
     # -- runs ------------------------------------------------------------------------------
+    @detached
     def put_run(
         self,
         key: RunKey,
@@ -122,6 +150,7 @@ class MemoryStateCore:
         self._runs[k] = record
         return record
 
+    @detached
     def patch_run(
         self, key: RunKey, delta: CounterDelta, *, status: str | None, fence: int | None
     ) -> RunRecord:
@@ -145,9 +174,11 @@ class MemoryStateCore:
         self._runs[k] = record
         return record
 
+    @detached
     def get_run(self, key: RunKey) -> RunRecord | None:
         return self._runs.get((key.tenant, key.run_id))
 
+    @detached
     def delete_run(self, key: RunKey, *, expected_version: int | None, fence: int | None) -> bool:
         k = (key.tenant, key.run_id)
         existing = self._runs.get(k)
@@ -161,6 +192,7 @@ class MemoryStateCore:
         del self._runs[k]
         return True
 
+    @detached
     def list_runs(
         self,
         tenant: str,
@@ -189,6 +221,7 @@ class MemoryStateCore:
         return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq) if more else None)
 
     # -- sessions --------------------------------------------------------------------------
+    @detached
     def put_session(
         self, tenant: str, session_id: str, blob: Any, *, expected_version: int
     ) -> SessionRecord:
@@ -212,11 +245,13 @@ class MemoryStateCore:
         self._sessions[k] = record
         return record
 
+    @detached
     def get_session(self, tenant: str, session_id: str) -> SessionRecord | None:
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         return self._sessions.get((tenant, session_id))
 
+    @detached
     def delete_session(self, tenant: str, session_id: str, *, cascade: bool) -> bool:
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
@@ -231,6 +266,7 @@ class MemoryStateCore:
         return self._sessions.pop((tenant, session_id), None) is not None or bool(runs)
 
     # -- run leases ------------------------------------------------------------------------
+    @detached
     def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
         validate_identifier(holder, "holder")
         _check_ttl(ttl_seconds)
@@ -254,6 +290,7 @@ class MemoryStateCore:
         self._leases[k] = lease
         return lease
 
+    @detached
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         _check_ttl(ttl_seconds)
         k = (lease.tenant, lease.run_id)
@@ -267,6 +304,7 @@ class MemoryStateCore:
         self._leases[k] = renewed
         return renewed
 
+    @detached
     def release_lease(self, lease: RunLease) -> bool:
         k = (lease.tenant, lease.run_id)
         current = self._leases.get(k)
@@ -275,6 +313,7 @@ class MemoryStateCore:
         del self._leases[k]
         return True
 
+    @detached
     def get_lease(self, key: RunKey) -> RunLease | None:
         lease = self._leases.get((key.tenant, key.run_id))
         if lease is None or lease.expires_at < self.clock.now():
@@ -407,6 +446,7 @@ class MemoryQueueCore:
         return ready
 
     # -- protocol --------------------------------------------------------------------------
+    @detached
     def enqueue(
         self,
         tenant: str,
@@ -447,6 +487,7 @@ class MemoryQueueCore:
         self._make_ready(item, now)
         return item
 
+    @detached
     def claim(self, worker: str) -> Lease | None:
         validate_identifier(worker, "worker")
         now = self.clock.now()
@@ -480,6 +521,7 @@ class MemoryQueueCore:
         self._leases[(tenant, item_id)] = lease
         return lease
 
+    @detached
     def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
         lease = self._leased(tenant, item_id, token)
         expires = self.policy.lease_expiry(self.clock.now(), lease.claimed_at)
@@ -489,12 +531,14 @@ class MemoryQueueCore:
         self._leases[(tenant, item_id)] = renewed
         return renewed
 
+    @detached
     def complete(self, tenant: str, item_id: str, *, token: int) -> None:
         self._leased(tenant, item_id, token)
         item = self._items.pop((tenant, item_id))
         self._ready_seq.pop((tenant, item_id), None)
         self._release(item)
 
+    @detached
     def fail(
         self, tenant: str, item_id: str, *, token: int, error: str | None, retryable: bool
     ) -> WorkItem:
@@ -505,6 +549,7 @@ class MemoryQueueCore:
             return self._kill(item, decision.reason, error)
         return self._retry(item, decision.retry_at, error)
 
+    @detached
     def reap(self, *, limit: int) -> list[WorkItem]:
         check_limit(limit)
         now = self.clock.now()
@@ -522,6 +567,7 @@ class MemoryQueueCore:
                 out.append(self._retry(item, decision.retry_at, "lease lapsed"))
         return out
 
+    @detached
     def adopt(self, worker: str, *, limit: int) -> list[Lease]:
         validate_identifier(worker, "worker")
         check_limit(limit)
@@ -538,6 +584,7 @@ class MemoryQueueCore:
         )[:limit]
         return [self.heartbeat(lease.tenant, lease.item_id, token=lease.token) for lease in held]
 
+    @detached
     def dead_letters(self, tenant: str, *, limit: int) -> list[DeadLetter]:
         validate_identifier(tenant, "tenant")
         check_limit(limit)
@@ -547,6 +594,7 @@ class MemoryQueueCore:
         )
         return letters[:limit]
 
+    @detached
     def requeue(self, tenant: str, item_id: str) -> WorkItem:
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
@@ -559,11 +607,13 @@ class MemoryQueueCore:
         self._make_ready(ready, now)
         return ready
 
+    @detached
     def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
         return self._items.get((tenant, item_id))
 
+    @detached
     def stats(self) -> QueueStats:
         now = self.clock.now()
         ready = delayed = leased = dead = 0

@@ -93,6 +93,9 @@ def validate_capabilities(store: object) -> StoreCapabilities:
             ("capabilities",),
             "declare `capabilities = StoreCapabilities(version=1, ..., deployment=...)` "
             "on the store class",
+            message=f"{name} declares no capabilities: declare `capabilities = "
+            "StoreCapabilities(version=1, ..., deployment=...)` on the store class "
+            "(method names alone enable nothing)",
         )
     if caps.deployment is None:
         warnings.warn(
@@ -113,6 +116,9 @@ def validate_capabilities(store: object) -> StoreCapabilities:
                     f"{name}.{method_name}",
                     params or ("(the method itself)",),
                     f"implement {method_name}() or stop declaring {f.name}=True",
+                    message=f"capability {f.name!r} is declared but {name} has no "
+                    f"{method_name}() method: implement {method_name}() or stop declaring "
+                    f"{f.name}=True",
                 )
             missing = _missing_keywords(method, params)
             if missing:
@@ -156,6 +162,9 @@ def certify(store: object) -> StoreCapabilities:
             type(store).__name__,
             ("deployment",),
             "the conformance kit certifies only a store that says where its guarantees hold: "
+            "declare deployment='single_process', 'single_host' or 'multi_server'",
+            message=f"{type(store).__name__}.capabilities declares no deployment; the "
+            "conformance kit certifies only a store that says where its guarantees hold: "
             "declare deployment='single_process', 'single_host' or 'multi_server'",
         )
     return caps

@@ -2,118 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from enum import Enum
-from typing import Any
 
-from runyard._demo_common import DemoPlan, DemoResult
-
-__all__ = ["app", "main"]
-
-try:
-    import typer
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-except ImportError:  # pragma: no cover - exercised only without the cli extra
-    typer = None  # type: ignore[assignment]
-
-
-class Flavour(str, Enum):
-    """Which twin runs the demo."""
-
-    sync = "sync"
-    async_ = "async"
-
-
-def _run(plan: DemoPlan, flavour: Flavour, progress: Any, task: Any) -> DemoResult:
-    def served(_tenant: str) -> None:
-        progress.advance(task)
-
-    if flavour is Flavour.sync:
-        from runyard._sync.demo import run_demo as run_sync
-
-        return run_sync(plan, "sync", served)
-    from runyard._async.demo import run_demo as run_async
-
-    return asyncio.run(run_async(plan, "async", served))
-
-
-def _table(result: DemoResult) -> Table:
-    table = Table(title=f"runyard demo ({result.flavour} twin, memory backend)")
-    for column in ("tenant", "items", "done", "first served", "last served", "median"):
-        table.add_column(column, justify="right" if column != "tenant" else "left")
-    table.add_column("FIFO would serve", justify="right")
-    table.add_column("input tokens", justify="right")
-    for r in result.reports():
-        table.add_row(
-            r.tenant,
-            str(r.items),
-            str(r.completed),
-            f"#{r.first}",
-            f"#{r.last}",
-            f"#{r.median:g}",
-            f"#{r.fifo_first}-#{r.fifo_last}",
-            str(r.tokens),
-        )
-    return table
-
-
-def demo(
-    flavour: Flavour = Flavour.async_,
-    noisy_items: int = 300,
-    quiet_tenants: int = 4,
-    quiet_items: int = 10,
-    workers: int = 4,
-) -> None:
-    """Enqueue work for a noisy tenant and quiet ones, serve it, and show nobody starved."""
-    console = Console()
-    try:
-        plan = DemoPlan(
-            noisy_items=noisy_items,
-            quiet_tenants=quiet_tenants,
-            quiet_items=quiet_items,
-            workers=workers,
-        )
-    except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    columns = (
-        TextColumn("serving"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("serving", total=plan.total)
-        result = _run(plan, flavour, progress, task)
-    console.print(_table(result))
-    if result.completed != plan.total or result.quiet_tenants_starved():
-        console.print("[red]quiet tenants waited behind the noisy one[/red]")
-        raise typer.Exit(1)
-    quiet_done = max(r.last for r in result.reports() if r.tenant != "noisy")
-    console.print(
-        f"all {plan.total} items done; every quiet tenant was finished by item #{quiet_done} "
-        f"of {plan.total} (FIFO would have kept them waiting until #{plan.total})."
-    )
+__all__ = ["main"]
 
 
 def main() -> None:
-    """Entry point of the ``runyard`` console script."""
-    if typer is None:
+    """Entry point of the ``runyard`` console script (needs the cli extra: typer and rich)."""
+    try:
+        from runyard._cli_app import app
+    except ImportError as exc:
         print(
-            "runyard's command line needs the cli extra: pip install 'runyard[cli]'",
+            f"runyard's command line needs the cli extra ({exc.name} is missing): "
+            "pip install 'runyard[cli]'",
             file=sys.stderr,
         )
         sys.exit(2)
     app()
-
-
-if typer is not None:
-    app = typer.Typer(help="runyard: durable run state and work queues.", no_args_is_help=True)
-    app.command(help=demo.__doc__)(demo)
-
-    @app.callback()
-    def _root() -> None:
-        """runyard's command line."""

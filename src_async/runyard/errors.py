@@ -38,14 +38,23 @@ class ConfigurationError(RunyardError):
 class StoreCapabilityError(ConfigurationError):
     """A store declares a capability its methods cannot honour."""
 
-    def __init__(self, capability: str, method: str, missing: tuple[str, ...], repair: str) -> None:
+    def __init__(
+        self,
+        capability: str,
+        method: str,
+        missing: tuple[str, ...],
+        repair: str,
+        *,
+        message: str | None = None,
+    ) -> None:
         self.capability = capability
         self.method = method
         self.missing = missing
         self.repair = repair
         params = ", ".join(missing)
         super().__init__(
-            f"capability {capability!r} is declared but {method}() lacks the keyword "
+            message
+            or f"capability {capability!r} is declared but {method}() lacks the keyword "
             f"parameter(s) {params}: {repair}"
         )
 
@@ -101,12 +110,13 @@ class PoolExhaustedError(RunyardError):
 
 
 class LeaseLostError(RunyardError):
-    """The work item's lease is no longer the caller's: it expired, was taken or hit its cap."""
+    """A lease (on a work item, or a run's fencing epoch) is no longer the caller's: it
+    expired, was taken by a newer holder, or hit its cap. ``item_id`` names the item or run."""
 
     def __init__(self, item_id: str, reason: LeaseLostReason) -> None:
         self.item_id = item_id
         self.reason: LeaseLostReason = reason
-        super().__init__(f"lease on work item {item_id!r} lost: {reason}")
+        super().__init__(f"lease on {item_id!r} lost: {reason}")
 
 
 class WorkItemNotFoundError(RunyardError):

@@ -46,7 +46,8 @@ class QueuePolicy:
 
     def backoff(self, attempts: int) -> float:
         """Seconds to wait before the next attempt: uniform in [0, min(cap, base * 2^(n-1))]."""
-        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** max(attempts - 1, 0))
+        # The exponent is capped so a huge attempt count cannot overflow the float.
+        ceiling = min(self.backoff_cap, self.backoff_base * 2.0 ** min(max(attempts - 1, 0), 1000))
         return float(ceiling * self.random())
 
     def on_failure(self, attempts: int, now: float, *, retryable: bool) -> FailureDecision:

@@ -97,7 +97,8 @@ class StateStore(Protocol):
         ...
 
     def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
-        """Lease the run to ``holder`` with a new epoch. Raises RunLeaseHeldError."""
+        """Lease the run to ``holder``: a new holder gets the next epoch, the current holder
+        keeps its own. Raises RunLeaseHeldError."""
         ...
 
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:

@@ -118,7 +118,7 @@ class AsyncBoundExecutor:
     def __init__(self, connection: AsyncConnection[Any], *, prepare: bool = True) -> None:
         if not isinstance(connection, AsyncConnection):
             raise ConfigurationError(
-                f"bound() needs a psycopg AsyncConnection, not {type(connection).__name__}"
+                "bound() needs a psycopg AsyncConnection, not " + type(connection).__name__
             )
         self.connection = connection
         self.prepare = prepare

@@ -247,7 +247,7 @@ class AsyncWorkQueueConformance:
         second = await queue.enqueue("acme", {"v": 2}, dedupe_key="invoice-7")
         other = await queue.enqueue("globex", {"v": 3}, dedupe_key="invoice-7")
         assert second.item_id == first.item_id and second.payload == {"v": 1}
-        assert other.item_id != first.item_id or other.tenant != first.tenant
+        assert (other.tenant, other.payload) == ("globex", {"v": 3})
         assert (await queue.stats()).ready == 2
 
     @pytest.mark.asyncio
@@ -258,6 +258,33 @@ class AsyncWorkQueueConformance:
         lease = await self._claim(queue)
         assert lease.item_id == "job-1"
         assert await queue.claim("w1") is None
+
+    @pytest.mark.asyncio
+    async def test_an_item_id_is_forgotten_once_its_item_completes(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        await queue.enqueue("acme", {"run": 1}, item_id="job-1", dedupe_key="k")
+        lease = await self._claim(queue)
+        await queue.complete(lease.tenant, lease.item_id, token=lease.token)
+        again = await queue.enqueue("acme", {"run": 2}, item_id="job-1", dedupe_key="k")
+        assert (again.item_id, again.payload, again.attempts) == ("job-1", {"run": 2}, 0)
+
+    @pytest.mark.asyncio
+    async def test_a_dead_item_keeps_its_dedupe_key(self, queue: AsyncWorkQueue) -> None:
+        first = await queue.enqueue("acme", {"v": 1}, dedupe_key="k")
+        lease = await self._claim(queue)
+        await queue.fail(lease.tenant, lease.item_id, token=lease.token, retryable=False)
+        again = await queue.enqueue("acme", {"v": 2}, dedupe_key="k")
+        assert (again.item_id, again.state, again.payload) == (first.item_id, "dead", {"v": 1})
+
+    @pytest.mark.asyncio
+    async def test_returned_items_are_copies(self, queue: AsyncWorkQueue) -> None:
+        item = await queue.enqueue("acme", {"steps": [1]}, item_id="job-1")
+        item.payload["steps"].append(2)
+        lease = await self._claim(queue)
+        lease.item.payload["steps"].append(3)
+        stored = await queue.get_item("acme", "job-1")
+        assert stored is not None and stored.payload == {"steps": [1]}
 
     @pytest.mark.asyncio
     async def test_adopt_returns_the_leases_a_worker_held(self, queue: AsyncWorkQueue) -> None:

@@ -154,6 +154,17 @@ class AsyncStateStoreConformance:
         assert (put.output_tokens, put.blob) == (9, {"step": 2})
 
     @pytest.mark.asyncio
+    async def test_returned_records_are_copies(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        written = await store.put_run(key, {"steps": [1]}, expected_version=0)
+        written.blob["steps"].append(2)
+        read = await store.get_run(key)
+        assert read is not None
+        read.blob["steps"].append(3)
+        again = await store.get_run(key)
+        assert again is not None and again.blob == {"steps": [1]}
+
+    @pytest.mark.asyncio
     async def test_delete_removes_the_run(self, store: AsyncStateStore) -> None:
         key = RunKey("acme", "r")
         await store.put_run(key, {}, expected_version=0)
@@ -316,6 +327,14 @@ class AsyncStateStoreConformance:
             await store.put_run(RunKey("acme", bad), {}, expected_version=0)
         with pytest.raises(InvalidIdentifierError):
             await store.put_session("acme", bad, {}, expected_version=0)
+        with pytest.raises(InvalidIdentifierError):
+            await store.get_session(bad, "s1")
+        with pytest.raises(InvalidIdentifierError):
+            await store.list_runs(bad)
+        with pytest.raises(InvalidIdentifierError):
+            await store.delete_session("acme", bad)
+        with pytest.raises(InvalidIdentifierError):
+            await store.acquire_lease(RunKey("acme", "r"), bad, ttl_seconds=10)
 
     # -- run leases ---------------------------------------------------------------------------
     @pytest.mark.asyncio

@@ -120,7 +120,7 @@ class BoundExecutor:
     def __init__(self, connection: Connection[Any], *, prepare: bool = True) -> None:
         if not isinstance(connection, Connection):
             raise ConfigurationError(
-                f"bound() needs a psycopg AsyncConnection, not {type(connection).__name__}"
+                "bound() needs a psycopg Connection, not " + type(connection).__name__
             )
         self.connection = connection
         self.prepare = prepare

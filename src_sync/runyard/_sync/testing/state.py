@@ -141,6 +141,16 @@ class StateStoreConformance:
         put = store.put_run(key, {"step": 2}, expected_version=patched.version)
         assert (put.output_tokens, put.blob) == (9, {"step": 2})
 
+    def test_returned_records_are_copies(self, store: StateStore) -> None:
+        key = RunKey("acme", "r")
+        written = store.put_run(key, {"steps": [1]}, expected_version=0)
+        written.blob["steps"].append(2)
+        read = store.get_run(key)
+        assert read is not None
+        read.blob["steps"].append(3)
+        again = store.get_run(key)
+        assert again is not None and again.blob == {"steps": [1]}
+
     def test_delete_removes_the_run(self, store: StateStore) -> None:
         key = RunKey("acme", "r")
         store.put_run(key, {}, expected_version=0)
@@ -284,6 +294,14 @@ class StateStoreConformance:
             store.put_run(RunKey("acme", bad), {}, expected_version=0)
         with pytest.raises(InvalidIdentifierError):
             store.put_session("acme", bad, {}, expected_version=0)
+        with pytest.raises(InvalidIdentifierError):
+            store.get_session(bad, "s1")
+        with pytest.raises(InvalidIdentifierError):
+            store.list_runs(bad)
+        with pytest.raises(InvalidIdentifierError):
+            store.delete_session("acme", bad)
+        with pytest.raises(InvalidIdentifierError):
+            store.acquire_lease(RunKey("acme", "r"), bad, ttl_seconds=10)
 
     # -- run leases ---------------------------------------------------------------------------
     def test_first_lease_holder_wins(self, store: StateStore) -> None:

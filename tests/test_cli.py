@@ -1,0 +1,50 @@
+"""The ``runyard`` command: the demo's outcome, and refusals of bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from runyard._cli_app import app
+from runyard._demo_common import DemoPlan, DemoResult
+from typer.testing import CliRunner
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_demo_serves_every_item_and_shows_nobody_starved(flavour: str) -> None:
+    result = CliRunner().invoke(app, ["demo", "--flavour", flavour, "--noisy-items", "40"])
+    assert result.exit_code == 0, result.output
+    assert "all 80 items done" in result.output and "quiet-4" in result.output
+
+
+def test_a_single_noisy_item_is_not_reported_as_starvation() -> None:
+    result = CliRunner().invoke(app, ["demo", "--noisy-items", "1", "--flavour", "sync"])
+    assert result.exit_code == 0, result.output
+
+
+def test_zero_workers_is_refused_naming_the_option() -> None:
+    result = CliRunner().invoke(app, ["demo", "--workers", "0"])
+    assert result.exit_code == 2 and "--workers" in result.output
+
+
+def test_starvation_is_detected_when_quiet_items_come_after_the_rotation_bound() -> None:
+    plan = DemoPlan(noisy_items=20, quiet_tenants=1, quiet_items=2, workers=1)
+    fifo = DemoResult(plan=plan, flavour="test", served=["noisy"] * 20 + ["quiet-1"] * 2)
+    fair = DemoResult(plan=plan, flavour="test", served=["noisy", "quiet-1"] * 2 + ["noisy"] * 18)
+    assert fifo.quiet_tenants_starved() and not fair.quiet_tenants_starved()
+
+
+def test_the_console_script_explains_a_missing_cli_extra() -> None:
+    blocker = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'typer': raise ImportError('blocked', name='typer')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from runyard.cli import main\n"
+        "main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "pip install 'runyard[cli]'" in result.stderr and "typer" in result.stderr
