@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from pydantic import ValidationError
+
 from runyard._json import dump_json, load_json
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES, check_limit
 from runyard.clock import Clock
@@ -40,6 +42,7 @@ __all__ = [
     "MemoryExecutionCore",
     "check_seconds",
     "check_trace_max",
+    "is_timer_path",
     "plan_commit",
     "summarize",
 ]
@@ -50,6 +53,18 @@ def check_trace_max(trace_max: int) -> int:
     if not isinstance(trace_max, int) or isinstance(trace_max, bool) or trace_max < 1:
         raise ValueError(f"trace_max must be a positive int, not {trace_max!r}")
     return trace_max
+
+
+def is_timer_path(path: object) -> bool:
+    """Whether ``path`` could name a stored timer (any other value names none).
+
+    Every backend's ``delete_timer`` returns False for a path that fails this check.
+    """
+    try:
+        TimerOp.cancel(path)  # type: ignore[arg-type]
+    except (ValidationError, TypeError, ValueError):
+        return False
+    return True
 
 
 def check_seconds(value: float, what: str) -> float:
@@ -321,6 +336,8 @@ class MemoryExecutionCore:
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> bool:
         validate_identifier(execution_id, "execution_id")
         fire_at = check_seconds(fire_at, "fire_at")
+        if not is_timer_path(path):
+            return False
         key = (execution_id, path)
         if self._timers.get(key) != fire_at:
             return False

@@ -10,10 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from runyard._json import dump_json, load_json
-from runyard._memory_executions import CommitPlan
+from runyard._memory_executions import CommitPlan, is_timer_path
 from runyard.execution_models import (
     DueTimer,
     Event,
@@ -168,15 +166,6 @@ def decode_trace(row: Row) -> TraceEntry:
         event_name=row[3],
         data=load_json(row[4]),
     )
-
-
-def is_timer_path(path: object) -> bool:
-    """Whether ``path`` could name a stored timer (any other value names none)."""
-    try:
-        TimerOp.cancel(path)  # type: ignore[arg-type]
-    except (ValidationError, TypeError, ValueError):
-        return False
-    return True
 
 
 def is_seq(seq: object) -> bool:

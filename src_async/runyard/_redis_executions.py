@@ -192,7 +192,7 @@ def is_fast_path(plan: CommitPlan) -> bool:
     return not (plan.emits or plan.timers or plan.spawns or plan.trace is not None)
 
 
-def _execution_args(plan: CommitPlan, now: float) -> list[Any]:
+def _execution_args(plan: CommitPlan, now: float, commit_id: str) -> list[Any]:
     exe = plan.execution
     return [
         exe.version,
@@ -204,12 +204,13 @@ def _execution_args(plan: CommitPlan, now: float) -> list[Any]:
         exe.parent_id or "",
         exe.root_path,
         dump_json(exe.context),
+        commit_id,
     ]
 
 
-def save_args(plan: CommitPlan, now: float) -> list[Any]:
-    """ARGV of exec_save.lua."""
-    return _execution_args(plan, now)
+def save_args(plan: CommitPlan, now: float, commit_id: str) -> list[Any]:
+    """ARGV of exec_save.lua (``commit_id``: the call's nonce, kept on the execution)."""
+    return _execution_args(plan, now, commit_id)
 
 
 def timer_member(execution_id: str, path: str) -> str:
@@ -225,11 +226,11 @@ def step_json(step: TraceStep) -> str:
 
 
 def commit_args(
-    plan: CommitPlan, now: float, *, shards: int, shard: int, trace_max: int
+    plan: CommitPlan, now: float, commit_id: str, *, shards: int, shard: int, trace_max: int
 ) -> list[Any]:
     """ARGV of exec_commit.lua: the execution, then counts, then emits, timer ops and spawns."""
     exe = plan.execution
-    args = _execution_args(plan, now)
+    args = _execution_args(plan, now, commit_id)
     args += [
         shards,
         shard,

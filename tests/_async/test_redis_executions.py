@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -18,7 +20,10 @@ from runyard import (
 )
 from runyard._async.executions import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
-from runyard._redis_executions import ExecutionKeys
+from runyard._memory_executions import plan_commit
+from runyard._redis_common import ReplyLost
+from runyard._redis_executions import EXECUTION_SCRIPTS, ExecutionKeys, save_args
+from runyard._redis_flavours import ResponseError
 from runyard.capabilities import certify
 from runyard.errors import ConfigurationError, StoreConflict, StoreOutcomeUnknown
 from runyard.redis import AsyncRedisStore, RedisStoreSettings
@@ -373,3 +378,189 @@ async def test_a_lost_trace_append_reply_is_outcome_unknown(proxy: ReplyDropping
         with pytest.raises(StoreOutcomeUnknown):
             await store.append_trace("e1", TraceStep(event_name="lost"))
         assert [e.index for e in await store.read_trace("e1")] == [1, 2]
+
+
+# -- cross-shard order, commit identity, bounded listing -------------------------------------
+def _in_another_shard(keys: ExecutionKeys, execution_id: str) -> str:
+    shard = keys.shard_of(execution_id)
+    return next(f"q{n}" for n in range(1_000) if keys.shard_of(f"q{n}") != shard)
+
+
+@pytest.mark.asyncio
+async def test_entries_come_back_oldest_first_across_shards(
+    fake_redis_target: RedisTarget,
+) -> None:
+    clock = ManualClock()
+    settings = _settings()
+    async with AsyncRedisStore(
+        AsyncClients.for_target(fake_redis_target),
+        clock=clock,
+        settings=settings,
+        shards=16,
+        owns_client=True,
+    ) as store:
+        busy = Execution(id="busy", definition_id="d")
+        for n in range(50):
+            await store.commit(
+                busy,
+                emits=[("t", Event(id=f"early-{n}", name="x"))],
+                spawns=[SpawnIntent(child_id=f"kid-{n}")],
+            )
+        clock.advance(1.0)
+        late = Execution(id=_in_another_shard(store.keys, "busy"), definition_id="d")
+        await store.commit(
+            late,
+            emits=[("t", Event(id="late", name="x"))],
+            spawns=[SpawnIntent(child_id="late-kid")],
+        )
+        assert [e.event.id for e in await store.pending_outbox(3)] == [
+            "early-0",
+            "early-1",
+            "early-2",
+        ]
+        outbox = await store.pending_outbox()
+        assert [e.event.id for e in outbox] == [*(f"early-{n}" for n in range(50)), "late"]
+        assert [s.child_id for s in await store.pending_spawns(3)] == ["kid-0", "kid-1", "kid-2"]
+        spawns = await store.pending_spawns()
+        assert [s.child_id for s in spawns] == [*(f"kid-{n}" for n in range(50)), "late-kid"]
+        for entry in outbox:
+            assert await store.ack_outbox(entry.seq) is True
+        for spawn in spawns:
+            assert await store.ack_spawn(spawn.seq) is True
+    fake_redis_target.purge(settings.namespace)
+
+
+@pytest.mark.asyncio
+async def test_a_lost_reply_is_not_settled_by_another_workers_identical_commit(
+    proxy: ReplyDroppingProxy,
+) -> None:
+    # Same clock, same context, same status: only the commit id tells the two commits apart.
+    client = AsyncClients.for_target(RedisTarget("server", port=proxy.port))
+    async with AsyncRedisStore(
+        client, clock=ManualClock(), settings=_settings(), owns_client=True
+    ) as store:
+        await store.save(Execution(id="e1", definition_id="d"))
+        mine, theirs = await store.load("e1"), await store.load("e1")
+        assert mine is not None and theirs is not None
+        [their_seq] = await store.commit(theirs, emits=[("t", Event(id="theirs", name="x"))])
+        proxy.drop_next_reply()
+        with pytest.raises(StoreConflict) as caught:
+            await store.commit(mine, emits=[("t", Event(id="mine", name="x"))])
+        assert proxy.dropped == 1 and mine.version == 1
+        assert (caught.value.expected, caught.value.found) == (1, 2)
+        assert [e.seq for e in await store.pending_outbox()] == [their_seq]
+
+
+class _LateFirstSend:
+    """Wraps a store's script runner: the armed send's reply is lost before it reaches the
+    server; that send lands later, just before the next script (a send still running when the
+    store read back), optionally after another worker's commit."""
+
+    def __init__(self, runner: Any, before_landing: Any = None) -> None:
+        self.runner = runner
+        self.before_landing = before_landing
+        self.armed = False
+        self.held: tuple[Any, Any, Any] | None = None
+
+    async def script(self, script: Any, keys: Any, args: Any, *, idempotent: bool) -> Any:
+        if self.armed:
+            self.armed = False
+            self.held = (script, keys, args)
+            raise ReplyLost("the connection dropped before the reply")
+        if self.held is not None:
+            held, self.held = self.held, None
+            if self.before_landing is not None:
+                await self.before_landing()
+            with contextlib.suppress(ResponseError):
+                await self.runner.script(*held, idempotent=False)
+        return await self.runner.script(script, keys, args, idempotent=idempotent)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.runner, name)
+
+
+@pytest.mark.asyncio
+async def test_a_resend_beaten_by_its_own_late_first_send_is_a_success(
+    fake_redis_target: RedisTarget,
+) -> None:
+    settings = _settings()
+    async with AsyncRedisStore(
+        AsyncClients.for_target(fake_redis_target),
+        clock=ManualClock(),
+        settings=settings,
+        owns_client=True,
+    ) as store:
+        exe = Execution(id="e1", definition_id="d")
+        await store.save(exe)
+        late = _LateFirstSend(store._runner)
+        store._runner = late  # type: ignore[assignment]
+        late.armed = True
+        seqs = await store.commit(exe, emits=[("t", Event(id="ev", name="x"))])
+        assert late.held is None and exe.version == 2
+        assert [(e.seq, e.event.id) for e in await store.pending_outbox()] == [(seqs[0], "ev")]
+        loaded = await store.load("e1")
+        assert loaded is not None and loaded.version == 2
+    fake_redis_target.purge(settings.namespace)
+
+
+@pytest.mark.asyncio
+async def test_a_resend_beaten_by_another_worker_is_a_conflict(
+    fake_redis_target: RedisTarget,
+) -> None:
+    settings = _settings()
+    async with AsyncRedisStore(
+        AsyncClients.for_target(fake_redis_target),
+        clock=ManualClock(),
+        settings=settings,
+        owns_client=True,
+    ) as store:
+        exe = Execution(id="e1", definition_id="d")
+        await store.save(exe)
+        theirs = await store.load("e1")
+        assert theirs is not None
+        runner = store._runner
+
+        async def another_worker_commits() -> None:
+            await runner.script(
+                EXECUTION_SCRIPTS["exec_save"],
+                store.keys.save_keys("e1"),
+                save_args(plan_commit(theirs), T0, "their-commit"),
+                idempotent=False,
+            )
+
+        late = _LateFirstSend(runner, before_landing=another_worker_commits)
+        store._runner = late  # type: ignore[assignment]
+        late.armed = True
+        with pytest.raises(StoreConflict) as caught:
+            await store.commit(exe, emits=[("t", Event(id="ev", name="x"))])
+        assert (caught.value.expected, caught.value.found) == (1, 2) and exe.version == 1
+        assert await store.pending_outbox() == []
+    fake_redis_target.purge(settings.namespace)
+
+
+@pytest.mark.asyncio
+async def test_a_filtered_listing_reads_a_bounded_slice_per_call(
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    settings = _settings()
+    client = AsyncCountingConnection.client(dedicated_redis_target.port)
+    async with AsyncRedisStore(
+        client, clock=ManualClock(), settings=settings, owns_client=True
+    ) as store:
+        for n in range(3_000):
+            await store.save(Execution(id=f"e{n}", definition_id="d"))
+        RoundTrips.reset()
+        page = await store.list_executions(status="matches-nothing", limit=1)
+        trips = RoundTrips.sent
+        assert page.items == [] and page.next_cursor is not None
+        assert trips <= 8
+        pages = 1
+        while page.next_cursor is not None:
+            page = await store.list_executions(
+                status="matches-nothing", limit=1, cursor=page.next_cursor
+            )
+            assert page.items == []
+            pages += 1
+            assert pages <= 100
+        assert (await store.list_executions(limit=1)).next_cursor is not None
+    dedicated_redis_target.purge(settings.namespace)

@@ -219,6 +219,47 @@ def test_a_commit_lost_after_it_applied_is_an_unknown_outcome(
         pool.close()
 
 
+class LateFirstSendExecutor(CountingExecutor):
+    """Loses the next commit statement's reply before it reaches the server; that statement
+    runs later, just before the next commit statement (a send still running when the store
+    read the version back)."""
+
+    def __init__(self, inner: PsycopgExecutor) -> None:
+        super().__init__(inner)
+        self.armed = False
+        self.held: tuple[str, tuple[Any, ...]] | None = None
+
+    def fetch(self, statement: str, *args: Any) -> Any:
+        if self.armed and statement.startswith("WITH cas"):
+            self.armed = False
+            self.held = (statement, args)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        if self.held is not None and statement.startswith("WITH cas"):
+            held, self.held = self.held, None
+            super().fetch(held[0], *held[1])
+        return super().fetch(statement, *args)
+
+
+def test_a_resend_that_loses_to_a_late_first_send_is_an_unknown_outcome(
+    pg_tables: StateTables,
+) -> None:
+    pool = open_pool()
+    executor = LateFirstSendExecutor(PsycopgExecutor(pool))
+    store = PostgresExecutionStore(executor, tables=pg_tables)
+    try:
+        exe = Execution(id="e1", definition_id="flow")
+        store.save(exe)
+        executor.armed = True
+        with pytest.raises(StoreOutcomeUnknown):
+            store.commit(exe, **_full_commit_kwargs(1))
+        assert executor.held is None and exe.version == 1
+        stored, processed = store.load_for_event("e1", "in-1")
+        assert stored is not None and stored.version == 2 and processed
+        assert len(store.pending_outbox()) == 1  # the first send applied, once
+    finally:
+        pool.close()
+
+
 # -- bound() ----------------------------------------------------------------------------------
 def test_a_bound_commit_lands_with_the_run_and_the_work(pg_tables: StateTables) -> None:
     executions = open_executions(pg_tables)

@@ -54,6 +54,7 @@ def make_execution_machine(
             self.model = MemoryExecutionCore(self.clock, trace_max=TRACE_MAX)
             self.store = factory(self.clock, TRACE_MAX)
             self.count = 0
+            self.source: dict[str, str] = {}  # emitted event id -> the execution that emitted it
 
         def teardown(self) -> None:
             self.store.close()
@@ -127,6 +128,9 @@ def make_execution_machine(
                 else:
                     assert exe.version == version
             assert outcomes[0] == outcomes[1], outcomes
+            if outcomes[0][0] == "ok":
+                for _, event in args["emits"]:
+                    self.source[event.id] = execution_id
 
         @rule(limit=st.integers(1, 4), ack=st.integers(0, 3))
         def relay_outbox(self, limit: int, ack: int) -> None:
@@ -135,6 +139,18 @@ def make_execution_machine(
             assert sorted((e.target_id, e.event.id) for e in real) == sorted(
                 (e.target_id, e.event.id) for e in model
             )
+            # A limited page: `limit` distinct pending entries in seq order, and, for each
+            # execution, its oldest entries in commit order (a sharded store may interleave
+            # executions differently from the model, never one execution's own entries).
+            page = self.store.pending_outbox(limit=limit)
+            assert len(page) == min(limit, len(model))
+            assert len({e.event.id for e in page}) == len(page)
+            assert [e.seq for e in page] == sorted(e.seq for e in page)
+            assert {e.event.id for e in page} <= {e.event.id for e in model}
+            for execution_id in IDS:
+                mine = [e.event.id for e in page if self.source[e.event.id] == execution_id]
+                oldest = [e.event.id for e in model if self.source[e.event.id] == execution_id]
+                assert mine == oldest[: len(mine)], (execution_id, mine, oldest)
             by_event = {e.event.id: e.seq for e in real}
             for entry in model[:ack]:
                 assert self.model.ack_outbox(entry.seq)

@@ -69,7 +69,8 @@ class AsyncExecutionStore(Protocol):
         recorded as spawn entries with ``exe`` as parent; ``trace`` is recorded with the next
         index. All or nothing: a commit that loses the compare-and-swap writes none of it.
         Returns the outbox seqs of ``emits``, in order.
-        Raises StoreConflict, StatePersistenceError, TypeError, ValueError.
+        Raises StoreConflict, StatePersistenceError, TypeError, ValueError, and (networked
+        stores) StoreOutcomeUnknown when a lost reply leaves it unknown whether it applied.
         """
         ...
 
@@ -78,7 +79,9 @@ class AsyncExecutionStore(Protocol):
         ...
 
     async def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
-        """Return up to ``limit`` unacknowledged outbox entries, oldest first."""
+        """Return up to ``limit`` unacknowledged outbox entries, oldest first: one execution's
+        in commit order; across executions a sharded store orders by commit time at millisecond
+        resolution (entries of the same millisecond in different shards come shard by shard)."""
         ...
 
     async def ack_outbox(self, seq: int) -> bool:
@@ -86,7 +89,8 @@ class AsyncExecutionStore(Protocol):
         ...
 
     async def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]:
-        """Return up to ``limit`` unacknowledged spawn entries, oldest first."""
+        """Return up to ``limit`` unacknowledged spawn entries, oldest first (in the same
+        sense as ``pending_outbox``)."""
         ...
 
     async def ack_spawn(self, seq: int) -> bool:
@@ -100,7 +104,8 @@ class AsyncExecutionStore(Protocol):
 
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> bool:
         """Delete the timer iff its stored fire time is still ``fire_at``; return whether it
-        was deleted (a timer re-scheduled since it was read survives)."""
+        was deleted (a timer re-scheduled since it was read survives). A ``path`` that cannot
+        name a timer names none: False."""
         ...
 
     async def read_trace(self, execution_id: str) -> list[TraceEntry]:

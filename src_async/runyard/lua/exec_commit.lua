@@ -1,20 +1,29 @@
 -- The full path: seq allocation, compare-and-swap and every write of one commit.
 -- KEYS[1..4] as in the prelude, then the shard's outbox, spawns and timers, and the
 -- execution's trace list and trace index.
--- ARGV[1..9] as in the prelude, then shards, this shard, trace_max, the trace step JSON
+-- ARGV[1..10] as in the prelude, then shards, this shard, trace_max, the trace step JSON
 -- ('' none), the number of emits, timer ops and spawns; then each emit's JSON, each timer op
 -- as (action, member, fire_at), each spawn's JSON. Returns the outbox seqs.
 local found = found_version(KEYS[1])
 if found ~= tonumber(ARGV[1]) then
   return conflict(found)
 end
-local shards, shard = tonumber(ARGV[10]), tonumber(ARGV[11])
-local n_emits, n_timers, n_spawns = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
-local at = 17
+local shards, shard = tonumber(ARGV[11]), tonumber(ARGV[12])
+local n_emits, n_timers, n_spawns = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local at = 18
 
--- A seq encodes its shard (seq % shards), so an ack finds the entry's shard without a lookup.
+-- A seq is n * shards + shard: it encodes its shard (seq % shards), so an ack finds the
+-- entry's shard without a lookup. n is time-ordered, so the shards' entries merge oldest first:
+-- the caller's clock in milliseconds (never Redis TIME: the store's injected clock decides),
+-- or one more than the shard's last n when that is larger (n never repeats or goes back).
+-- n stays below 2^53 / shards (exact in a double) until the year 2248 for shards <= 1024.
+local now_ms = math.floor(tonumber(ARGV[2]) * 1000)
 local function next_seq(counter)
-  local n = redis.call('HINCRBY', KEYS[3], counter, 1)
+  local n = tonumber(redis.call('HGET', KEYS[3], counter) or '0') + 1
+  if now_ms > n then
+    n = now_ms
+  end
+  redis.call('HSET', KEYS[3], counter, string.format('%d', n))
   return string.format('%d', n * shards + shard)
 end
 
@@ -39,8 +48,8 @@ for _ = 1, n_spawns do
   redis.call('ZADD', KEYS[6], seq, seq .. ' ' .. ARGV[at])
   at = at + 1
 end
-if ARGV[13] ~= '' then
-  record_trace(KEYS[8], KEYS[9], ARGV[2], ARGV[13], ARGV[12])
+if ARGV[14] ~= '' then
+  record_trace(KEYS[8], KEYS[9], ARGV[2], ARGV[14], ARGV[13])
 end
 write_execution(found, table.concat(seqs, ','))
 local reply = {}

@@ -1,8 +1,9 @@
 -- Shared by the execution store's scripts. Times arrive as text from the caller's injected clock
 -- and are stored as given. A commit script's KEYS[1..4] are the execution hash, its processed
--- set, and its shard's counters and listing index; its ARGV[1..9] are the expected version,
+-- set, and its shard's counters and listing index; its ARGV[1..10] are the expected version,
 -- now, the execution id, the processed event id ('' none), definition_id, status, parent_id
--- ('' none), root_path and the context JSON.
+-- ('' none), root_path, the context JSON and the commit id (a per-call nonce the execution
+-- keeps, so a caller whose reply was lost can tell its own commit from another worker's).
 
 local function found_version(exe_key)
   return tonumber(redis.call('HGET', exe_key, 'version') or '0')
@@ -24,7 +25,7 @@ local function write_execution(found, seqs)
   end
   redis.call('HSET', exe_key, 'version', found + 1, 'updated_at', now, 'definition_id', ARGV[5],
     'status', ARGV[6], 'parent_id', ARGV[7], 'root_path', ARGV[8], 'context', ARGV[9],
-    'seqs', seqs)
+    'seqs', seqs, 'commit_id', ARGV[10])
   if ARGV[4] ~= '' then
     redis.call('SADD', KEYS[2], ARGV[4])
   end

@@ -6,11 +6,18 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any
+from uuid import uuid4
 
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
 from runyard._memory import check_limit
-from runyard._memory_executions import CommitPlan, check_seconds, check_trace_max, plan_commit
+from runyard._memory_executions import (
+    CommitPlan,
+    check_seconds,
+    check_trace_max,
+    is_timer_path,
+    plan_commit,
+)
 from runyard._redis_common import ReplyLost, text, timestamp
 from runyard._redis_executions import (
     DEFAULT_SHARDS,
@@ -39,7 +46,12 @@ from runyard._redis_flavours import (
 from runyard._redis_settings import RedisStoreSettings
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
-from runyard.errors import ConfigurationError, StatePersistenceError, StoreOutcomeUnknown
+from runyard.errors import (
+    ConfigurationError,
+    StatePersistenceError,
+    StoreConflict,
+    StoreOutcomeUnknown,
+)
 from runyard.execution_models import (
     DEFAULT_TRACE_MAX,
     DueTimer,
@@ -59,6 +71,10 @@ from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 __all__ = ["AsyncRedisStore"]
 
 _LIST_BATCH = 100
+# What one list_executions call reads at most: index entries (or limit + 1, if more) and index
+# batches (an empty shard costs a batch). Past either, the page ends with a cursor.
+_LIST_SCAN = 300
+_LIST_READS = 16
 
 
 def _unavailable(message: str) -> StatePersistenceError:
@@ -236,24 +252,29 @@ class AsyncRedisStore:
             trace=trace,
             max_value_bytes=self.settings.max_value_bytes,
         )
-        seqs = await self._send(plan, sends=2)
+        seqs = await self._send(plan, uuid4().hex, sends=2)
         exe.version = plan.execution.version + 1
         return seqs
 
-    async def _send(self, plan: CommitPlan, *, sends: int) -> list[int]:
+    async def _send(
+        self, plan: CommitPlan, commit_id: str, *, sends: int, resent: bool = False
+    ) -> list[int]:
+        # ``commit_id`` is this call's nonce, the same on a re-send: the scripts keep it on the
+        # execution, so a read-back tells this commit from another worker's.
         exe = plan.execution
         now = self.clock.now()
         fast = is_fast_path(plan)
         if fast:
             script = EXECUTION_SCRIPTS["exec_save"]
             keys = self.keys.save_keys(exe.id)
-            args = save_args(plan, now)
+            args = save_args(plan, now, commit_id)
         else:
             script = EXECUTION_SCRIPTS["exec_commit"]
             keys = self.keys.commit_keys(exe.id)
             args = commit_args(
                 plan,
                 now,
+                commit_id,
                 shards=self.keys.shards,
                 shard=self.keys.shard_of(exe.id),
                 trace_max=self._trace_max,
@@ -264,36 +285,47 @@ class AsyncRedisStore:
             conflict = conflict_from(str(exc), exe.id, exe.version)
             if conflict is None:
                 raise
+            if resent:
+                # The first send, whose reply was lost, may have landed since the read-back
+                # (it was still running): only the commit id tells whose commit beat this one.
+                return await self._settle(plan, commit_id, conflict, sends=0)
             raise conflict from None
         except ReplyLost as lost:
-            return await self._settle(plan, now, lost, sends)
+            return await self._settle(plan, commit_id, lost, sends=sends - 1)
         return [] if fast else [int(seq) for seq in reply]
 
-    async def _settle(self, plan: CommitPlan, now: float, lost: ReplyLost, sends: int) -> list[int]:
-        # The expected version is a retry identity: read back to learn whether the write landed.
+    async def _settle(
+        self, plan: CommitPlan, commit_id: str, cause: Exception, *, sends: int
+    ) -> list[int]:
+        """Read the execution back to learn whether this commit (``commit_id``) landed.
+
+        Ours: it did (return the seqs it kept). Still at the expected version with a send
+        left: it did not yet, send it again (the CAS makes that safe). At the next version but
+        not ours: another worker's commit won, so ours never can (StoreConflict). Anything
+        else: StoreOutcomeUnknown.
+        """
         exe = plan.execution
         key = self.keys.execution(exe.id)
         try:
-            raw = await self._runner.call(lambda: self._client.hgetall(key), idempotent=True)
+            raw = await self._runner.call(
+                lambda: self._client.hmget(key, ["version", "commit_id", "seqs"]), idempotent=True
+            )
         except Exception as exc:
             raise StoreOutcomeUnknown(
-                f"{lost}; reading back to settle it failed too ({exc})"
-            ) from lost
-        fields = {text(k): text(v) for k, v in raw.items()}
-        found = int(fields.get("version", "0"))
-        mine = (
-            fields.get("updated_at") == timestamp(now)
-            and fields.get("context") == dump_json(exe.context)
-            and fields.get("status") == exe.status
-        )
-        if found == exe.version + 1 and mine:
-            return [int(seq) for seq in fields.get("seqs", "").split(",") if seq]
-        if found == exe.version and sends > 1:
-            return await self._send(plan, sends=sends - 1)
+                f"{cause}; reading back to settle it failed too ({exc})"
+            ) from cause
+        version, stored_id, seqs = (None if v is None else text(v) for v in raw)
+        found = int(version or "0")
+        if stored_id == commit_id:
+            return [int(seq) for seq in (seqs or "").split(",") if seq]
+        if found == exe.version and sends > 0:
+            return await self._send(plan, commit_id, sends=sends, resent=True)
+        if found == exe.version + 1:
+            raise StoreConflict(exe.id, exe.version, found) from None
         raise StoreOutcomeUnknown(
-            f"commit of {exe.id!r}: the reply was lost and the execution is now at version "
-            f"{found}; load it and decide"
-        ) from lost
+            f"commit of {exe.id!r}: {cause}, and the execution is now at version {found} "
+            "without this commit's id; load it and decide"
+        ) from cause
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool:
         """Return whether a commit of the execution marked ``event_id`` processed."""
@@ -318,6 +350,9 @@ class AsyncRedisStore:
 
         Walks each shard's listing index (an update never moves an execution, so a walk never
         skips or repeats one), then reads the summaries of a batch in one pipelined round trip.
+        One call reads at most ``max(limit + 1, 300)`` index entries and ``16`` index batches:
+        a filter that matches little gives a short (even empty) page whose cursor continues
+        after the last entry read.
         """
         check_limit(limit)
         if status is not None:
@@ -327,10 +362,12 @@ class AsyncRedisStore:
         shard, after = listing_position(decode_cursor(cursor))
         filtered = status is not None or definition_id is not None or roots_only
         matches: list[tuple[int, int, ExecutionSummary]] = []
-        while shard < self.keys.shards and len(matches) <= limit:
+        budget, reads = max(limit + 1, _LIST_SCAN), _LIST_READS
+        while shard < self.keys.shards and len(matches) <= limit and budget > 0 and reads > 0:
             want = limit + 1 - len(matches)
             if filtered:
                 want = max(want, _LIST_BATCH)
+            want = min(want, budget)
             read_index = partial(
                 self._client.zrangebyscore,
                 self.keys.index(shard),
@@ -341,6 +378,7 @@ class AsyncRedisStore:
                 withscores=True,
             )
             batch: list[Any] = await self._runner.call(read_index, idempotent=True)
+            budget, reads = budget - len(batch), reads - 1
             if batch:
                 ids = [text(member) for member, _ in batch]
                 rows = await self._runner.call(partial(self._read_summaries, ids), idempotent=True)
@@ -352,8 +390,13 @@ class AsyncRedisStore:
             if len(batch) < want:
                 shard, after = shard + 1, 0
         page = matches[:limit]
-        more = len(matches) > limit
-        next_cursor = encode_cursor(listing_cursor(page[-1][0], page[-1][1])) if more else None
+        if len(matches) > limit:
+            next_cursor: str | None = encode_cursor(listing_cursor(page[-1][0], page[-1][1]))
+        elif shard < self.keys.shards:
+            # Stopped by the budget: continue after the last entry read.
+            next_cursor = encode_cursor(listing_cursor(shard, after))
+        else:
+            next_cursor = None
         return ExecutionPage(items=[s for _, _, s in page], next_cursor=next_cursor)
 
     async def _read_summaries(self, ids: list[str]) -> list[Any]:
@@ -449,6 +492,8 @@ class AsyncRedisStore:
         """Delete the timer iff its stored fire time is still ``fire_at`` (one script)."""
         validate_identifier(execution_id, "execution_id")
         fire_at = check_seconds(fire_at, "fire_at")
+        if not is_timer_path(path):
+            return False
         key = self.keys.timers(self.keys.shard_of(execution_id))
         reply = await self._runner.script(
             EXECUTION_SCRIPTS["exec_delete_timer"],

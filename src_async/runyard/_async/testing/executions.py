@@ -489,6 +489,20 @@ class AsyncExecutionStoreConformance:
         assert await store.delete_timer("a", "t", T0 + 50) is False
         assert await store.due_timers(T0 + 1_000) == []
 
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize(
+        "path",
+        ["", "nul\x00", "x" * 1025, "\ud800", 7, None],
+        ids=["empty", "nul", "too-long", "surrogate", "int", "none"],
+    )
+    async def test_deleting_a_timer_at_an_impossible_path_returns_false(
+        self, store: AsyncExecutionStore, path: Any
+    ) -> None:
+        await store.commit(_exe("a"), timers=[TimerOp.schedule("t", T0)])
+        assert await store.delete_timer("a", path, T0) is False
+        due = await store.due_timers(T0)
+        assert [(t.execution_id, t.path) for t in due] == [("a", "t")]
+
     # -- trace -------------------------------------------------------------------------------
     @pytest.mark.asyncio
     async def test_trace_ring_keeps_the_last_n_with_stable_indices(
@@ -616,7 +630,12 @@ class AsyncExecutionStoreConformance:
             exe.context["winner"] = i
             try:
                 await store.commit(
-                    exe, emits=[("t", _event(f"out-{i}"))], processed_event_id=f"in-{i}"
+                    exe,
+                    emits=[("t", _event(f"out-{i}"))],
+                    processed_event_id=f"in-{i}",
+                    timers=[TimerOp.schedule(f"wait-{i}", T0 + i)],
+                    spawns=[SpawnIntent(child_id=f"kid-{i}")],
+                    trace=TraceStep(event_id=f"in-{i}", event_name="go"),
                 )
             except StoreConflict as conflict:
                 assert (conflict.expected, conflict.found) == (1, 2)
@@ -631,9 +650,16 @@ class AsyncExecutionStoreConformance:
             2,
             {"winner": winners[0]},
         )
-        assert [e.event.id for e in await store.pending_outbox()] == [f"out-{winners[0]}"]
+        winner = winners[0]
+        assert [e.event.id for e in await store.pending_outbox()] == [f"out-{winner}"]
         marks = [await store.is_processed("hot", f"in-{i}") for i in range(CONTENDERS)]
-        assert marks == [i == winners[0] for i in range(CONTENDERS)]
+        assert marks == [i == winner for i in range(CONTENDERS)]
+        due = await store.due_timers(T0 + CONTENDERS)
+        assert [(t.execution_id, t.path) for t in due] == [("hot", f"wait-{winner}")]
+        spawned = await store.pending_spawns()
+        assert [(s.parent_id, s.child_id) for s in spawned] == [("hot", f"kid-{winner}")]
+        trace = await store.read_trace("hot")
+        assert [(e.index, e.event_id) for e in trace] == [(1, f"in-{winner}")]
 
     @pytest.mark.asyncio
     async def test_concurrent_committers_each_win_exactly_one_version(

@@ -130,9 +130,16 @@ class PostgresExecutionStore(_PostgresAdapter):
         )
         expected = plan.execution.version
         call = commit_call(plan, now=self._now(), trace_max=self._trace_max)
-        rows = self._send_commit(call, plan.execution.id, expected)
+        rows, resent = self._send_commit(call, plan.execution.id, expected)
         written, found, seqs = decode_commit(rows[0])
         if not written:
+            if resent:
+                # The first send, whose reply was lost, may still have been running when the
+                # version was read back and may be the commit that beat this re-send.
+                raise StoreOutcomeUnknown(
+                    f"commit of {plan.execution.id!r}: the reply was lost and the re-send found "
+                    f"version {found}; the first send may have applied: load it and decide"
+                )
             if found == expected:
                 # A concurrent commit won after this statement's snapshot was taken (the CAS
                 # waited for it): read what it wrote.
@@ -143,17 +150,19 @@ class PostgresExecutionStore(_PostgresAdapter):
 
     def _send_commit(
         self, call: CommitCall, execution_id: str, expected: int
-    ) -> Sequence[Sequence[Any]]:
+    ) -> tuple[Sequence[Sequence[Any]], bool]:
+        """Send the commit; return its rows and whether it was sent a second time."""
         try:
-            return self._fetch(call.name, *call.args, idempotent=False)
+            return self._fetch(call.name, *call.args, idempotent=False), False
         except StoreOutcomeUnknown:
             if self._bound:
                 raise
-            # The expected version is the commit's identity: if the execution still has it,
-            # the lost statement was not applied, and the CAS makes sending it again safe.
+            # An unchanged version means the lost statement has not applied (yet: it may still
+            # be running), and the CAS makes sending it again safe; a re-send that then loses
+            # the CAS is an unknown outcome, not a conflict.
             if self._version(execution_id) != expected:
                 raise
-            return self._fetch(call.name, *call.args, idempotent=False)
+            return self._fetch(call.name, *call.args, idempotent=False), True
 
     def _version(self, execution_id: str) -> int:
         rows = self._fetch("exec_version", execution_id)

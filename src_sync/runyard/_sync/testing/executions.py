@@ -438,6 +438,19 @@ class ExecutionStoreConformance:
         assert store.delete_timer("a", "t", T0 + 50) is False
         assert store.due_timers(T0 + 1_000) == []
 
+    @pytest.mark.parametrize(
+        "path",
+        ["", "nul\x00", "x" * 1025, "\ud800", 7, None],
+        ids=["empty", "nul", "too-long", "surrogate", "int", "none"],
+    )
+    def test_deleting_a_timer_at_an_impossible_path_returns_false(
+        self, store: ExecutionStore, path: Any
+    ) -> None:
+        store.commit(_exe("a"), timers=[TimerOp.schedule("t", T0)])
+        assert store.delete_timer("a", path, T0) is False
+        due = store.due_timers(T0)
+        assert [(t.execution_id, t.path) for t in due] == [("a", "t")]
+
     # -- trace -------------------------------------------------------------------------------
     def test_trace_ring_keeps_the_last_n_with_stable_indices(self, store: ExecutionStore) -> None:
         n = store.trace_max
@@ -548,7 +561,14 @@ class ExecutionStoreConformance:
             assert exe is not None
             exe.context["winner"] = i
             try:
-                store.commit(exe, emits=[("t", _event(f"out-{i}"))], processed_event_id=f"in-{i}")
+                store.commit(
+                    exe,
+                    emits=[("t", _event(f"out-{i}"))],
+                    processed_event_id=f"in-{i}",
+                    timers=[TimerOp.schedule(f"wait-{i}", T0 + i)],
+                    spawns=[SpawnIntent(child_id=f"kid-{i}")],
+                    trace=TraceStep(event_id=f"in-{i}", event_name="go"),
+                )
             except StoreConflict as conflict:
                 assert (conflict.expected, conflict.found) == (1, 2)
                 return None
@@ -562,9 +582,16 @@ class ExecutionStoreConformance:
             2,
             {"winner": winners[0]},
         )
-        assert [e.event.id for e in store.pending_outbox()] == [f"out-{winners[0]}"]
+        winner = winners[0]
+        assert [e.event.id for e in store.pending_outbox()] == [f"out-{winner}"]
         marks = [store.is_processed("hot", f"in-{i}") for i in range(CONTENDERS)]
-        assert marks == [i == winners[0] for i in range(CONTENDERS)]
+        assert marks == [i == winner for i in range(CONTENDERS)]
+        due = store.due_timers(T0 + CONTENDERS)
+        assert [(t.execution_id, t.path) for t in due] == [("hot", f"wait-{winner}")]
+        spawned = store.pending_spawns()
+        assert [(s.parent_id, s.child_id) for s in spawned] == [("hot", f"kid-{winner}")]
+        trace = store.read_trace("hot")
+        assert [(e.index, e.event_id) for e in trace] == [(1, f"in-{winner}")]
 
     def test_concurrent_committers_each_win_exactly_one_version(
         self, store: ExecutionStore
