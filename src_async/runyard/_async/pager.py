@@ -5,7 +5,7 @@ from __future__ import annotations
 from runyard._async.protocols import AsyncStateStore
 from runyard.models import RunRecord
 
-__all__ = ["AsyncRunPager"]
+__all__ = ["AsyncRunIteration", "AsyncRunPager"]
 
 
 class AsyncRunPager:
@@ -47,3 +47,20 @@ class AsyncRunPager:
             self._cursor = page.next_cursor
             self._done = page.next_cursor is None
         return self._buffer.pop(0)
+
+
+class AsyncRunIteration:
+    """Gives a state store ``iter_runs`` on top of its ``list_runs``."""
+
+    def iter_runs(
+        self: AsyncStateStore,
+        tenant: str,
+        *,
+        status: str | None = None,
+        session_id: str | None = None,
+        page_size: int = 100,
+    ) -> AsyncRunPager:
+        """Iterate every run of the tenant in creation order, page by page."""
+        return AsyncRunPager(
+            self, tenant, status=status, session_id=session_id, page_size=page_size
+        )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from runyard._sync.protocols import StateStore
 from runyard.models import RunRecord
 
-__all__ = ["RunPager"]
+__all__ = ["RunIteration", "RunPager"]
 
 
 class RunPager:
@@ -49,3 +49,18 @@ class RunPager:
             self._cursor = page.next_cursor
             self._done = page.next_cursor is None
         return self._buffer.pop(0)
+
+
+class RunIteration:
+    """Gives a state store ``iter_runs`` on top of its ``list_runs``."""
+
+    def iter_runs(
+        self: StateStore,
+        tenant: str,
+        *,
+        status: str | None = None,
+        session_id: str | None = None,
+        page_size: int = 100,
+    ) -> RunPager:
+        """Iterate every run of the tenant in creation order, page by page."""
+        return RunPager(self, tenant, status=status, session_id=session_id, page_size=page_size)

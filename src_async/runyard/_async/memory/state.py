@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from runyard._async.pager import AsyncRunPager
+from runyard._async.pager import AsyncRunIteration
 from runyard._flavours import AsyncLock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryStateCore
 from runyard.capabilities import StoreCapabilities
@@ -15,7 +15,7 @@ from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, S
 __all__ = ["AsyncMemoryStateStore"]
 
 
-class AsyncMemoryStateStore:
+class AsyncMemoryStateStore(AsyncRunIteration):
     """A StateStore held in this process's memory; safe to share between tasks (or threads,
     in the sync twin). Nothing survives the process."""
 
@@ -94,19 +94,6 @@ class AsyncMemoryStateStore:
             return self._core.list_runs(
                 tenant, status=status, session_id=session_id, limit=limit, cursor=cursor
             )
-
-    def iter_runs(
-        self,
-        tenant: str,
-        *,
-        status: str | None = None,
-        session_id: str | None = None,
-        page_size: int = 100,
-    ) -> AsyncRunPager:
-        """Iterate every run of the tenant, page by page."""
-        return AsyncRunPager(
-            self, tenant, status=status, session_id=session_id, page_size=page_size
-        )
 
     async def put_session(
         self, tenant: str, session_id: str, blob: Any, *, expected_version: int

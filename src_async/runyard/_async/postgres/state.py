@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._async.pager import AsyncRunPager
+from runyard._async.pager import AsyncRunIteration
 from runyard._async.postgres._adapter import _AsyncPostgresAdapter
 from runyard._json import dump_json, load_json
 from runyard._memory import check_limit
@@ -54,7 +54,7 @@ def _run_refusal(
     return None
 
 
-class AsyncPostgresStateStore(_AsyncPostgresAdapter):
+class AsyncPostgresStateStore(_AsyncPostgresAdapter, AsyncRunIteration):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
 
     Build it on a psycopg ``AsyncConnectionPool``/``AsyncConnection`` or any executor;
@@ -234,19 +234,6 @@ class AsyncPostgresStateStore(_AsyncPostgresAdapter):
         items = [decode_run(r) for r in rows[:limit]]
         more = len(rows) > limit
         return RunPage(items=items, next_cursor=encode_cursor(items[-1].seq) if more else None)
-
-    def iter_runs(
-        self,
-        tenant: str,
-        *,
-        status: str | None = None,
-        session_id: str | None = None,
-        page_size: int = 100,
-    ) -> AsyncRunPager:
-        """Iterate every run of the tenant, page by page."""
-        return AsyncRunPager(
-            self, tenant, status=status, session_id=session_id, page_size=page_size
-        )
 
     # -- sessions ----------------------------------------------------------------------------
     async def put_session(

@@ -8,7 +8,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
-from runyard._async.pager import AsyncRunPager
+from runyard._async.pager import AsyncRunIteration
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
 from runyard._memory import DEFAULT_STATUS, check_limit
@@ -55,7 +55,7 @@ def _check_ttl(ttl_seconds: float) -> None:
         raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
 
 
-class AsyncRedisStateStore:
+class AsyncRedisStateStore(AsyncRunIteration):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``await AsyncRedisStateStore.open(client, ...)`` (runs ``preflight()``) or
@@ -323,19 +323,6 @@ class AsyncRedisStateStore:
         page = matches[:limit]
         more = len(matches) > limit
         return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq) if more else None)
-
-    def iter_runs(
-        self,
-        tenant: str,
-        *,
-        status: str | None = None,
-        session_id: str | None = None,
-        page_size: int = 100,
-    ) -> AsyncRunPager:
-        """Iterate every run of the tenant, page by page."""
-        return AsyncRunPager(
-            self, tenant, status=status, session_id=session_id, page_size=page_size
-        )
 
     # -- sessions --------------------------------------------------------------------------
     async def put_session(

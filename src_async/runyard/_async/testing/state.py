@@ -8,6 +8,7 @@ from functools import partial
 import pytest
 import pytest_asyncio
 
+from runyard._async.pager import AsyncRunPager
 from runyard._async.protocols import AsyncStateStore
 from runyard._flavours import async_gather
 from runyard.capabilities import certify
@@ -282,6 +283,16 @@ class AsyncStateStoreConformance:
         assert sorted(seen) == [f"r{i:02d}" for i in range(23)]
         assert len(seen) == len(set(seen)) == 23
         assert pages == 5
+
+    @pytest.mark.asyncio
+    async def test_the_run_pager_walks_every_run_in_creation_order(
+        self, store: AsyncStateStore
+    ) -> None:
+        for i in range(7):
+            await store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0, status="done")
+        await store.put_run(RunKey("acme", "other"), {}, expected_version=0, status="running")
+        walked = [r.run_id async for r in AsyncRunPager(store, "acme", status="done", page_size=3)]
+        assert walked == [f"r{i}" for i in range(7)]
 
     @pytest.mark.asyncio
     async def test_last_page_has_no_cursor(self, store: AsyncStateStore) -> None:

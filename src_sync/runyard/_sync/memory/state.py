@@ -9,7 +9,7 @@ from typing import Any
 
 from runyard._flavours import Lock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryStateCore
-from runyard._sync.pager import RunPager
+from runyard._sync.pager import RunIteration
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
@@ -17,7 +17,7 @@ from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, S
 __all__ = ["MemoryStateStore"]
 
 
-class MemoryStateStore:
+class MemoryStateStore(RunIteration):
     """A StateStore held in this process's memory; safe to share between tasks (or threads,
     in the sync twin). Nothing survives the process."""
 
@@ -96,17 +96,6 @@ class MemoryStateStore:
             return self._core.list_runs(
                 tenant, status=status, session_id=session_id, limit=limit, cursor=cursor
             )
-
-    def iter_runs(
-        self,
-        tenant: str,
-        *,
-        status: str | None = None,
-        session_id: str | None = None,
-        page_size: int = 100,
-    ) -> RunPager:
-        """Iterate every run of the tenant, page by page."""
-        return RunPager(self, tenant, status=status, session_id=session_id, page_size=page_size)
 
     def put_session(
         self, tenant: str, session_id: str, blob: Any, *, expected_version: int

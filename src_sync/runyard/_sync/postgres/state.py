@@ -16,7 +16,7 @@ from runyard._postgres_rows import (
     fence_refusal,
 )
 from runyard._postgres_sql import RUN_COLUMN_COUNT
-from runyard._sync.pager import RunPager
+from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
@@ -56,7 +56,7 @@ def _run_refusal(
     return None
 
 
-class PostgresStateStore(_PostgresAdapter):
+class PostgresStateStore(_PostgresAdapter, RunIteration):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
 
     Build it on a psycopg ``ConnectionPool``/``Connection`` or any executor;
@@ -236,17 +236,6 @@ class PostgresStateStore(_PostgresAdapter):
         items = [decode_run(r) for r in rows[:limit]]
         more = len(rows) > limit
         return RunPage(items=items, next_cursor=encode_cursor(items[-1].seq) if more else None)
-
-    def iter_runs(
-        self,
-        tenant: str,
-        *,
-        status: str | None = None,
-        session_id: str | None = None,
-        page_size: int = 100,
-    ) -> RunPager:
-        """Iterate every run of the tenant, page by page."""
-        return RunPager(self, tenant, status=status, session_id=session_id, page_size=page_size)
 
     # -- sessions ----------------------------------------------------------------------------
     def put_session(

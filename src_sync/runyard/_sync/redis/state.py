@@ -27,7 +27,7 @@ from runyard._redis_flavours import (
 from runyard._redis_keys import StateKeys
 from runyard._redis_lua import STATE_SCRIPTS
 from runyard._redis_settings import RedisStoreSettings
-from runyard._sync.pager import RunPager
+from runyard._sync.pager import RunIteration
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
@@ -57,7 +57,7 @@ def _check_ttl(ttl_seconds: float) -> None:
         raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
 
 
-class RedisStateStore:
+class RedisStateStore(RunIteration):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``await RedisStateStore.open(client, ...)`` (runs ``preflight()``) or
@@ -319,17 +319,6 @@ class RedisStateStore:
         page = matches[:limit]
         more = len(matches) > limit
         return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq) if more else None)
-
-    def iter_runs(
-        self,
-        tenant: str,
-        *,
-        status: str | None = None,
-        session_id: str | None = None,
-        page_size: int = 100,
-    ) -> RunPager:
-        """Iterate every run of the tenant, page by page."""
-        return RunPager(self, tenant, status=status, session_id=session_id, page_size=page_size)
 
     # -- sessions --------------------------------------------------------------------------
     def put_session(

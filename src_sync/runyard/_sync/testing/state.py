@@ -9,6 +9,7 @@ from functools import partial
 
 import pytest
 from runyard._flavours import gather
+from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore
 from runyard.capabilities import certify
 from runyard.errors import (
@@ -255,6 +256,13 @@ class StateStoreConformance:
         assert sorted(seen) == [f"r{i:02d}" for i in range(23)]
         assert len(seen) == len(set(seen)) == 23
         assert pages == 5
+
+    def test_the_run_pager_walks_every_run_in_creation_order(self, store: StateStore) -> None:
+        for i in range(7):
+            store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0, status="done")
+        store.put_run(RunKey("acme", "other"), {}, expected_version=0, status="running")
+        walked = [r.run_id for r in RunPager(store, "acme", status="done", page_size=3)]
+        assert walked == [f"r{i}" for i in range(7)]
 
     def test_last_page_has_no_cursor(self, store: StateStore) -> None:
         for i in range(4):
