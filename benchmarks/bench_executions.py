@@ -9,7 +9,8 @@ Beside them, in the same run and twin: the raw redis-py round trip (``EVALSHA`` 
 script) and the same full commit done the WATCH/MULTI/EXEC way (``INCR`` for the outbox seq and
 the trace index, ``WATCH`` + ``HGET`` of the version, then ``MULTI``...``EXEC`` with every write),
 the baseline the one-script commit beats. It starts its own redis-server on a free loopback
-port (persistence off) and stops it by pid; ``--port`` uses a running one (flushed!).
+port (persistence off) and stops it by pid; ``--port`` uses a running one
+(only the benchmark's own keys are written and deleted).
 
 Backends are the entries of ``BACKENDS``: add one (e.g. PostgreSQL) with a factory per twin.
 """
@@ -43,8 +44,9 @@ from runyard import (
     TimerOp,
     TraceStep,
 )
-from runyard._memory_executions import plan_commit
-from runyard._redis_executions import commit_args
+from runyard._json import dump_json
+from runyard._memory_executions import CommitPlan, plan_commit
+from runyard._redis_executions import step_json, timer_member
 from runyard.postgres import (
     AsyncPostgresExecutionStore,
     PostgresExecutionStore,
@@ -90,14 +92,49 @@ def _sync_memory(_: int) -> tuple[Any, Callable[[], None]]:
 
 async def _async_redis(port: int) -> tuple[Any, Callable[[], Awaitable[None]]]:
     client = aioredis.Redis(port=port, retry=AsyncRetry(NoBackoff(), 0))
-    store = AsyncRedisStore(client, settings=_settings(), owns_client=True)
-    return store, store.aclose
+    settings = _settings()
+    store = AsyncRedisStore(client, settings=settings, owns_client=True)
+
+    async def close() -> None:
+        await _async_purge(client, f"{settings.namespace}:*")
+        await store.aclose()
+
+    return store, close
 
 
 def _sync_redis(port: int) -> tuple[Any, Callable[[], None]]:
     client = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))
-    store = RedisStore(client, settings=_settings(), owns_client=True)
-    return store, store.close
+    settings = _settings()
+    store = RedisStore(client, settings=settings, owns_client=True)
+
+    def close() -> None:
+        _sync_purge(client, f"{settings.namespace}:*")
+        store.close()
+
+    return store, close
+
+
+# The benchmark deletes only its own keys (never FLUSHALL: --port may name a real server).
+async def _async_purge(client: aioredis.Redis, pattern: str) -> None:
+    keys = [key async for key in client.scan_iter(match=pattern, count=500)]
+    if keys:
+        await client.unlink(*keys)
+
+
+def _sync_purge(client: redis.Redis, pattern: str) -> None:
+    keys = list(client.scan_iter(match=pattern, count=500))
+    if keys:
+        client.unlink(*keys)
+
+
+def _wme_values(plan: CommitPlan) -> tuple[str, str, float, str, str]:
+    """What the WATCH/MULTI/EXEC way writes, serialised as the store serialises it."""
+    target_id, event = plan.emits[0]
+    emit = dump_json({"target_id": target_id, "event": event.model_dump()})
+    op = plan.timers[0]
+    assert op.fire_at is not None and plan.trace is not None
+    member = timer_member(plan.execution.id, op.path)
+    return emit, member, op.fire_at, step_json(plan.trace), dump_json(plan.execution.context)
 
 
 # -- PostgreSQL: each store in a schema of its own (tables from schema_sql), dropped on close --
@@ -233,8 +270,8 @@ async def _async_watch_multi_exec(client: aioredis.Redis, n: int) -> float:
         # The same checks and serialisation as the store, so only the writes differ.
         exe.context["step"] = i
         plan = plan_commit(exe, **_full(i))
-        args = commit_args(plan, time.time(), shards=1, shard=0, trace_max=200)
-        emit, member, fire_at, step = args[16], args[18], args[19], args[12]
+        now = time.time()
+        emit, member, fire_at, step, context = _wme_values(plan)
         seq = await client.incr(f"{ns}:outbox-seq")
         index = await client.incr(f"{ns}:trace-index")
         async with client.pipeline(transaction=True) as pipe:
@@ -245,15 +282,15 @@ async def _async_watch_multi_exec(client: aioredis.Redis, n: int) -> float:
                 key,
                 mapping={
                     "version": version + 1,
-                    "updated_at": args[1],
-                    "status": args[5],
-                    "context": args[8],
+                    "updated_at": now,
+                    "status": plan.execution.status,
+                    "context": context,
                 },
             )
             pipe.zadd(f"{ns}:outbox", {f"{seq} {emit}": seq})
             pipe.sadd(f"{ns}:processed", f"in-{i}")
-            pipe.zadd(f"{ns}:timers", {member: float(fire_at)})
-            pipe.rpush(f"{ns}:trace", f"{index} {args[1]} {step}")
+            pipe.zadd(f"{ns}:timers", {member: fire_at})
+            pipe.rpush(f"{ns}:trace", f"{index} {now} {step}")
             pipe.ltrim(f"{ns}:trace", -200, -1)
             await pipe.execute()
     return _rate(n, time.perf_counter() - start)
@@ -268,7 +305,7 @@ async def _async_run(port: int, n: int) -> dict[str, float]:
         await client.evalsha(sha, 0, i)
     out["raw EVALSHA"] = _rate(n, time.perf_counter() - start)
     out["redis WATCH/MULTI/EXEC full"] = await _async_watch_multi_exec(client, n)
-    await client.flushall()
+    await _async_purge(client, "wme:*")
     await client.aclose()
     if any(b.name == "postgres" for b in BACKENDS):
         out[PG_RAW] = await _async_raw_postgres(n)
@@ -305,8 +342,8 @@ def _sync_watch_multi_exec(client: redis.Redis, n: int) -> float:
         # The same checks and serialisation as the store, so only the writes differ.
         exe.context["step"] = i
         plan = plan_commit(exe, **_full(i))
-        args = commit_args(plan, time.time(), shards=1, shard=0, trace_max=200)
-        emit, member, fire_at, step = args[16], args[18], args[19], args[12]
+        now = time.time()
+        emit, member, fire_at, step, context = _wme_values(plan)
         seq = client.incr(f"{ns}:outbox-seq")
         index = client.incr(f"{ns}:trace-index")
         with client.pipeline(transaction=True) as pipe:
@@ -317,15 +354,15 @@ def _sync_watch_multi_exec(client: redis.Redis, n: int) -> float:
                 key,
                 mapping={
                     "version": version + 1,
-                    "updated_at": args[1],
-                    "status": args[5],
-                    "context": args[8],
+                    "updated_at": now,
+                    "status": plan.execution.status,
+                    "context": context,
                 },
             )
             pipe.zadd(f"{ns}:outbox", {f"{seq} {emit}": seq})
             pipe.sadd(f"{ns}:processed", f"in-{i}")
-            pipe.zadd(f"{ns}:timers", {member: float(fire_at)})
-            pipe.rpush(f"{ns}:trace", f"{index} {args[1]} {step}")
+            pipe.zadd(f"{ns}:timers", {member: fire_at})
+            pipe.rpush(f"{ns}:trace", f"{index} {now} {step}")
             pipe.ltrim(f"{ns}:trace", -200, -1)
             pipe.execute()
     return _rate(n, time.perf_counter() - start)
@@ -340,7 +377,7 @@ def _sync_run(port: int, n: int) -> dict[str, float]:
         client.evalsha(sha, 0, i)
     out["raw EVALSHA"] = _rate(n, time.perf_counter() - start)
     out["redis WATCH/MULTI/EXEC full"] = _sync_watch_multi_exec(client, n)
-    client.flushall()
+    _sync_purge(client, "wme:*")
     client.close()
     if any(b.name == "postgres" for b in BACKENDS):
         out[PG_RAW] = _sync_raw_postgres(n)
@@ -355,7 +392,9 @@ def _sync_run(port: int, n: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, help="use the redis-server on this port (flushed!)")
+    parser.add_argument(
+        "--port", type=int, help="use this running redis-server (touches only its own keys)"
+    )
     parser.add_argument("--ops", type=int, default=3000, help="commits per cell")
     args = parser.parse_args(argv)
     process = workdir = None
