@@ -39,7 +39,14 @@ from runyard.models import (
 )
 from runyard.policy import QueuePolicy
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "MemoryQueueCore", "MemoryStateCore", "check_limit"]
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "DEFAULT_STATUS",
+    "MemoryQueueCore",
+    "MemoryStateCore",
+    "check_limit",
+    "check_ttl",
+]
 
 DEFAULT_MAX_VALUE_BYTES = 262_144
 DEFAULT_STATUS = "running"
@@ -269,7 +276,7 @@ class MemoryStateCore:
     @detached
     def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
         validate_identifier(holder, "holder")
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
         k = (key.tenant, key.run_id)
         now = self.clock.now()
         current = self._leases.get(k)
@@ -292,7 +299,7 @@ class MemoryStateCore:
 
     @detached
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
         k = (lease.tenant, lease.run_id)
         now = self.clock.now()
         current = self._leases.get(k)
@@ -321,9 +328,11 @@ class MemoryStateCore:
         return lease
 
 
-def _check_ttl(ttl_seconds: float) -> None:
+def check_ttl(ttl_seconds: float) -> float:
+    """Return ``ttl_seconds`` as a float if it is positive; else raise ValueError."""
     if not ttl_seconds > 0:
         raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
+    return float(ttl_seconds)
 
 
 @dataclass

@@ -45,6 +45,7 @@ __all__ = [
     "is_timer_path",
     "plan_commit",
     "summarize",
+    "summary_matches",
 ]
 
 
@@ -164,6 +165,20 @@ def summarize(exe: Execution) -> ExecutionSummary:
         root_path=exe.root_path,
         created_at=exe.created_at,
         updated_at=exe.updated_at,
+    )
+
+
+def summary_matches(
+    exe: Execution | ExecutionSummary,
+    status: str | None,
+    definition_id: str | None,
+    roots_only: bool,
+) -> bool:
+    """Whether an execution passes list_executions' filters (every backend filters alike)."""
+    return (
+        (status is None or exe.status == status)
+        and (definition_id is None or exe.definition_id == definition_id)
+        and not (roots_only and exe.parent_id is not None)
     )
 
 
@@ -293,10 +308,7 @@ class MemoryExecutionCore:
             (
                 s
                 for s in self._executions.values()
-                if s.seq > after
-                and (status is None or s.execution.status == status)
-                and (definition_id is None or s.execution.definition_id == definition_id)
-                and (not roots_only or s.execution.parent_id is None)
+                if s.seq > after and summary_matches(s.execution, status, definition_id, roots_only)
             ),
             key=lambda s: s.seq,
         )

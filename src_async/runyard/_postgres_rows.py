@@ -6,9 +6,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import load_json
-from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
-from runyard.models import DeadLetter, Lease, RunLease, RunRecord, SessionRecord, WorkItem
-from runyard.policy import QueuePolicy
+from runyard.errors import LeaseLostError, RunyardError, StateConflictError, WorkItemNotFoundError
+from runyard.models import (
+    DeadLetter,
+    Lease,
+    RunKey,
+    RunLease,
+    RunRecord,
+    SessionRecord,
+    WorkItem,
+)
+from runyard.policy import FailureDecision, QueuePolicy
 
 __all__ = [
     "Row",
@@ -19,6 +27,8 @@ __all__ = [
     "decode_run_lease",
     "decode_session",
     "fence_refusal",
+    "item_state",
+    "run_refusal",
     "settle_refusal",
 ]
 
@@ -141,3 +151,21 @@ def settle_refusal(
     if now > float(expires_at):
         return LeaseLostError(item_id, "expired")
     return None
+
+
+def run_refusal(
+    key: RunKey, expected_version: int, fence: int | None, probe: Sequence[Any] | None, now: float
+) -> RunyardError | None:
+    """Why a run write was refused, from ``(version, epoch, holder, expires_at)``, in the
+    memory backend's order: the version first, then the fence; None when neither explains it."""
+    actual = int(probe[0] or 0) if probe else 0
+    if actual != expected_version:
+        return StateConflictError(expected_version, actual)
+    if fence is not None:
+        return fence_refusal(key.run_id, fence, probe, now)
+    return None
+
+
+def item_state(decision: FailureDecision) -> str:
+    """The state a failed or lapsed item takes under ``decision``: dead, or ready again."""
+    return "dead" if decision.outcome == "dead" or decision.retry_at is None else "ready"

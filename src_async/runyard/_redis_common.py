@@ -23,8 +23,8 @@ from runyard._redis_flavours import (
     ResponseError,
     TryAgainError,
 )
-from runyard.errors import LeaseLostError, RunyardError, StateConflictError
-from runyard.models import DeadLetter, RunRecord, SessionRecord, WorkItem
+from runyard.errors import LeaseLostError, RunyardError, StateConflictError, WorkItemNotFoundError
+from runyard.models import DeadLetter, Lease, RunRecord, SessionRecord, WorkItem
 from runyard.policy import FailureDecision, QueuePolicy
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "config_unavailable_message",
     "decode_dead_letter",
     "decode_item",
+    "decode_lease",
     "decode_run",
     "decode_session",
     "failure_table",
@@ -46,6 +47,7 @@ __all__ = [
     "pairs",
     "preflight_problems",
     "raise_refusal",
+    "raise_settle_refusal",
     "retry_delay",
     "text",
     "timestamp",
@@ -310,3 +312,24 @@ def lapse_table(policy: QueuePolicy, now: float) -> list[str]:
     for attempts in range(1, policy.max_attempts + 1):
         out += _row(policy.on_lapse(attempts, now))
     return out
+
+
+def decode_lease(reply: Sequence[Any]) -> Lease:
+    """The Lease a claim, heartbeat or adopt script replies with (an item reply)."""
+    item = decode_item(reply)
+    claimed_at, token = item_lease_fields(reply)
+    assert item.worker is not None and item.lease_expires_at is not None
+    return Lease(
+        item=item,
+        token=token,
+        worker=item.worker,
+        claimed_at=claimed_at,
+        expires_at=item.lease_expires_at,
+    )
+
+
+def raise_settle_refusal(reply: Sequence[Any], tenant: str, item_id: str) -> None:
+    """Raise what a refused settle's reply says: WorkItemNotFoundError or LeaseLostError."""
+    if text(reply[0]) == "not_found":
+        raise WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
+    raise_refusal(reply, item_id)

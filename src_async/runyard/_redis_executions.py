@@ -8,17 +8,15 @@ listing index), so a commit touches one slot. See docs/executions.md for the tab
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from runyard._json import dump_json, load_json
 from runyard._memory_executions import CommitPlan
 from runyard._redis_common import text, timestamp
-from runyard._redis_lua import LuaScript
+from runyard._redis_lua import load_scripts
 from runyard.errors import StoreConflict
 from runyard.execution_models import (
     DueTimer,
@@ -167,22 +165,7 @@ class ExecutionKeys:
         ]
 
 
-def _read(name: str) -> str:
-    lua = resources.files("runyard").joinpath("lua")
-    return lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-
-
-def _load(names: tuple[str, ...], prelude: str) -> dict[str, LuaScript]:
-    head = _read(prelude)
-    scripts = {}
-    for name in names:
-        body = f"{head}\n{_read(name)}"
-        sha = hashlib.sha1(body.encode("utf-8"), usedforsecurity=False).hexdigest()
-        scripts[name] = LuaScript(name, body, sha)
-    return scripts
-
-
-EXECUTION_SCRIPTS = _load(
+EXECUTION_SCRIPTS = load_scripts(
     ("exec_save", "exec_commit", "exec_append_trace", "exec_delete_timer"), "exec_prelude"
 )
 

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["QUEUE_SCRIPTS", "STATE_SCRIPTS", "LuaScript"]
+__all__ = ["QUEUE_SCRIPTS", "STATE_SCRIPTS", "LuaScript", "load_scripts"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,8 @@ def _read(name: str) -> str:
     )
 
 
-def _load(names: tuple[str, ...], prelude: str) -> dict[str, LuaScript]:
+def load_scripts(names: tuple[str, ...], prelude: str) -> dict[str, LuaScript]:
+    """Read each script with ``prelude`` in front of it, and its SHA1 (for EVALSHA)."""
     head = _read(prelude)
     scripts = {}
     for name in names:
@@ -37,7 +38,7 @@ def _load(names: tuple[str, ...], prelude: str) -> dict[str, LuaScript]:
     return scripts
 
 
-STATE_SCRIPTS = _load(
+STATE_SCRIPTS = load_scripts(
     (
         "put_run",
         "patch_run",
@@ -51,7 +52,7 @@ STATE_SCRIPTS = _load(
     ),
     "state_prelude",
 )
-QUEUE_SCRIPTS = _load(
+QUEUE_SCRIPTS = load_scripts(
     (
         "enqueue",
         "claim",

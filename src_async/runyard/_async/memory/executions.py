@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 
+from runyard._async.closing import AsyncClosing
 from runyard._flavours import AsyncLock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES
 from runyard._memory_executions import MemoryExecutionCore
@@ -27,7 +27,7 @@ from runyard.execution_models import (
 __all__ = ["AsyncMemoryExecutionStore"]
 
 
-class AsyncMemoryExecutionStore:
+class AsyncMemoryExecutionStore(AsyncClosing):
     """An ExecutionStore held in this process's memory; safe to share between tasks (or
     threads, in the sync twin). Nothing survives the process."""
 
@@ -163,14 +163,3 @@ class AsyncMemoryExecutionStore:
 
     async def aclose(self) -> None:
         """Nothing to release; present for the protocol."""
-
-    async def __aenter__(self) -> AsyncMemoryExecutionStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
+from runyard._async.closing import AsyncClosing
 from runyard._flavours import AsyncLock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryQueueCore
 from runyard.capabilities import StoreCapabilities
@@ -15,7 +15,7 @@ from runyard.policy import QueuePolicy
 __all__ = ["AsyncMemoryWorkQueue"]
 
 
-class AsyncMemoryWorkQueue:
+class AsyncMemoryWorkQueue(AsyncClosing):
     """A WorkQueue held in this process's memory; nothing survives the process."""
 
     capabilities = StoreCapabilities(
@@ -122,14 +122,3 @@ class AsyncMemoryWorkQueue:
 
     async def aclose(self) -> None:
         """Nothing to release; present for the protocol."""
-
-    async def __aenter__(self) -> AsyncMemoryWorkQueue:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
+from runyard._async.closing import AsyncClosing
 from runyard._async.pager import AsyncRunIteration
 from runyard._flavours import AsyncLock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryStateCore
@@ -15,7 +15,7 @@ from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, S
 __all__ = ["AsyncMemoryStateStore"]
 
 
-class AsyncMemoryStateStore(AsyncRunIteration):
+class AsyncMemoryStateStore(AsyncRunIteration, AsyncClosing):
     """A StateStore held in this process's memory; safe to share between tasks (or threads,
     in the sync twin). Nothing survives the process."""
 
@@ -136,14 +136,3 @@ class AsyncMemoryStateStore(AsyncRunIteration):
 
     async def aclose(self) -> None:
         """Nothing to release; present for the protocol."""
-
-    async def __aenter__(self) -> AsyncMemoryStateStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, ClassVar, Literal
 
 import psycopg
@@ -13,6 +12,7 @@ import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from typing_extensions import Self
 
+from runyard._async.closing import AsyncClosing
 from runyard._async.postgres.executor import (
     AsyncBoundExecutor,
     AsyncExecutor,
@@ -38,7 +38,7 @@ __all__ = ["Source"]
 Source = AsyncExecutor | AsyncConnectionPool[Any] | AsyncConnection[Any]
 
 
-class _AsyncPostgresAdapter:
+class _AsyncPostgresAdapter(AsyncClosing):
     """The plumbing of a PostgreSQL adapter; subclasses add the protocol's methods.
 
     ``source`` is a psycopg pool or connection (wrapped in AsyncPsycopgExecutor) or any
@@ -235,14 +235,3 @@ class _AsyncPostgresAdapter:
             close = getattr(self._executor, "aclose", None)
             if close is not None:
                 await close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

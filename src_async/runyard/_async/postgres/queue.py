@@ -13,6 +13,7 @@ from runyard._postgres_rows import (
     decode_dead_letter,
     decode_item,
     decode_lease,
+    item_state,
     settle_refusal,
 )
 from runyard._postgres_schema import StateTables
@@ -26,16 +27,12 @@ from runyard.errors import (
 )
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
-from runyard.policy import FailureDecision, QueuePolicy
+from runyard.policy import QueuePolicy
 
 __all__ = ["AsyncPostgresWorkQueue"]
 
 # How many tenants one claim passes over when their due heads are all locked by other claims.
 MAX_TENANTS_PASSED_OVER = 32
-
-
-def _state(decision: FailureDecision) -> str:
-    return "dead" if decision.outcome == "dead" or decision.retry_at is None else "ready"
 
 
 class AsyncPostgresWorkQueue(_AsyncPostgresAdapter):
@@ -242,7 +239,7 @@ class AsyncPostgresWorkQueue(_AsyncPostgresAdapter):
         if refusal is not None or probe is None:
             raise refusal or LeaseLostError(item_id, "taken")
         decision = self.policy.on_failure(int(probe[4]), now, retryable=retryable)
-        state = _state(decision)
+        state = item_state(decision)
         args = (
             tenant,
             item_id,
@@ -284,7 +281,7 @@ class AsyncPostgresWorkQueue(_AsyncPostgresAdapter):
         if not lapsed:
             return []
         decisions = [self.policy.on_lapse(int(row[3]), now) for row in lapsed]
-        states = [_state(d) for d in decisions]
+        states = [item_state(d) for d in decisions]
         rows = await self._fetch(
             "reap",
             now,

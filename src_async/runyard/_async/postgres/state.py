@@ -8,19 +8,19 @@ from typing import Any
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.postgres._adapter import _AsyncPostgresAdapter
 from runyard._json import dump_json, load_json
-from runyard._memory import check_limit
+from runyard._memory import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._postgres_rows import (
     decode_run,
     decode_run_lease,
     decode_session,
     fence_refusal,
+    run_refusal,
 )
 from runyard._postgres_sql import RUN_COLUMN_COUNT
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
     RunLeaseHeldError,
-    RunyardError,
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
@@ -31,27 +31,6 @@ from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
 
 __all__ = ["AsyncPostgresStateStore"]
-
-DEFAULT_STATUS = "running"
-
-
-def _check_ttl(ttl_seconds: float) -> float:
-    if not ttl_seconds > 0:
-        raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
-    return float(ttl_seconds)
-
-
-def _run_refusal(
-    key: RunKey, expected_version: int, fence: int | None, probe: Sequence[Any] | None, now: float
-) -> RunyardError | None:
-    """Why a run write was refused, from ``(version, epoch, holder, expires_at)``, in the
-    memory backend's order: the version first, then the fence; None when neither explains it."""
-    actual = int(probe[0] or 0) if probe else 0
-    if actual != expected_version:
-        return StateConflictError(expected_version, actual)
-    if fence is not None:
-        return fence_refusal(key.run_id, fence, probe, now)
-    return None
 
 
 class AsyncPostgresStateStore(_AsyncPostgresAdapter, AsyncRunIteration):
@@ -140,11 +119,11 @@ class AsyncPostgresStateStore(_AsyncPostgresAdapter, AsyncRunIteration):
         if row[0] is not None:
             return decode_run(row[:RUN_COLUMN_COUNT])
         # Refused: the same statement read what explains it (its snapshot's version and lease).
-        refusal = _run_refusal(key, expected_version, fence, row[RUN_COLUMN_COUNT:], now)
+        refusal = run_refusal(key, expected_version, fence, row[RUN_COLUMN_COUNT:], now)
         if refusal is None:
             # The snapshot still showed the expected version and a good fence: a concurrent
             # write committed while this one waited. Read the winner's (a second round trip).
-            refusal = _run_refusal(key, expected_version, fence, await self._probe(key), now)
+            refusal = run_refusal(key, expected_version, fence, await self._probe(key), now)
         raise refusal or StateConflictError(expected_version, expected_version)
 
     async def _probe(self, key: RunKey) -> Sequence[Any] | None:
@@ -319,7 +298,7 @@ class AsyncPostgresStateStore(_AsyncPostgresAdapter, AsyncRunIteration):
         Raises RunLeaseHeldError naming the live holder.
         """
         validate_identifier(holder, "holder")
-        ttl = _check_ttl(ttl_seconds)
+        ttl = check_ttl(ttl_seconds)
         for _ in range(3):
             now = self._now()
             rows = await self._fetch(
@@ -335,7 +314,7 @@ class AsyncPostgresStateStore(_AsyncPostgresAdapter, AsyncRunIteration):
 
     async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError ("taken", "expired")."""
-        ttl = _check_ttl(ttl_seconds)
+        ttl = check_ttl(ttl_seconds)
         now = self._now()
         rows = await self._fetch(
             "renew_lease", lease.tenant, lease.run_id, lease.epoch, now, now + ttl

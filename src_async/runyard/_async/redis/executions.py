@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any
 from uuid import uuid4
 
+from runyard._async.closing import AsyncClosing
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
 from runyard._memory import check_limit
@@ -17,6 +17,7 @@ from runyard._memory_executions import (
     check_trace_max,
     is_timer_path,
     plan_commit,
+    summary_matches,
 )
 from runyard._redis_common import ReplyLost, text, timestamp
 from runyard._redis_executions import (
@@ -81,7 +82,7 @@ def _unavailable(message: str) -> StatePersistenceError:
     return StatePersistenceError(message, reason="unavailable")
 
 
-class AsyncRedisStore:
+class AsyncRedisStore(AsyncClosing):
     """An ExecutionStore on Redis or Redis Cluster.
 
     Build it with ``await AsyncRedisStore.open(client, ...)`` (runs ``preflight()``) or
@@ -384,7 +385,9 @@ class AsyncRedisStore:
                 rows = await self._runner.call(partial(self._read_summaries, ids), idempotent=True)
                 for (member, score), values in zip(batch, rows, strict=True):
                     summary = decode_summary(text(member), values)
-                    if summary is not None and _matches(summary, status, definition_id, roots_only):
+                    if summary is not None and summary_matches(
+                        summary, status, definition_id, roots_only
+                    ):
                         matches.append((shard, int(score), summary))
                 after = int(batch[-1][1])
             if len(batch) < want:
@@ -543,24 +546,3 @@ class AsyncRedisStore:
         caller's to close."""
         if self._owns_client:
             await self._client.aclose()
-
-    async def __aenter__(self) -> AsyncRedisStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-def _matches(
-    summary: ExecutionSummary, status: str | None, definition_id: str | None, roots_only: bool
-) -> bool:
-    return (
-        (status is None or summary.status == status)
-        and (definition_id is None or summary.definition_id == definition_id)
-        and not (roots_only and summary.parent_id is not None)
-    )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from types import TracebackType
 from typing import Any
 
+from runyard._async.closing import AsyncClosing
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
 from runyard._memory import check_limit
@@ -14,10 +14,10 @@ from runyard._redis_common import (
     ReplyLost,
     decode_dead_letter,
     decode_item,
+    decode_lease,
     failure_table,
-    item_lease_fields,
     lapse_table,
-    raise_refusal,
+    raise_settle_refusal,
     text,
     timestamp,
 )
@@ -42,7 +42,7 @@ _PROMOTE_BATCH = 1000
 _STATS_SCAN = _PROMOTE_BATCH
 
 
-class AsyncRedisWorkQueue:
+class AsyncRedisWorkQueue(AsyncClosing):
     """A WorkQueue on Redis or Redis Cluster; one queue (one namespace) lives in one slot.
 
     Build it with ``await AsyncRedisWorkQueue.open(client, ...)`` (runs ``preflight()``) or
@@ -129,23 +129,6 @@ class AsyncRedisWorkQueue:
         return await self._runner.script(
             QUEUE_SCRIPTS[name], self._keys, args, idempotent=idempotent
         )
-
-    def _lease(self, reply: list[Any]) -> Lease:
-        item = decode_item(reply)
-        claimed_at, token = item_lease_fields(reply)
-        assert item.worker is not None and item.lease_expires_at is not None
-        return Lease(
-            item=item,
-            token=token,
-            worker=item.worker,
-            claimed_at=claimed_at,
-            expires_at=item.lease_expires_at,
-        )
-
-    def _settled(self, reply: list[Any], tenant: str, item_id: str) -> None:
-        if text(reply[0]) == "not_found":
-            raise WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
-        raise_refusal(reply, item_id)
 
     async def enqueue(
         self,
@@ -248,7 +231,7 @@ class AsyncRedisWorkQueue:
             ) from lost
         if text(reply[0]) == "empty":
             return None
-        return self._lease(reply[1])
+        return decode_lease(reply[1])
 
     async def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
         """Extend the lease (never past max_lease_seconds).
@@ -268,8 +251,8 @@ class AsyncRedisWorkQueue:
         ]
         # The same arguments sent again set the same expiry, so a lost reply is retried.
         reply = await self._script("heartbeat", args, idempotent=True)
-        self._settled(reply, tenant, item_id)
-        return self._lease(reply[1])
+        raise_settle_refusal(reply, tenant, item_id)
+        return decode_lease(reply[1])
 
     async def complete(self, tenant: str, item_id: str, *, token: int) -> None:
         """Finish the item; it is deleted and frees its dedupe key.
@@ -290,7 +273,7 @@ class AsyncRedisWorkQueue:
             reply = await self._script("complete", args, idempotent=False)
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"complete of {item_id!r}: {lost}") from lost
-        self._settled(reply, tenant, item_id)
+        raise_settle_refusal(reply, tenant, item_id)
 
     async def fail(
         self,
@@ -323,7 +306,7 @@ class AsyncRedisWorkQueue:
             reply = await self._script("fail", args, idempotent=False)
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"fail of {item_id!r}: {lost}") from lost
-        self._settled(reply, tenant, item_id)
+        raise_settle_refusal(reply, tenant, item_id)
         return decode_item(reply[1])
 
     async def reap(self, *, limit: int = 100) -> list[WorkItem]:
@@ -353,7 +336,7 @@ class AsyncRedisWorkQueue:
             limit,
         ]
         reply = await self._script("adopt", args, idempotent=True)
-        return [self._lease(r) for r in reply]
+        return [decode_lease(r) for r in reply]
 
     async def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
         """Return the tenant's dead-lettered items, oldest first."""
@@ -415,14 +398,3 @@ class AsyncRedisWorkQueue:
         caller's to close."""
         if self._owns_client:
             await self._client.aclose()
-
-    async def __aenter__(self) -> AsyncRedisWorkQueue:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
-from types import TracebackType
 from typing import Any, TypeVar
 
+from runyard._async.closing import AsyncClosing
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._json import dump_json, load_json
-from runyard._memory import DEFAULT_STATUS, check_limit
+from runyard._memory import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._redis_common import (
     ReplyLost,
     decode_run,
@@ -50,12 +50,7 @@ def _unavailable(message: str) -> StatePersistenceError:
     return StatePersistenceError(message, reason="unavailable")
 
 
-def _check_ttl(ttl_seconds: float) -> None:
-    if not ttl_seconds > 0:
-        raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
-
-
-class AsyncRedisStateStore(AsyncRunIteration):
+class AsyncRedisStateStore(AsyncRunIteration, AsyncClosing):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``await AsyncRedisStateStore.open(client, ...)`` (runs ``preflight()``) or
@@ -427,7 +422,7 @@ class AsyncRedisStateStore(AsyncRunIteration):
         Raises RunLeaseHeldError naming the holder.
         """
         validate_identifier(holder, "holder")
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
         now = self.clock.now()
         expires = now + ttl_seconds
         # Sending the same holder and expiry again changes nothing, so a lost reply is retried.
@@ -449,7 +444,7 @@ class AsyncRedisStateStore(AsyncRunIteration):
 
     async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
         now = self.clock.now()
         expires = now + ttl_seconds
         reply = await self._runner.script(
@@ -523,14 +518,3 @@ class AsyncRedisStateStore(AsyncRunIteration):
         caller's to close."""
         if self._owns_client:
             await self._client.aclose()
-
-    async def __aenter__(self) -> AsyncRedisStateStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

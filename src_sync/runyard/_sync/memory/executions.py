@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 
 from runyard._flavours import Lock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES
 from runyard._memory_executions import MemoryExecutionCore
+from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.execution_models import (
@@ -29,7 +29,7 @@ from runyard.execution_models import (
 __all__ = ["MemoryExecutionStore"]
 
 
-class MemoryExecutionStore:
+class MemoryExecutionStore(Closing):
     """An ExecutionStore held in this process's memory; safe to share between tasks (or
     threads, in the sync twin). Nothing survives the process."""
 
@@ -163,14 +163,3 @@ class MemoryExecutionStore:
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""
-
-    def __enter__(self) -> MemoryExecutionStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

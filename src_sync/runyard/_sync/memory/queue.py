@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 from runyard._flavours import Lock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryQueueCore
+from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
@@ -17,7 +17,7 @@ from runyard.policy import QueuePolicy
 __all__ = ["MemoryWorkQueue"]
 
 
-class MemoryWorkQueue:
+class MemoryWorkQueue(Closing):
     """A WorkQueue held in this process's memory; nothing survives the process."""
 
     capabilities = StoreCapabilities(
@@ -124,14 +124,3 @@ class MemoryWorkQueue:
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""
-
-    def __enter__(self) -> MemoryWorkQueue:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

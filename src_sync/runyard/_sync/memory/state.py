@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 from runyard._flavours import Lock
 from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryStateCore
+from runyard._sync.closing import Closing
 from runyard._sync.pager import RunIteration
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
@@ -17,7 +17,7 @@ from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, S
 __all__ = ["MemoryStateStore"]
 
 
-class MemoryStateStore(RunIteration):
+class MemoryStateStore(RunIteration, Closing):
     """A StateStore held in this process's memory; safe to share between tasks (or threads,
     in the sync twin). Nothing survives the process."""
 
@@ -138,14 +138,3 @@ class MemoryStateStore(RunIteration):
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""
-
-    def __enter__(self) -> MemoryStateStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, ClassVar, Literal
 
 import psycopg
@@ -20,6 +19,7 @@ from runyard._postgres_flavours import Connection, ConnectionPool
 from runyard._postgres_schema import SCHEMA_VERSIONS, StateTables
 from runyard._postgres_settings import PostgresStoreSettings
 from runyard._postgres_sql import Statements, statements
+from runyard._sync.closing import Closing
 from runyard._sync.postgres.executor import (
     BoundExecutor,
     Executor,
@@ -39,7 +39,7 @@ __all__ = ["Source"]
 Source = Executor | ConnectionPool[Any] | Connection[Any]
 
 
-class _PostgresAdapter:
+class _PostgresAdapter(Closing):
     """The plumbing of a PostgreSQL adapter; subclasses add the protocol's methods.
 
     ``source`` is a psycopg pool or connection (wrapped in PsycopgExecutor) or any
@@ -234,14 +234,3 @@ class _PostgresAdapter:
             close = getattr(self._executor, "close", None)
             if close is not None:
                 close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

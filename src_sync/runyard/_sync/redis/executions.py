@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any
 from uuid import uuid4
 
@@ -18,6 +17,7 @@ from runyard._memory_executions import (
     check_trace_max,
     is_timer_path,
     plan_commit,
+    summary_matches,
 )
 from runyard._redis_common import ReplyLost, text, timestamp
 from runyard._redis_executions import (
@@ -45,6 +45,7 @@ from runyard._redis_flavours import (
     ResponseError,
 )
 from runyard._redis_settings import RedisStoreSettings
+from runyard._sync.closing import Closing
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
@@ -83,7 +84,7 @@ def _unavailable(message: str) -> StatePersistenceError:
     return StatePersistenceError(message, reason="unavailable")
 
 
-class RedisStore:
+class RedisStore(Closing):
     """An ExecutionStore on Redis or Redis Cluster.
 
     Build it with ``await RedisStore.open(client, ...)`` (runs ``preflight()``) or
@@ -382,7 +383,9 @@ class RedisStore:
                 rows = self._runner.call(partial(self._read_summaries, ids), idempotent=True)
                 for (member, score), values in zip(batch, rows, strict=True):
                     summary = decode_summary(text(member), values)
-                    if summary is not None and _matches(summary, status, definition_id, roots_only):
+                    if summary is not None and summary_matches(
+                        summary, status, definition_id, roots_only
+                    ):
                         matches.append((shard, int(score), summary))
                 after = int(batch[-1][1])
             if len(batch) < want:
@@ -541,24 +544,3 @@ class RedisStore:
         caller's to close."""
         if self._owns_client:
             self._client.close()
-
-    def __enter__(self) -> RedisStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-def _matches(
-    summary: ExecutionSummary, status: str | None, definition_id: str | None, roots_only: bool
-) -> bool:
-    return (
-        (status is None or summary.status == status)
-        and (definition_id is None or summary.definition_id == definition_id)
-        and not (roots_only and summary.parent_id is not None)
-    )

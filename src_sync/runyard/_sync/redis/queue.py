@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import uuid
-from types import TracebackType
 from typing import Any
 
 from runyard._json import dump_json, load_json
@@ -15,10 +14,10 @@ from runyard._redis_common import (
     ReplyLost,
     decode_dead_letter,
     decode_item,
+    decode_lease,
     failure_table,
-    item_lease_fields,
     lapse_table,
-    raise_refusal,
+    raise_settle_refusal,
     text,
     timestamp,
 )
@@ -28,6 +27,7 @@ from runyard._redis_flavours import (
 from runyard._redis_keys import QueueKeys, priority_key, time_key
 from runyard._redis_lua import QUEUE_SCRIPTS
 from runyard._redis_settings import RedisStoreSettings
+from runyard._sync.closing import Closing
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
@@ -44,7 +44,7 @@ _PROMOTE_BATCH = 1000
 _STATS_SCAN = _PROMOTE_BATCH
 
 
-class RedisWorkQueue:
+class RedisWorkQueue(Closing):
     """A WorkQueue on Redis or Redis Cluster; one queue (one namespace) lives in one slot.
 
     Build it with ``await RedisWorkQueue.open(client, ...)`` (runs ``preflight()``) or
@@ -129,23 +129,6 @@ class RedisWorkQueue:
 
     def _script(self, name: str, args: list[Any], *, idempotent: bool) -> Any:
         return self._runner.script(QUEUE_SCRIPTS[name], self._keys, args, idempotent=idempotent)
-
-    def _lease(self, reply: list[Any]) -> Lease:
-        item = decode_item(reply)
-        claimed_at, token = item_lease_fields(reply)
-        assert item.worker is not None and item.lease_expires_at is not None
-        return Lease(
-            item=item,
-            token=token,
-            worker=item.worker,
-            claimed_at=claimed_at,
-            expires_at=item.lease_expires_at,
-        )
-
-    def _settled(self, reply: list[Any], tenant: str, item_id: str) -> None:
-        if text(reply[0]) == "not_found":
-            raise WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
-        raise_refusal(reply, item_id)
 
     def enqueue(
         self,
@@ -248,7 +231,7 @@ class RedisWorkQueue:
             ) from lost
         if text(reply[0]) == "empty":
             return None
-        return self._lease(reply[1])
+        return decode_lease(reply[1])
 
     def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
         """Extend the lease (never past max_lease_seconds).
@@ -268,8 +251,8 @@ class RedisWorkQueue:
         ]
         # The same arguments sent again set the same expiry, so a lost reply is retried.
         reply = self._script("heartbeat", args, idempotent=True)
-        self._settled(reply, tenant, item_id)
-        return self._lease(reply[1])
+        raise_settle_refusal(reply, tenant, item_id)
+        return decode_lease(reply[1])
 
     def complete(self, tenant: str, item_id: str, *, token: int) -> None:
         """Finish the item; it is deleted and frees its dedupe key.
@@ -290,7 +273,7 @@ class RedisWorkQueue:
             reply = self._script("complete", args, idempotent=False)
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"complete of {item_id!r}: {lost}") from lost
-        self._settled(reply, tenant, item_id)
+        raise_settle_refusal(reply, tenant, item_id)
 
     def fail(
         self,
@@ -323,7 +306,7 @@ class RedisWorkQueue:
             reply = self._script("fail", args, idempotent=False)
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"fail of {item_id!r}: {lost}") from lost
-        self._settled(reply, tenant, item_id)
+        raise_settle_refusal(reply, tenant, item_id)
         return decode_item(reply[1])
 
     def reap(self, *, limit: int = 100) -> list[WorkItem]:
@@ -353,7 +336,7 @@ class RedisWorkQueue:
             limit,
         ]
         reply = self._script("adopt", args, idempotent=True)
-        return [self._lease(r) for r in reply]
+        return [decode_lease(r) for r in reply]
 
     def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
         """Return the tenant's dead-lettered items, oldest first."""
@@ -415,14 +398,3 @@ class RedisWorkQueue:
         caller's to close."""
         if self._owns_client:
             self._client.close()
-
-    def __enter__(self) -> RedisWorkQueue:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -7,11 +7,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from functools import partial
-from types import TracebackType
 from typing import Any, TypeVar
 
 from runyard._json import dump_json, load_json
-from runyard._memory import DEFAULT_STATUS, check_limit
+from runyard._memory import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._redis_common import (
     ReplyLost,
     decode_run,
@@ -27,6 +26,7 @@ from runyard._redis_flavours import (
 from runyard._redis_keys import StateKeys
 from runyard._redis_lua import STATE_SCRIPTS
 from runyard._redis_settings import RedisStoreSettings
+from runyard._sync.closing import Closing
 from runyard._sync.pager import RunIteration
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
@@ -52,12 +52,7 @@ def _unavailable(message: str) -> StatePersistenceError:
     return StatePersistenceError(message, reason="unavailable")
 
 
-def _check_ttl(ttl_seconds: float) -> None:
-    if not ttl_seconds > 0:
-        raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
-
-
-class RedisStateStore(RunIteration):
+class RedisStateStore(RunIteration, Closing):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``await RedisStateStore.open(client, ...)`` (runs ``preflight()``) or
@@ -421,7 +416,7 @@ class RedisStateStore(RunIteration):
         Raises RunLeaseHeldError naming the holder.
         """
         validate_identifier(holder, "holder")
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
         now = self.clock.now()
         expires = now + ttl_seconds
         # Sending the same holder and expiry again changes nothing, so a lost reply is retried.
@@ -443,7 +438,7 @@ class RedisStateStore(RunIteration):
 
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
-        _check_ttl(ttl_seconds)
+        check_ttl(ttl_seconds)
         now = self.clock.now()
         expires = now + ttl_seconds
         reply = self._runner.script(
@@ -517,14 +512,3 @@ class RedisStateStore(RunIteration):
         caller's to close."""
         if self._owns_client:
             self._client.close()
-
-    def __enter__(self) -> RedisStateStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
