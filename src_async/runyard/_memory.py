@@ -5,14 +5,13 @@ It is also the reference model that property tests compare other backends agains
 
 from __future__ import annotations
 
+import copy
 import functools
 import heapq
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
-
-from pydantic import BaseModel
 
 from runyard._json import dump_json, load_json
 from runyard.clock import Clock
@@ -67,9 +66,25 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+def _fresh(value: Any) -> Any:
+    return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+
+
 def _detach(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_copy(deep=True)
+    """A copy of a returned record that shares no mutable JSON with the stored one.
+
+    Only the JSON fields (blob, payload) can be mutated by a caller; the rest of each model is
+    frozen and immutable, so a shallow copy with a fresh JSON field is enough (and several
+    times cheaper than a deep model copy on this hot path).
+    """
+    if isinstance(value, (RunRecord, SessionRecord)):
+        return value.model_copy(update={"blob": _fresh(value.blob)})
+    if isinstance(value, WorkItem):
+        return value.model_copy(update={"payload": _fresh(value.payload)})
+    if isinstance(value, (Lease, DeadLetter)):
+        return value.model_copy(update={"item": _detach(value.item)})
+    if isinstance(value, RunPage):
+        return value.model_copy(update={"items": [_detach(r) for r in value.items]})
     if isinstance(value, list):
         return [_detach(v) for v in value]
     return value

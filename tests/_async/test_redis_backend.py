@@ -349,7 +349,9 @@ async def test_fakeredis_and_clients_with_retries_off_are_accepted(
     for target in (fake_redis_target, dedicated_redis_target):
         client = AsyncClients.for_target(target)
         async with AsyncRedisStateStore(client, settings=_settings(), owns_client=True) as store:
-            await store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+            await store.put_run(RunKey("acme", "r"), {"ok": True}, expected_version=0)
+            stored = await store.get_run(RunKey("acme", "r"))
+            assert stored is not None and (stored.version, stored.blob) == (1, {"ok": True})
 
 
 @pytest.mark.slow

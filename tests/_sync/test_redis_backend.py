@@ -327,7 +327,9 @@ def test_fakeredis_and_clients_with_retries_off_are_accepted(
     for target in (fake_redis_target, dedicated_redis_target):
         client = Clients.for_target(target)
         with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
-            store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+            store.put_run(RunKey("acme", "r"), {"ok": True}, expected_version=0)
+            stored = store.get_run(RunKey("acme", "r"))
+            assert stored is not None and (stored.version, stored.blob) == (1, {"ok": True})
 
 
 @pytest.mark.slow
