@@ -36,17 +36,10 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from runyard import (
-    AsyncMemoryExecutionStore,
-    Event,
-    Execution,
-    MemoryExecutionStore,
-    TimerOp,
-    TraceStep,
-)
+from runyard import AsyncMemoryExecutionStore, MemoryExecutionStore
 from runyard._json import dump_json
-from runyard._memory_executions import CommitPlan, plan_commit
-from runyard._redis_executions import step_json, timer_member
+from runyard.executions import Event, Execution, TimerOp, TraceStep
+from runyard.executions.planning import CommitPlan, plan_commit
 from runyard.postgres import (
     AsyncPostgresExecutionStore,
     PostgresExecutionStore,
@@ -54,6 +47,7 @@ from runyard.postgres import (
     schema_sql,
 )
 from runyard.redis import AsyncRedisStore, RedisStore, RedisStoreSettings
+from runyard.redis.executions import step_json, timer_member
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.bench_redis import _start_server

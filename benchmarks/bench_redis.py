@@ -27,7 +27,6 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from runyard import CounterDelta, RunKey
-from runyard._redis_keys import cleanup_patterns
 from runyard.redis import (
     AsyncRedisStateStore,
     AsyncRedisWorkQueue,
@@ -35,6 +34,7 @@ from runyard.redis import (
     RedisStoreSettings,
     RedisWorkQueue,
 )
+from runyard.redis.keys import cleanup_patterns
 
 RAW_SCRIPT = "return ARGV[1]"
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from runyard._cli_app import app
-from runyard._demo_common import DemoPlan, DemoResult
+from runyard.cli.app import app
+from runyard.cli.demo import DemoPlan, DemoResult
 from typer.testing import CliRunner
 
 

@@ -6,24 +6,22 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from runyard import (
+from runyard import AsyncMemoryExecutionStore, MemoryExecutionStore
+from runyard.capabilities import StoreCapabilities, certify, validate_capabilities
+from runyard.errors import StatePersistenceError, StoreCapabilityError
+from runyard.executions import (
     DEFAULT_TRACE_MAX,
-    AsyncMemoryExecutionStore,
     Event,
     Execution,
     ExecutionPage,
-    MemoryExecutionStore,
     OutboxEntry,
     SpawnIntent,
-    StoreCapabilities,
     TimerOp,
     TraceEntry,
     TraceStep,
 )
-from runyard._memory_executions import check_seconds, check_trace_max, plan_commit
-from runyard.capabilities import certify, validate_capabilities
-from runyard.errors import StatePersistenceError, StoreCapabilityError
-from runyard.execution_models import MAX_PATH_BYTES
+from runyard.executions.models import MAX_PATH_BYTES
+from runyard.executions.planning import check_seconds, check_trace_max, plan_commit
 
 
 def test_default_trace_max_is_200() -> None:

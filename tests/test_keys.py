@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runyard._redis_keys import StateKeys
 from runyard.keys import (
     MAX_IDENTIFIER_BYTES,
     InvalidIdentifierError,
@@ -16,6 +15,7 @@ from runyard.keys import (
     segment,
     validate_identifier,
 )
+from runyard.redis.keys import StateKeys
 
 identifiers = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),

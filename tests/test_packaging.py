@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -10,14 +11,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = """
 import runyard, runyard.errors, runyard._sync.memory.state as s, runyard._async.memory.state as a
 from runyard import MemoryStateStore, AsyncMemoryStateStore, RunKey
 assert s.MemoryStateStore is MemoryStateStore and a.AsyncMemoryStateStore is AsyncMemoryStateStore
-import runyard._sync.memory.state, runyard._memory
+import runyard._sync.memory.state, runyard.memory.state
+import runyard.redis.scripts, runyard.postgres.schema
+assert runyard.redis.scripts.STATE_SCRIPTS['put_run'].text
+assert 'CREATE TABLE' in runyard.postgres.schema.EXPECTED_SCHEMA
 store = MemoryStateStore()
 store.put_run(RunKey("t", "r"), {}, expected_version=0)
 try:
@@ -30,24 +33,26 @@ print("site", runyard.__file__)
 """
 
 
-def _packages_on_disk() -> set[str]:
-    found = set()
-    for root, prefix in ((ROOT / "src_async", ""), (ROOT / "src_sync", "")):
-        for init in root.rglob("__init__.py"):
-            rel = init.parent.relative_to(root)
-            if "__pycache__" not in rel.parts:
-                found.add(prefix + ".".join(rel.parts))
-    return found
+def _setuptools_section(name: str) -> str:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    start = text.index(f"[{name}]\n") + len(name) + 3
+    end = text.find("\n[", start)
+    return text[start : end if end >= 0 else None]
 
 
-def test_every_package_folder_is_listed_in_pyproject() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    listed = set(config["tool"]["setuptools"]["packages"])
-    assert listed == _packages_on_disk()
-    package_dir = config["tool"]["setuptools"]["package-dir"]
-    for name in listed:
-        if name.startswith("runyard._sync"):
-            assert package_dir[name] == "src_sync/" + name.replace(".", "/"), name
+def test_packages_are_discovered_from_two_roots_not_listed() -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert "[tool.setuptools.packages.find]" in text
+    assert "\npackages = [" not in text
+    mapping = [
+        line.strip()
+        for line in _setuptools_section("tool.setuptools.package-dir").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert mapping == [
+        '"runyard" = "src_async/runyard"',
+        '"runyard._sync" = "src_sync/runyard/_sync"',
+    ]
 
 
 def test_editable_install_serves_both_roots_with_shared_classes() -> None:
@@ -70,7 +75,7 @@ def test_wheel_holds_both_twins_and_imports_in_a_fresh_venv(tmp_path: Path) -> N
     for rel in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / rel, source / rel)
     dist = tmp_path / "dist"
-    subprocess.run(
+    build = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -79,14 +84,19 @@ def test_wheel_holds_both_twins_and_imports_in_a_fresh_venv(tmp_path: Path) -> N
             str(source),
             "--no-deps",
             "--no-build-isolation",
-            "--quiet",
+            "--verbose",
             "-w",
             str(dist),
         ],
         check=True,
         capture_output=True,
+        text=True,
         cwd=tmp_path,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""},
     )
+    log = build.stdout + build.stderr
+    warnings = [line for line in log.splitlines() if "warning" in line.lower()]
+    assert not warnings, "\n".join(warnings)
     (wheel,) = dist.glob("runyard-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     generated = {
@@ -95,6 +105,15 @@ def test_wheel_holds_both_twins_and_imports_in_a_fresh_venv(tmp_path: Path) -> N
     }
     assert generated and generated <= names, sorted(generated - names)
     assert "runyard/py.typed" in names
+    for folder, suffix in (
+        ("runyard/redis/lua", ".lua"),
+        ("runyard/postgres", ".sql"),
+    ):
+        on_disk = {
+            "runyard/" + p.relative_to(ROOT / "src_async/runyard").as_posix()
+            for p in (ROOT / "src_async" / folder).rglob(f"*{suffix}")
+        }
+        assert on_disk and on_disk <= names, sorted(on_disk - names)
     assert not any(
         n.startswith(("src_sync/", "src_async/", "runyard/_sync/__pycache__")) for n in names
     )

@@ -17,8 +17,8 @@ from runyard import (
 )
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
 from runyard._async.testing import AsyncStateStoreConformance, AsyncWorkQueueConformance
-from runyard._postgres_errors import map_error
 from runyard.postgres import AsyncPostgresStateStore, AsyncPostgresWorkQueue, StateTables
+from runyard.postgres.errors import map_error
 
 from tests.support.postgres_plugin import PG_HOST, PG_PORT
 from tests.support.proxy import running_proxy

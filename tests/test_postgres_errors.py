@@ -15,8 +15,8 @@ from runyard import (
     StatePersistenceError,
     StoreOutcomeUnknown,
 )
-from runyard._postgres_errors import NotSent, map_error
 from runyard.postgres import PostgresStateStore, StateTables
+from runyard.postgres.errors import NotSent, map_error
 
 from tests.support.postgres_plugin import PG_BASE_DSN, PG_DSN, admin_connection
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from runyard._async.executions import AsyncExecutionStore
+from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
 from runyard.postgres import AsyncPostgresExecutionStore, StateTables
 

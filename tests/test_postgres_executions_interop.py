@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
-from runyard import Event, Execution, SpawnIntent, StoreConflict, TimerOp, TraceStep
+from runyard import StoreConflict
+from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
 from runyard.postgres import AsyncPostgresExecutionStore, PostgresExecutionStore, StateTables
 
 from tests.support.postgres_plugin import PG_DSN

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runyard._postgres_executions_sql import execution_statements
 from runyard.postgres import StateTables
+from runyard.postgres.statements.executions import execution_statements
 
 from tests.support.postgres_plugin import admin_connection
 

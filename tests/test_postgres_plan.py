@@ -7,8 +7,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from runyard._postgres_sql import statements
 from runyard.postgres import StateTables
+from runyard.postgres.statements import statements
 
 from tests.support.postgres_plugin import admin_connection
 

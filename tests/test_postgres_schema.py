@@ -66,10 +66,10 @@ def test_import_runyard_needs_no_psycopg() -> None:
         "        if name.split('.')[0] in ('psycopg', 'psycopg_pool', 'asyncpg'):\n"
         "            raise ImportError(f'blocked {name}')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import runyard\n"
+        "import runyard, runyard.postgres\n"
         "assert runyard.MemoryStateStore\n"
         "try:\n"
-        "    runyard.PostgresStateStore\n"
+        "    runyard.postgres.PostgresStateStore\n"
         "except ImportError:\n"
         "    print('lazy')\n"
     )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from runyard import Event, Execution, ManualClock, SpawnIntent, StoreConflict, TimerOp, TraceStep
+from runyard import ManualClock, StoreConflict
+from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
 from runyard.redis import AsyncRedisStore, RedisStore, RedisStoreSettings
 
 from tests.support.redis_plugin import AsyncClients, Clients, RedisTarget, fresh_namespace

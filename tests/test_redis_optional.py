@@ -19,12 +19,12 @@ sys.meta_path.insert(0, _NoRedis())
 """
 
 _PROBE = """
-import runyard
+import runyard, runyard.redis
 store = runyard.MemoryStateStore()
 assert store is not None
 assert "redis" not in sys.modules
 try:
-    runyard.AsyncRedisStateStore
+    runyard.redis.AsyncRedisStateStore
 except ImportError as exc:
     print("ImportError:", exc)
 else:

@@ -8,7 +8,7 @@ from typing import Any
 
 from runyard.errors import StatePersistenceError
 
-__all__ = ["dump_json", "load_json"]
+__all__ = ["copy_json", "dump_json", "load_json"]
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -44,3 +44,8 @@ def dump_json(value: Any, *, max_bytes: int | None = None, what: str = "value") 
 def load_json(text: str | bytes) -> Any:
     """Decode JSON text written by dump_json."""
     return json.loads(text)
+
+
+def copy_json(value: Any, max_bytes: int | None = None, what: str = "value") -> Any:
+    """Return a fresh copy of ``value`` through its stored form, checked as dump_json checks it."""
+    return load_json(dump_json(value, max_bytes=max_bytes, what=what))

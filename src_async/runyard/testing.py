@@ -1,5 +1,8 @@
 """The conformance kit, both twins: subclass a base class to certify your own store.
 
+Also the capability declaration (``StoreCapabilities``) and ``certify``/``validate_capabilities``
+(the same objects as in ``runyard.capabilities``, which needs no pytest).
+
 Needs pytest and pytest-asyncio (``pip install runyard[dev]`` or your own test dependencies).
 """
 
@@ -14,6 +17,7 @@ from runyard._sync.testing import (
     StateStoreConformance,
     WorkQueueConformance,
 )
+from runyard.capabilities import StoreCapabilities, certify, validate_capabilities
 
 __all__ = [
     "KIT_POLICY",
@@ -22,5 +26,8 @@ __all__ = [
     "AsyncWorkQueueConformance",
     "ExecutionStoreConformance",
     "StateStoreConformance",
+    "StoreCapabilities",
     "WorkQueueConformance",
+    "certify",
+    "validate_capabilities",
 ]

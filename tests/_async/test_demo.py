@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from runyard._async.demo import run_demo
-from runyard._demo_common import DemoPlan
+from runyard._async.cli.demo import run_demo
+from runyard.cli.demo import DemoPlan
 
 
 @pytest.mark.asyncio

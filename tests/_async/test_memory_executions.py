@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from runyard import AsyncMemoryExecutionStore, ManualClock, StoreCapabilities
-from runyard._async.executions import AsyncExecutionStore
+from runyard import AsyncMemoryExecutionStore, ManualClock
+from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
-from runyard.capabilities import certify
+from runyard.capabilities import StoreCapabilities, certify
 
 
 class TestMemoryExecutionStore(AsyncExecutionStoreConformance):

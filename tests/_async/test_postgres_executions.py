@@ -10,22 +10,17 @@ import pytest
 from psycopg import AsyncConnection
 from runyard import (
     ConfigurationError,
-    Event,
-    Execution,
     ManualClock,
     RunKey,
-    SpawnIntent,
     StatePersistenceError,
-    StoreCapabilities,
     StoreConflict,
     StoreOutcomeUnknown,
-    TimerOp,
-    TraceStep,
 )
-from runyard._async.executions import AsyncExecutionStore
+from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
 from runyard._flavours import async_gather, async_sleep
-from runyard.capabilities import certify
+from runyard.capabilities import StoreCapabilities, certify
+from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
 from runyard.postgres import (
     AsyncPostgresExecutionStore,
     AsyncPostgresStateStore,

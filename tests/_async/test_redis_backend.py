@@ -8,8 +8,6 @@ import pytest
 import pytest_asyncio
 from runyard import CounterDelta, ManualClock, QueuePolicy, RunKey
 from runyard._async.redis import queue as queue_module
-from runyard._redis_flavours import AsyncRedis, AsyncRedisCluster, AsyncRetry, NoBackoff
-from runyard._redis_keys import StateKeys
 from runyard.errors import (
     ConfigurationError,
     PoolExhaustedError,
@@ -18,6 +16,8 @@ from runyard.errors import (
     StoreOutcomeUnknown,
 )
 from runyard.redis import AsyncRedisStateStore, AsyncRedisWorkQueue, RedisStoreSettings
+from runyard.redis.flavours import AsyncRedis, AsyncRedisCluster, AsyncRetry, NoBackoff
+from runyard.redis.keys import StateKeys
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_commands import counting_commands

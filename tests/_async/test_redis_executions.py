@@ -9,24 +9,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from redis.crc import key_slot
-from runyard import (
-    Event,
-    Execution,
-    ManualClock,
-    SpawnIntent,
-    StoreCapabilities,
-    TimerOp,
-    TraceStep,
-)
-from runyard._async.executions import AsyncExecutionStore
+from runyard import ManualClock
+from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
-from runyard._memory_executions import plan_commit
-from runyard._redis_common import ReplyLost
-from runyard._redis_executions import EXECUTION_SCRIPTS, ExecutionKeys, save_args
-from runyard._redis_flavours import ResponseError
-from runyard.capabilities import certify
+from runyard.capabilities import StoreCapabilities, certify
 from runyard.errors import ConfigurationError, StoreConflict, StoreOutcomeUnknown
+from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
+from runyard.executions.planning import plan_commit
 from runyard.redis import AsyncRedisStore, RedisStoreSettings
+from runyard.redis.common import ReplyLost
+from runyard.redis.executions import EXECUTION_SCRIPTS, ExecutionKeys, save_args
+from runyard.redis.flavours import ResponseError
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_commands import counting_commands

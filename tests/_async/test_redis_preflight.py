@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from runyard._redis_flavours import AsyncRedis, AsyncRetry, NoBackoff
 from runyard.errors import ConfigurationError
 from runyard.redis import AsyncRedisStateStore, AsyncRedisWorkQueue, RedisStoreSettings
+from runyard.redis.flavours import AsyncRedis, AsyncRetry, NoBackoff
 
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
 from tests.support.redis_servers import RedisProcess, require_redis_binaries, start_redis

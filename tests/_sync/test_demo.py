@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from runyard._demo_common import DemoPlan
-from runyard._sync.demo import run_demo
+from runyard._sync.cli.demo import run_demo
+from runyard.cli.demo import DemoPlan
 
 
 def test_quiet_tenants_are_served_before_the_noisy_backlog_drains() -> None:

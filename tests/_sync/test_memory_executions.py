@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import pytest
-from runyard import ManualClock, MemoryExecutionStore, StoreCapabilities
-from runyard._sync.executions import ExecutionStore
+from runyard import ManualClock, MemoryExecutionStore
+from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.testing import ExecutionStoreConformance
-from runyard.capabilities import certify
+from runyard.capabilities import StoreCapabilities, certify
 
 
 class TestMemoryExecutionStore(ExecutionStoreConformance):

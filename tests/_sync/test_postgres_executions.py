@@ -12,22 +12,17 @@ import pytest
 from psycopg import Connection
 from runyard import (
     ConfigurationError,
-    Event,
-    Execution,
     ManualClock,
     RunKey,
-    SpawnIntent,
     StatePersistenceError,
-    StoreCapabilities,
     StoreConflict,
     StoreOutcomeUnknown,
-    TimerOp,
-    TraceStep,
 )
 from runyard._flavours import gather, sleep
-from runyard._sync.executions import ExecutionStore
+from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.testing import ExecutionStoreConformance
-from runyard.capabilities import certify
+from runyard.capabilities import StoreCapabilities, certify
+from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
 from runyard.postgres import (
     PostgresExecutionStore,
     PostgresStateStore,

@@ -8,8 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 from runyard import CounterDelta, ManualClock, QueuePolicy, RunKey
-from runyard._redis_flavours import NoBackoff, Redis, RedisCluster, Retry
-from runyard._redis_keys import StateKeys
 from runyard._sync.redis import queue as queue_module
 from runyard.errors import (
     ConfigurationError,
@@ -19,6 +17,8 @@ from runyard.errors import (
     StoreOutcomeUnknown,
 )
 from runyard.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue
+from runyard.redis.flavours import NoBackoff, Redis, RedisCluster, Retry
+from runyard.redis.keys import StateKeys
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_commands import counting_commands

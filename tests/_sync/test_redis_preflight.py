@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from runyard._redis_flavours import NoBackoff, Redis, Retry
 from runyard.errors import ConfigurationError
 from runyard.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue
+from runyard.redis.flavours import NoBackoff, Redis, Retry
 
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 from tests.support.redis_servers import RedisProcess, require_redis_binaries, start_redis

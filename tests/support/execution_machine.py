@@ -3,7 +3,7 @@
 Commits (fresh and stale, with emits, processed marks, timer operations, spawns and trace
 steps), relays that ack outbox and spawn entries, timer sweeps with guarded deletes, trace reads
 and listings: after every step the store under test must agree with
-`runyard._memory_executions.MemoryExecutionCore`. Outbox and spawn seqs may differ between
+`runyard.memory.executions.MemoryExecutionCore`. Outbox and spawn seqs may differ between
 stores (a sharded store numbers them per shard), so entries are matched by their event ids and
 child ids, which the machine keeps unique. Backends get it through
 `make_execution_machine(factory)`, with `factory(clock, trace_max)` returning a fresh sync store.
@@ -16,11 +16,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from runyard._memory_executions import MemoryExecutionCore
-from runyard._sync.executions import ExecutionStore
+from runyard._sync.execution_protocol import ExecutionStore
 from runyard.clock import ManualClock
 from runyard.errors import RunyardError
-from runyard.execution_models import Event, Execution, SpawnIntent, TimerOp, TraceStep
+from runyard.executions.models import Event, Execution, SpawnIntent, TimerOp, TraceStep
+from runyard.memory.executions import MemoryExecutionCore
 
 __all__ = ["TRACE_MAX", "make_execution_machine"]
 

@@ -1,7 +1,7 @@
 """A Hypothesis state machine that drives a WorkQueue and the memory model side by side.
 
 enqueue / claim / heartbeat / complete / fail / settle-with-a-stale-token / tick / reap / requeue:
-after every step the queue under test must agree with `runyard._memory.MemoryQueueCore` on what
+after every step the queue under test must agree with `runyard.memory.queue.MemoryQueueCore` on what
 was claimed, what was refused, and the counts by state. Backends get it through
 `make_queue_machine(factory)`, with `factory(policy, clock)` returning a fresh sync queue.
 """
@@ -13,10 +13,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from runyard._memory import MemoryQueueCore
 from runyard._sync.protocols import WorkQueue
 from runyard.clock import ManualClock
 from runyard.errors import RunyardError
+from runyard.memory.queue import MemoryQueueCore
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
 
@@ -106,12 +106,16 @@ def make_queue_machine(
 
         def _settle(self, data: st.DataObject, action: str) -> None:
             key = data.draw(st.sampled_from(sorted(self.held)))
+            retryable = data.draw(st.booleans()) if action == "fail" else False
+            self.settle(key, action, retryable=retryable)
+
+        def settle(self, key: tuple[str, str], action: str, *, retryable: bool = False) -> None:
+            """Settle the held lease on ``key`` by ``action`` on both queues and compare."""
             model, real = self.held.pop(key)
             if action == "complete":
                 m = _outcome(lambda: self.model.complete(*key, token=model.token))
                 r = _outcome(lambda: self.queue.complete(*key, token=real.token))
             elif action == "fail":
-                retryable = data.draw(st.booleans())
                 m = _outcome(
                     lambda: (
                         self.model.fail(
@@ -155,7 +159,11 @@ def make_queue_machine(
         @precondition(lambda self: bool(self.stale))
         @rule(data=st.data())
         def settle_with_a_stale_token(self, data: st.DataObject) -> None:
-            model, real = data.draw(st.sampled_from(self.stale))
+            self.settle_stale(data.draw(st.integers(0, len(self.stale) - 1)))
+
+        def settle_stale(self, index: int) -> None:
+            """Complete with the stale lease ``self.stale[index]``: both queues must refuse."""
+            model, real = self.stale[index]
             m = _outcome(
                 lambda: self.model.complete(model.tenant, model.item_id, token=model.token)
             )

@@ -12,7 +12,7 @@ import fakeredis
 import pytest
 import redis
 from redis.cluster import ClusterNode
-from runyard._redis_flavours import (
+from runyard.redis.flavours import (
     AsyncRedis,
     AsyncRedisClient,
     AsyncRedisCluster,
@@ -22,7 +22,7 @@ from runyard._redis_flavours import (
     RedisCluster,
     Retry,
 )
-from runyard._redis_keys import cleanup_patterns
+from runyard.redis.keys import cleanup_patterns
 
 from tests.support.redis_servers import (
     RedisProcess,

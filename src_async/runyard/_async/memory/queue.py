@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from runyard._async.closing import AsyncClosing
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import AsyncLock
-from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryQueueCore
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
+from runyard.memory.queue import MemoryQueueCore
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
 

@@ -6,10 +6,11 @@ from typing import Any
 
 from runyard._async.closing import AsyncClosing
 from runyard._async.pager import AsyncRunIteration
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import AsyncLock
-from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryStateCore
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
+from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
 
 __all__ = ["AsyncMemoryStateStore"]

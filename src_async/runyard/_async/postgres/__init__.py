@@ -1,5 +1,6 @@
-"""The PostgreSQL backend (psycopg 3): state store, work queue and their executors."""
+"""The PostgreSQL backend's I/O (psycopg 3): state store, work queue, execution store, executors."""
 
+from runyard._async.postgres.executions import AsyncPostgresExecutionStore
 from runyard._async.postgres.executor import (
     AsyncBoundExecutor,
     AsyncExecutor,
@@ -11,6 +12,7 @@ from runyard._async.postgres.state import AsyncPostgresStateStore
 __all__ = [
     "AsyncBoundExecutor",
     "AsyncExecutor",
+    "AsyncPostgresExecutionStore",
     "AsyncPostgresStateStore",
     "AsyncPostgresWorkQueue",
     "AsyncPsycopgExecutor",

@@ -18,13 +18,8 @@ from runyard._async.postgres.executor import (
     AsyncExecutor,
     AsyncPsycopgExecutor,
 )
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import async_sleep
-from runyard._memory import DEFAULT_MAX_VALUE_BYTES
-from runyard._postgres_errors import FIX_SCHEMA, NotSent, map_error
-from runyard._postgres_flavours import AsyncConnection, AsyncConnectionPool
-from runyard._postgres_schema import SCHEMA_VERSIONS, StateTables
-from runyard._postgres_settings import PostgresStoreSettings
-from runyard._postgres_sql import Statements, statements
 from runyard.clock import Clock, SystemClock
 from runyard.errors import (
     ConfigurationError,
@@ -32,6 +27,11 @@ from runyard.errors import (
     RunyardError,
     StatePersistenceError,
 )
+from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error
+from runyard.postgres.flavours import AsyncConnection, AsyncConnectionPool
+from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
+from runyard.postgres.settings import PostgresStoreSettings
+from runyard.postgres.statements import Statements, statements
 
 __all__ = ["Source"]
 

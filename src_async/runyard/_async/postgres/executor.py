@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from runyard._flavours import AsyncLock
-from runyard._postgres_errors import NotSent
-from runyard._postgres_flavours import (
+from runyard.errors import ConfigurationError
+from runyard.postgres.errors import NotSent
+from runyard.postgres.flavours import (
     AsyncConnection,
     AsyncConnectionPool,
     AsyncRawCursor,
     TransactionStatus,
 )
-from runyard.errors import ConfigurationError
 
 __all__ = ["AsyncBoundExecutor", "AsyncExecutor", "AsyncPsycopgExecutor"]
 

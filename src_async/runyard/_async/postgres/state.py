@@ -7,16 +7,8 @@ from typing import Any
 
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.postgres._adapter import _AsyncPostgresAdapter
+from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
-from runyard._memory import DEFAULT_STATUS, check_limit, check_ttl
-from runyard._postgres_rows import (
-    decode_run,
-    decode_run_lease,
-    decode_session,
-    fence_refusal,
-    run_refusal,
-)
-from runyard._postgres_sql import RUN_COLUMN_COUNT
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -29,6 +21,14 @@ from runyard.errors import (
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.postgres.rows import (
+    decode_run,
+    decode_run_lease,
+    decode_session,
+    fence_refusal,
+    run_refusal,
+)
+from runyard.postgres.statements import RUN_COLUMN_COUNT
 
 __all__ = ["AsyncPostgresStateStore"]
 

@@ -7,9 +7,15 @@ from typing import Any
 
 from runyard._async.closing import AsyncClosing
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
+from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
-from runyard._memory import check_limit
-from runyard._redis_common import (
+from runyard.capabilities import StoreCapabilities
+from runyard.clock import Clock, SystemClock
+from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
+from runyard.keys import segment, validate_identifier
+from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
+from runyard.policy import QueuePolicy
+from runyard.redis.common import (
     ITEM_COLUMNS,
     ReplyLost,
     decode_dead_letter,
@@ -21,18 +27,12 @@ from runyard._redis_common import (
     text,
     timestamp,
 )
-from runyard._redis_flavours import (
+from runyard.redis.flavours import (
     AsyncRedisClient,
 )
-from runyard._redis_keys import QueueKeys, priority_key, time_key
-from runyard._redis_lua import QUEUE_SCRIPTS
-from runyard._redis_settings import RedisStoreSettings
-from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
-from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
-from runyard.keys import segment, validate_identifier
-from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
-from runyard.policy import QueuePolicy
+from runyard.redis.keys import QueueKeys, priority_key, time_key
+from runyard.redis.scripts import QUEUE_SCRIPTS
+from runyard.redis.settings import RedisStoreSettings
 
 __all__ = ["AsyncRedisWorkQueue"]
 

@@ -8,7 +8,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from runyard._flavours import async_sleep
-from runyard._redis_common import (
+from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
+from runyard.redis.common import (
     CONFIG_SETTINGS,
     ReplyLost,
     classify,
@@ -18,7 +19,7 @@ from runyard._redis_common import (
     retry_delay,
     text,
 )
-from runyard._redis_flavours import (
+from runyard.redis.flavours import (
     AsyncClientStartup,
     AsyncRedis,
     AsyncRedisClient,
@@ -29,9 +30,8 @@ from runyard._redis_flavours import (
     ResponseError,
     client_kwargs,
 )
-from runyard._redis_lua import LuaScript
-from runyard._redis_settings import RedisStoreSettings
-from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
+from runyard.redis.scripts import LuaScript
+from runyard.redis.settings import RedisStoreSettings
 
 __all__ = ["AsyncScriptRunner", "client_from_url"]
 

@@ -10,23 +10,8 @@ from typing import Any, TypeVar
 from runyard._async.closing import AsyncClosing
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
+from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
-from runyard._memory import DEFAULT_STATUS, check_limit, check_ttl
-from runyard._redis_common import (
-    ReplyLost,
-    decode_run,
-    decode_session,
-    pairs,
-    raise_refusal,
-    text,
-    timestamp,
-)
-from runyard._redis_flavours import (
-    AsyncRedisClient,
-)
-from runyard._redis_keys import StateKeys
-from runyard._redis_lua import STATE_SCRIPTS
-from runyard._redis_settings import RedisStoreSettings
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.errors import (
@@ -38,6 +23,21 @@ from runyard.errors import (
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.redis.common import (
+    ReplyLost,
+    decode_run,
+    decode_session,
+    pairs,
+    raise_refusal,
+    text,
+    timestamp,
+)
+from runyard.redis.flavours import (
+    AsyncRedisClient,
+)
+from runyard.redis.keys import StateKeys
+from runyard.redis.scripts import STATE_SCRIPTS
+from runyard.redis.settings import RedisStoreSettings
 
 __all__ = ["AsyncRedisStateStore"]
 

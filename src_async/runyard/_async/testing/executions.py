@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from runyard._async.executions import AsyncExecutionStore
+from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.testing.state import BAD_IDENTIFIERS
 from runyard._flavours import async_gather, async_sleep
 from runyard.capabilities import certify
 from runyard.errors import StatePersistenceError, StoreConflict
-from runyard.execution_models import (
+from runyard.executions.models import (
     Event,
     Execution,
     SpawnIntent,

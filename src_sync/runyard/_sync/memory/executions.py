@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import Lock
-from runyard._memory import DEFAULT_MAX_VALUE_BYTES
-from runyard._memory_executions import MemoryExecutionCore
 from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
-from runyard.execution_models import (
+from runyard.executions.models import (
     DEFAULT_TRACE_MAX,
     DueTimer,
     Emit,
@@ -25,6 +24,7 @@ from runyard.execution_models import (
     TraceEntry,
     TraceStep,
 )
+from runyard.memory.executions import MemoryExecutionCore
 
 __all__ = ["MemoryExecutionStore"]
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import Lock
-from runyard._memory import DEFAULT_MAX_VALUE_BYTES, MemoryStateCore
 from runyard._sync.closing import Closing
 from runyard._sync.pager import RunIteration
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
+from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
 
 __all__ = ["MemoryStateStore"]

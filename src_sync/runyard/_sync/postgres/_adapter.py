@@ -12,13 +12,8 @@ from typing import Any, ClassVar, Literal
 import psycopg
 import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import sleep
-from runyard._memory import DEFAULT_MAX_VALUE_BYTES
-from runyard._postgres_errors import FIX_SCHEMA, NotSent, map_error
-from runyard._postgres_flavours import Connection, ConnectionPool
-from runyard._postgres_schema import SCHEMA_VERSIONS, StateTables
-from runyard._postgres_settings import PostgresStoreSettings
-from runyard._postgres_sql import Statements, statements
 from runyard._sync.closing import Closing
 from runyard._sync.postgres.executor import (
     BoundExecutor,
@@ -32,6 +27,11 @@ from runyard.errors import (
     RunyardError,
     StatePersistenceError,
 )
+from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error
+from runyard.postgres.flavours import Connection, ConnectionPool
+from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
+from runyard.postgres.settings import PostgresStoreSettings
+from runyard.postgres.statements import Statements, statements
 from typing_extensions import Self
 
 __all__ = ["Source"]

@@ -8,27 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from runyard._checks import check_limit
 from runyard._json import load_json
-from runyard._memory import check_limit
-from runyard._memory_executions import check_seconds, check_trace_max, plan_commit, summarize
-from runyard._postgres_executions import (
-    CommitCall,
-    commit_call,
-    decode_commit,
-    decode_due_timer,
-    decode_execution,
-    decode_outbox,
-    decode_spawn,
-    decode_trace,
-    is_seq,
-    is_timer_path,
-    trace_text,
-)
-from runyard._postgres_executions_sql import execution_statements, list_statement_name
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict, StoreOutcomeUnknown
-from runyard.execution_models import (
+from runyard.executions.models import (
     DEFAULT_TRACE_MAX,
     DueTimer,
     Emit,
@@ -41,7 +26,22 @@ from runyard.execution_models import (
     TraceEntry,
     TraceStep,
 )
+from runyard.executions.planning import check_seconds, check_trace_max, plan_commit, summarize
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.postgres.executions import (
+    CommitCall,
+    commit_call,
+    decode_commit,
+    decode_due_timer,
+    decode_execution,
+    decode_outbox,
+    decode_spawn,
+    decode_trace,
+    is_seq,
+    is_timer_path,
+    trace_text,
+)
+from runyard.postgres.statements.executions import execution_statements, list_statement_name
 
 __all__ = ["PostgresExecutionStore"]
 

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from runyard._flavours import Lock
-from runyard._postgres_errors import NotSent
-from runyard._postgres_flavours import (
+from runyard.errors import ConfigurationError
+from runyard.postgres.errors import NotSent
+from runyard.postgres.flavours import (
     Connection,
     ConnectionPool,
     RawCursor,
     TransactionStatus,
 )
-from runyard.errors import ConfigurationError
 
 __all__ = ["BoundExecutor", "Executor", "PsycopgExecutor"]
 

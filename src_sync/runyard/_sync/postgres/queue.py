@@ -8,16 +8,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES, check_limit
 from runyard._json import dump_json
-from runyard._memory import DEFAULT_MAX_VALUE_BYTES, check_limit
-from runyard._postgres_rows import (
-    decode_dead_letter,
-    decode_item,
-    decode_lease,
-    item_state,
-    settle_refusal,
-)
-from runyard._postgres_schema import StateTables
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -30,6 +22,14 @@ from runyard.errors import (
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
+from runyard.postgres.rows import (
+    decode_dead_letter,
+    decode_item,
+    decode_lease,
+    item_state,
+    settle_refusal,
+)
+from runyard.postgres.schema import StateTables
 
 __all__ = ["PostgresWorkQueue"]
 

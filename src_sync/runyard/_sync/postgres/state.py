@@ -7,16 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
-from runyard._memory import DEFAULT_STATUS, check_limit, check_ttl
-from runyard._postgres_rows import (
-    decode_run,
-    decode_run_lease,
-    decode_session,
-    fence_refusal,
-    run_refusal,
-)
-from runyard._postgres_sql import RUN_COLUMN_COUNT
 from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
@@ -31,6 +23,14 @@ from runyard.errors import (
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.postgres.rows import (
+    decode_run,
+    decode_run_lease,
+    decode_session,
+    fence_refusal,
+    run_refusal,
+)
+from runyard.postgres.statements import RUN_COLUMN_COUNT
 
 __all__ = ["PostgresStateStore"]
 

@@ -9,9 +9,33 @@ from functools import partial
 from typing import Any
 from uuid import uuid4
 
+from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
-from runyard._memory import check_limit
-from runyard._memory_executions import (
+from runyard._sync.closing import Closing
+from runyard._sync.redis.scripts import ScriptRunner, client_from_url
+from runyard.capabilities import StoreCapabilities
+from runyard.clock import Clock, SystemClock
+from runyard.errors import (
+    ConfigurationError,
+    StatePersistenceError,
+    StoreConflict,
+    StoreOutcomeUnknown,
+)
+from runyard.executions.models import (
+    DEFAULT_TRACE_MAX,
+    DueTimer,
+    Emit,
+    Execution,
+    ExecutionPage,
+    ExecutionSummary,
+    OutboxEntry,
+    SpawnEntry,
+    SpawnIntent,
+    TimerOp,
+    TraceEntry,
+    TraceStep,
+)
+from runyard.executions.planning import (
     CommitPlan,
     check_seconds,
     check_trace_max,
@@ -19,8 +43,9 @@ from runyard._memory_executions import (
     plan_commit,
     summary_matches,
 )
-from runyard._redis_common import ReplyLost, text, timestamp
-from runyard._redis_executions import (
+from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.redis.common import ReplyLost, text, timestamp
+from runyard.redis.executions import (
     DEFAULT_SHARDS,
     EXECUTION_SCRIPTS,
     SUMMARY_FIELDS,
@@ -40,36 +65,11 @@ from runyard._redis_executions import (
     save_args,
     timer_member,
 )
-from runyard._redis_flavours import (
+from runyard.redis.flavours import (
     RedisClient,
     ResponseError,
 )
-from runyard._redis_settings import RedisStoreSettings
-from runyard._sync.closing import Closing
-from runyard._sync.redis.scripts import ScriptRunner, client_from_url
-from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
-from runyard.errors import (
-    ConfigurationError,
-    StatePersistenceError,
-    StoreConflict,
-    StoreOutcomeUnknown,
-)
-from runyard.execution_models import (
-    DEFAULT_TRACE_MAX,
-    DueTimer,
-    Emit,
-    Execution,
-    ExecutionPage,
-    ExecutionSummary,
-    OutboxEntry,
-    SpawnEntry,
-    SpawnIntent,
-    TimerOp,
-    TraceEntry,
-    TraceStep,
-)
-from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.redis.settings import RedisStoreSettings
 
 __all__ = ["RedisStore"]
 
@@ -240,8 +240,9 @@ class RedisStore(Closing):
         """Write ``exe`` and everything it caused in one script; return the outbox seqs.
 
         A commit carrying only the execution (and perhaps ``processed_event_id``) takes the
-        fast path (exec_save.lua), anything more the full path (exec_commit.lua); both are one
-        round trip. A lost reply is settled by reading the execution back.
+        fast path (lua/executions/save.lua), anything more the full path
+        (lua/executions/commit.lua); both are one round trip. A lost reply is settled by reading
+        the execution back.
         Raises StoreConflict, StatePersistenceError, TypeError, ValueError, StoreOutcomeUnknown.
         """
         plan = plan_commit(
@@ -266,11 +267,11 @@ class RedisStore(Closing):
         now = self.clock.now()
         fast = is_fast_path(plan)
         if fast:
-            script = EXECUTION_SCRIPTS["exec_save"]
+            script = EXECUTION_SCRIPTS["save"]
             keys = self.keys.save_keys(exe.id)
             args = save_args(plan, now, commit_id)
         else:
-            script = EXECUTION_SCRIPTS["exec_commit"]
+            script = EXECUTION_SCRIPTS["commit"]
             keys = self.keys.commit_keys(exe.id)
             args = commit_args(
                 plan,
@@ -497,7 +498,7 @@ class RedisStore(Closing):
             return False
         key = self.keys.timers(self.keys.shard_of(execution_id))
         reply = self._runner.script(
-            EXECUTION_SCRIPTS["exec_delete_timer"],
+            EXECUTION_SCRIPTS["delete_timer"],
             [key],
             [timer_member(execution_id, path), timestamp(fire_at)],
             idempotent=True,
@@ -530,7 +531,7 @@ class RedisStore(Closing):
         now = self.clock.now()
         try:
             index = self._runner.script(
-                EXECUTION_SCRIPTS["exec_append_trace"],
+                EXECUTION_SCRIPTS["append_trace"],
                 [self.keys.trace(execution_id), self.keys.trace_index(execution_id)],
                 [timestamp(now), stored, self._trace_max],
                 idempotent=False,

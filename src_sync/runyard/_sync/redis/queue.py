@@ -7,9 +7,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
-from runyard._memory import check_limit
-from runyard._redis_common import (
+from runyard._sync.closing import Closing
+from runyard._sync.redis.scripts import ScriptRunner, client_from_url
+from runyard.capabilities import StoreCapabilities
+from runyard.clock import Clock, SystemClock
+from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
+from runyard.keys import segment, validate_identifier
+from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
+from runyard.policy import QueuePolicy
+from runyard.redis.common import (
     ITEM_COLUMNS,
     ReplyLost,
     decode_dead_letter,
@@ -21,20 +29,12 @@ from runyard._redis_common import (
     text,
     timestamp,
 )
-from runyard._redis_flavours import (
+from runyard.redis.flavours import (
     RedisClient,
 )
-from runyard._redis_keys import QueueKeys, priority_key, time_key
-from runyard._redis_lua import QUEUE_SCRIPTS
-from runyard._redis_settings import RedisStoreSettings
-from runyard._sync.closing import Closing
-from runyard._sync.redis.scripts import ScriptRunner, client_from_url
-from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
-from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
-from runyard.keys import segment, validate_identifier
-from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
-from runyard.policy import QueuePolicy
+from runyard.redis.keys import QueueKeys, priority_key, time_key
+from runyard.redis.scripts import QUEUE_SCRIPTS
+from runyard.redis.settings import RedisStoreSettings
 
 __all__ = ["RedisWorkQueue"]
 

@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from runyard._flavours import sleep
-from runyard._redis_common import (
+from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
+from runyard.redis.common import (
     CONFIG_SETTINGS,
     ReplyLost,
     classify,
@@ -20,7 +21,7 @@ from runyard._redis_common import (
     retry_delay,
     text,
 )
-from runyard._redis_flavours import (
+from runyard.redis.flavours import (
     ClientStartup,
     NoBackoff,
     Redis,
@@ -31,9 +32,8 @@ from runyard._redis_flavours import (
     Retry,
     client_kwargs,
 )
-from runyard._redis_lua import LuaScript
-from runyard._redis_settings import RedisStoreSettings
-from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
+from runyard.redis.scripts import LuaScript
+from runyard.redis.settings import RedisStoreSettings
 
 __all__ = ["ScriptRunner", "client_from_url"]
 

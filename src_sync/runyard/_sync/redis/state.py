@@ -9,23 +9,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
+from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
-from runyard._memory import DEFAULT_STATUS, check_limit, check_ttl
-from runyard._redis_common import (
-    ReplyLost,
-    decode_run,
-    decode_session,
-    pairs,
-    raise_refusal,
-    text,
-    timestamp,
-)
-from runyard._redis_flavours import (
-    RedisClient,
-)
-from runyard._redis_keys import StateKeys
-from runyard._redis_lua import STATE_SCRIPTS
-from runyard._redis_settings import RedisStoreSettings
 from runyard._sync.closing import Closing
 from runyard._sync.pager import RunIteration
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
@@ -40,6 +25,21 @@ from runyard.errors import (
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.redis.common import (
+    ReplyLost,
+    decode_run,
+    decode_session,
+    pairs,
+    raise_refusal,
+    text,
+    timestamp,
+)
+from runyard.redis.flavours import (
+    RedisClient,
+)
+from runyard.redis.keys import StateKeys
+from runyard.redis.scripts import STATE_SCRIPTS
+from runyard.redis.settings import RedisStoreSettings
 
 __all__ = ["RedisStateStore"]
 

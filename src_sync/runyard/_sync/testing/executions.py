@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from runyard._flavours import gather, sleep
-from runyard._sync.executions import ExecutionStore
+from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.testing.state import BAD_IDENTIFIERS
 from runyard.capabilities import certify
 from runyard.errors import StatePersistenceError, StoreConflict
-from runyard.execution_models import (
+from runyard.executions.models import (
     Event,
     Execution,
     SpawnIntent,

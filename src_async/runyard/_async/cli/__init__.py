@@ -1,0 +1,1 @@
+"""The command line's async pieces (the demo)."""

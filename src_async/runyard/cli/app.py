@@ -1,0 +1,104 @@
+"""The ``runyard`` command's app (needs the cli extra: typer and rich)."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import Enum
+from typing import Annotated, Any
+
+from runyard.cli.demo import DemoPlan, DemoResult
+
+__all__ = ["app"]
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+class Flavour(str, Enum):
+    """Which twin runs the demo."""
+
+    sync = "sync"
+    async_ = "async"
+
+
+def _run(plan: DemoPlan, flavour: Flavour, progress: Any, task: Any) -> DemoResult:
+    def served(_tenant: str) -> None:
+        progress.advance(task)
+
+    if flavour is Flavour.sync:
+        from runyard._sync.cli.demo import run_demo as run_sync
+
+        return run_sync(plan, "sync", served)
+    from runyard._async.cli.demo import run_demo as run_async
+
+    return asyncio.run(run_async(plan, "async", served))
+
+
+def _table(result: DemoResult) -> Table:
+    table = Table(title=f"runyard demo ({result.flavour} twin, memory backend)")
+    for column in ("tenant", "items", "done", "first served", "last served", "median"):
+        table.add_column(column, justify="right" if column != "tenant" else "left")
+    table.add_column("FIFO would serve", justify="right")
+    table.add_column("input tokens", justify="right")
+    for r in result.reports():
+        table.add_row(
+            r.tenant,
+            str(r.items),
+            str(r.completed),
+            f"#{r.first}",
+            f"#{r.last}",
+            f"#{r.median:g}",
+            f"#{r.fifo_first}-#{r.fifo_last}",
+            str(r.tokens),
+        )
+    return table
+
+
+def demo(
+    flavour: Flavour = Flavour.async_,
+    noisy_items: Annotated[int, typer.Option(min=1, help="items of the noisy tenant")] = 300,
+    quiet_tenants: Annotated[int, typer.Option(min=1, help="how many quiet tenants")] = 4,
+    quiet_items: Annotated[int, typer.Option(min=1, help="items per quiet tenant")] = 10,
+    workers: Annotated[int, typer.Option(min=1, help="concurrent workers")] = 4,
+) -> None:
+    """Enqueue work for a noisy tenant and quiet ones, serve it, and show nobody starved."""
+    console = Console()
+    try:
+        plan = DemoPlan(
+            noisy_items=noisy_items,
+            quiet_tenants=quiet_tenants,
+            quiet_items=quiet_items,
+            workers=workers,
+        )
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    columns = (
+        TextColumn("serving"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("serving", total=plan.total)
+        result = _run(plan, flavour, progress, task)
+    console.print(_table(result))
+    if result.completed != plan.total or result.quiet_tenants_starved():
+        console.print("[red]quiet tenants waited behind the noisy one[/red]")
+        raise typer.Exit(1)
+    quiet_done = max(r.last for r in result.reports() if r.tenant != "noisy")
+    console.print(
+        f"all {plan.total} items done; every quiet tenant was finished by item #{quiet_done} "
+        f"of {plan.total} (FIFO would have kept them waiting until #{plan.total})."
+    )
+
+
+app = typer.Typer(help="runyard: durable run state and work queues.", no_args_is_help=True)
+app.command(help=demo.__doc__)(demo)
+
+
+@app.callback()
+def _root() -> None:
+    """runyard's command line."""

@@ -1,0 +1,58 @@
+"""Copies of stored JSON and records, so no caller of the memory stores shares mutable state."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from runyard.models import (
+    DeadLetter,
+    Lease,
+    RunPage,
+    RunRecord,
+    SessionRecord,
+    WorkItem,
+)
+
+__all__ = ["detached"]
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _fresh(value: Any) -> Any:
+    return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+
+
+def _detach(value: Any) -> Any:
+    """A copy of a returned record that shares no mutable JSON with the stored one.
+
+    Only the JSON fields (blob, payload) can be mutated by a caller; the rest of each model is
+    frozen and immutable, so a shallow copy with a fresh JSON field is enough (and several
+    times cheaper than a deep model copy on this hot path).
+    """
+    if isinstance(value, (RunRecord, SessionRecord)):
+        return value.model_copy(update={"blob": _fresh(value.blob)})
+    if isinstance(value, WorkItem):
+        return value.model_copy(update={"payload": _fresh(value.payload)})
+    if isinstance(value, (Lease, DeadLetter)):
+        return value.model_copy(update={"item": _detach(value.item)})
+    if isinstance(value, RunPage):
+        return value.model_copy(update={"items": [_detach(r) for r in value.items]})
+    if isinstance(value, list):
+        return [_detach(v) for v in value]
+    return value
+
+
+def detached(method: Callable[P, T]) -> Callable[P, T]:
+    """Return deep copies of what ``method`` returns, so no caller can change stored state
+    (what Redis and PostgreSQL give by construction)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return _detach(method(*args, **kwargs))  # type: ignore[no-any-return]
+
+    return wrapper

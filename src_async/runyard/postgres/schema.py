@@ -1,0 +1,169 @@
+"""The published PostgreSQL schema and the table names it is rendered for (no I/O)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+
+from runyard.errors import ConfigurationError
+
+__all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
+
+# The schema version of each component this runyard was written for (rows of the schema table).
+SCHEMA_VERSIONS: dict[str, int] = {"state": 1, "queue": 1, "executions": 1}
+
+# The execution store's tables (StateTables fields), in the order verify() checks them.
+EXECUTION_TABLES = (
+    "executions",
+    "outbox",
+    "spawns",
+    "processed",
+    "timers",
+    "trace",
+    "trace_heads",
+)
+
+# Lower-case plain identifiers only, short enough that derived index and sequence names
+# ("<table>_token_seq", "<table>_by_session") stay within PostgreSQL's 63-byte limit.
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,47}")
+
+
+def _check(name: object, what: str) -> str:
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise ConfigurationError(
+            f"{what} {name!r} is not a plain identifier: use 1 to 48 lower-case letters, "
+            "digits and underscores, starting with a letter or underscore"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class StateTables:
+    """The names of runyard's tables (and optionally their schema).
+
+    Every name must be a plain lower-case identifier; anything else raises ConfigurationError,
+    so no name can ever inject SQL.
+    """
+
+    runs: str = "runyard_runs"
+    sessions: str = "runyard_sessions"
+    run_leases: str = "runyard_run_leases"
+    work: str = "runyard_work_items"
+    turns: str = "runyard_tenant_turns"
+    schema_table: str = "runyard_schema"
+    schema: str | None = None
+    executions: str = "runyard_executions"
+    outbox: str = "runyard_execution_outbox"
+    spawns: str = "runyard_execution_spawns"
+    processed: str = "runyard_execution_processed"
+    timers: str = "runyard_execution_timers"
+    trace: str = "runyard_execution_trace"
+    trace_heads: str = "runyard_execution_trace_heads"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "schema" and value is None:
+                continue
+            _check(value, f"table name {f.name}=" if f.name != "schema" else "schema")
+
+    @classmethod
+    def with_prefix(cls, prefix: str, *, schema: str | None = None) -> StateTables:
+        """Return the default names with ``runyard_`` replaced by ``prefix``."""
+        return cls(
+            runs=f"{prefix}runs",
+            sessions=f"{prefix}sessions",
+            run_leases=f"{prefix}run_leases",
+            work=f"{prefix}work_items",
+            turns=f"{prefix}tenant_turns",
+            schema_table=f"{prefix}schema",
+            schema=schema,
+            executions=f"{prefix}executions",
+            outbox=f"{prefix}execution_outbox",
+            spawns=f"{prefix}execution_spawns",
+            processed=f"{prefix}execution_processed",
+            timers=f"{prefix}execution_timers",
+            trace=f"{prefix}execution_trace",
+            trace_heads=f"{prefix}execution_trace_heads",
+        )
+
+    def qualified(self, name: str) -> str:
+        """Return ``name`` quoted and, when a schema is set, schema-qualified."""
+        return f'"{self.schema}"."{name}"' if self.schema else f'"{name}"'
+
+    def sequence(self, kind: str) -> str:
+        """Return the qualified name of one of the work queue's sequences (work, token, turn)."""
+        base = {"work": self.work, "token": self.work, "turn": self.turns}[kind]
+        suffix = {"work": "_ready_seq", "token": "_token_seq", "turn": "_counter_seq"}[kind]
+        return self.qualified(base + suffix)
+
+    def placeholders(self) -> dict[str, str]:
+        """The values that fill the braces of the schema and statement templates."""
+        values = {
+            "runs": self.qualified(self.runs),
+            "sessions": self.qualified(self.sessions),
+            "run_leases": self.qualified(self.run_leases),
+            "work": self.qualified(self.work),
+            "turns": self.qualified(self.turns),
+            "schema_table": self.qualified(self.schema_table),
+            "runs_name": self.runs,
+            "work_name": self.work,
+            "turns_name": self.turns,
+            "work_seq": self.sequence("work"),
+            "token_seq": self.sequence("token"),
+            "turn_seq": self.sequence("turn"),
+        }
+        # Sequence names as text literals for nextval('...'); identifiers never hold a quote.
+        values["work_seq_name"] = values["work_seq"]
+        values["token_seq_name"] = values["token_seq"]
+        values["turn_seq_name"] = values["turn_seq"]
+        for name in EXECUTION_TABLES:
+            values[name] = self.qualified(getattr(self, name))
+            values[f"{name}_name"] = getattr(self, name)
+        return values
+
+    def state_relations(self) -> tuple[str, ...]:
+        """Qualified names of everything the state store needs."""
+        return (
+            self.qualified(self.schema_table),
+            self.qualified(self.runs),
+            self.qualified(self.sessions),
+            self.qualified(self.run_leases),
+        )
+
+    def queue_relations(self) -> tuple[str, ...]:
+        """Qualified names of everything the work queue needs."""
+        return (
+            self.qualified(self.schema_table),
+            self.qualified(self.work),
+            self.qualified(self.turns),
+            self.sequence("work"),
+            self.sequence("token"),
+            self.sequence("turn"),
+        )
+
+    def execution_relations(self) -> tuple[str, ...]:
+        """Qualified names of everything the execution store needs."""
+        return (
+            self.qualified(self.schema_table),
+            *(self.qualified(getattr(self, name)) for name in EXECUTION_TABLES),
+        )
+
+
+@cache
+def _template() -> str:
+    return resources.files("runyard.postgres").joinpath("schema.sql").read_text("utf-8")
+
+
+def schema_sql(tables: StateTables | None = None) -> str:
+    """Return the DDL of runyard's schema for ``tables`` (the defaults when None).
+
+    Apply it with your migration tool; runyard itself never runs DDL.
+    """
+    return _template().format_map((tables or StateTables()).placeholders())
+
+
+EXPECTED_SCHEMA = schema_sql()
+"""The DDL for the default table names, versioned by the rows it writes to the schema table."""

@@ -1,0 +1,50 @@
+"""PostgresStoreSettings: how to reach PostgreSQL, with the DSN kept secret."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
+from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
+
+__all__ = ["PostgresStoreSettings"]
+
+SUPPORTED_SCHEMA_VERSIONS = tuple(sorted(set(SCHEMA_VERSIONS.values())))
+
+
+class PostgresStoreSettings(BaseSettings):
+    """Settings of the PostgreSQL stores, read from ``RUNYARD_POSTGRES_*`` or passed in.
+
+    ``dsn`` is a SecretStr: it never appears in a repr, a JSON dump, a log line or an error
+    (``hide_input_in_errors``). Raises pydantic.ValidationError for a bad setting.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="RUNYARD_POSTGRES_", hide_input_in_errors=True, extra="forbid", frozen=True
+    )
+
+    dsn: SecretStr
+    schema_version: int = SUPPORTED_SCHEMA_VERSIONS[-1]
+    max_value_bytes: int = Field(default=DEFAULT_MAX_VALUE_BYTES, gt=0)
+    retry_attempts: int = Field(default=3, ge=0, le=20)
+    retry_backoff_seconds: float = Field(default=0.05, ge=0)
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=10, ge=1)
+    pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    prepare: bool = True
+    db_schema: str | None = None
+    table_prefix: str = "runyard_"
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value not in SUPPORTED_SCHEMA_VERSIONS:
+            raise ValueError(
+                f"this runyard was written for schema version(s) {SUPPORTED_SCHEMA_VERSIONS}"
+            )
+        return value
+
+    def tables(self) -> StateTables:
+        """The StateTables these settings name. Raises ConfigurationError for a bad name."""
+        return StateTables.with_prefix(self.table_prefix, schema=self.db_schema)

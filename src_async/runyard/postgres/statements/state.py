@@ -1,0 +1,164 @@
+"""The state store's statements (runs, sessions, run leases, verify), as templates."""
+
+from __future__ import annotations
+
+__all__ = ["STATE_TEMPLATES"]
+
+# A live lease on run ($1, $2) with epoch {fence} at time {now}; locked FOR SHARE so that a
+# concurrent acquire (which bumps the epoch) waits for the write, or the write sees the new epoch.
+_FENCE = """fence AS (
+    SELECT 1 FROM {run_leases} l
+    WHERE l.tenant = $1::text AND l.run_id = $2::text AND l.epoch = {fence}::bigint
+      AND l.holder IS NOT NULL AND l.expires_at >= {now}::float8
+    FOR SHARE
+)"""
+
+STATE_TEMPLATES: dict[str, str] = {
+    # -- runs ------------------------------------------------------------------------------
+    # $1 tenant $2 run_id $3 blob $4 status $5 session_id $6 now $7 fence $8 expected version.
+    # One statement for create (expected 0: INSERT ... ON CONFLICT DO NOTHING) and update
+    # (UPDATE ... WHERE version = expected), both guarded by the fence. The written run comes
+    # back in the first columns; when nothing was written, one row of NULLs followed by what
+    # explains the refusal as this statement's snapshot saw it: (version, epoch, holder,
+    # expires_at), the columns of probe_run.
+    "put_run": "WITH "
+    + _FENCE.format(run_leases="{run_leases}", fence="$7", now="$6")
+    + """, updated AS (
+    UPDATE {runs} AS r
+    SET blob = $3::text::jsonb, version = r.version + 1, status = COALESCE($4::text, r.status),
+        session_id = COALESCE($5::text, r.session_id), updated_at = $6::float8
+    WHERE r.tenant = $1::text AND r.run_id = $2::text AND $8::bigint > 0
+      AND r.version = $8::bigint
+      AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+    RETURNING {run_cols_r}
+), inserted AS (
+    INSERT INTO {runs} AS r
+        (tenant, run_id, blob, version, status, session_id, created_at, updated_at)
+    SELECT $1::text, $2::text, $3::text::jsonb, 1, $4::text, $5::text, $6::float8, $6::float8
+    WHERE $8::bigint = 0 AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+    ON CONFLICT (tenant, run_id) DO NOTHING
+    RETURNING {run_cols_r}
+), written AS (
+    SELECT * FROM updated UNION ALL SELECT * FROM inserted
+)
+SELECT w.*, NULL::bigint, NULL::bigint, NULL::text, NULL::float8 FROM written w
+UNION ALL
+SELECT {run_nulls},
+       (SELECT r.version FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text),
+       l.epoch, l.holder, l.expires_at
+FROM (SELECT 1) AS one
+LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text
+WHERE NOT EXISTS (SELECT 1 FROM written)""",
+    # $1 tenant $2 run_id $3..$7 deltas $8 status $9 now $10 fence
+    "patch_run": "WITH "
+    + _FENCE.format(run_leases="{run_leases}", fence="$10", now="$9")
+    + """
+UPDATE {runs} AS r
+SET input_tokens = r.input_tokens + $3::bigint, output_tokens = r.output_tokens + $4::bigint,
+    cost_micros = r.cost_micros + $5::bigint, iterations = r.iterations + $6::bigint,
+    "cursor" = r."cursor" + $7::bigint, status = COALESCE($8::text, r.status),
+    version = r.version + 1, updated_at = $9::float8
+WHERE r.tenant = $1::text AND r.run_id = $2::text
+  AND ($10::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+RETURNING {run_cols_r}""",
+    # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now
+    "delete_run": "WITH "
+    + _FENCE.format(run_leases="{run_leases}", fence="$4", now="$5")
+    + """
+DELETE FROM {runs} AS r
+WHERE r.tenant = $1::text AND r.run_id = $2::text
+  AND ($3::bigint IS NULL OR r.version = $3::bigint)
+  AND ($4::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+RETURNING r.version""",
+    # $1 tenant $2 run_id: the run's version and its lease, to explain a refused write
+    "probe_run": """
+SELECT (SELECT r.version FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text),
+       l.epoch, l.holder, l.expires_at
+FROM (SELECT 1) AS one
+LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text""",
+    "get_run": """
+SELECT {run_cols_r} FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text""",
+    # $1 tenant $2 after seq $3 status $4 session_id $5 limit (one more than the page)
+    "list_runs": """
+SELECT {run_cols_r} FROM {runs} r
+WHERE r.tenant = $1::text AND r.seq > $2::bigint
+  AND ($3::text IS NULL OR r.status = $3::text)
+  AND ($4::text IS NULL OR r.session_id = $4::text)
+ORDER BY r.seq
+LIMIT $5::bigint""",
+    # -- sessions --------------------------------------------------------------------------
+    # $1 tenant $2 session_id $3 blob $4 now $5 expected version: one statement for create
+    # (expected 0) and update. The written session, or one row of NULLs and the version this
+    # statement's snapshot saw (NULL: none) when nothing was written.
+    "put_session": """
+WITH updated AS (
+    UPDATE {sessions} AS s
+    SET blob = $3::text::jsonb, version = s.version + 1, updated_at = $4::float8
+    WHERE s.tenant = $1::text AND s.session_id = $2::text AND $5::bigint > 0
+      AND s.version = $5::bigint
+    RETURNING {session_cols_s}
+), inserted AS (
+    INSERT INTO {sessions} AS s (tenant, session_id, blob, version, created_at, updated_at)
+    SELECT $1::text, $2::text, $3::text::jsonb, 1, $4::float8, $4::float8
+    WHERE $5::bigint = 0
+    ON CONFLICT (tenant, session_id) DO NOTHING
+    RETURNING {session_cols_s}
+), written AS (
+    SELECT * FROM updated UNION ALL SELECT * FROM inserted
+)
+SELECT w.*, NULL::bigint FROM written w
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT s.version FROM {sessions} s
+        WHERE s.tenant = $1::text AND s.session_id = $2::text)
+WHERE NOT EXISTS (SELECT 1 FROM written)""",
+    "get_session": """
+SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at
+FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text""",
+    # $1 tenant $2 session_id $3 cascade: (runs deleted, sessions deleted, runs the session had)
+    "delete_session": """
+WITH doomed_runs AS (
+    DELETE FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text AND $3::boolean
+    RETURNING 1
+), doomed_session AS (
+    DELETE FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text
+      AND ($3::boolean OR NOT EXISTS (
+          SELECT 1 FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM doomed_runs), (SELECT count(*) FROM doomed_session),
+       (SELECT count(*) FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text)""",
+    # -- run leases ------------------------------------------------------------------------
+    # $1 tenant $2 run_id $3 holder $4 now $5 expires_at
+    "acquire_lease": """
+INSERT INTO {run_leases} AS l (tenant, run_id, holder, epoch, expires_at)
+VALUES ($1::text, $2::text, $3::text, 1, $5::float8)
+ON CONFLICT (tenant, run_id) DO UPDATE
+SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
+    epoch = CASE WHEN l.holder IS NOT NULL AND l.expires_at >= $4::float8
+                 THEN l.epoch ELSE l.epoch + 1 END
+WHERE l.holder IS NULL OR l.expires_at < $4::float8 OR l.holder = EXCLUDED.holder
+RETURNING l.tenant, l.run_id, l.holder, l.epoch, l.expires_at""",
+    "get_lease": """
+SELECT l.tenant, l.run_id, l.holder, l.epoch, l.expires_at FROM {run_leases} l
+WHERE l.tenant = $1::text AND l.run_id = $2::text""",
+    # $1 tenant $2 run_id $3 epoch $4 now $5 new expiry
+    "renew_lease": """
+UPDATE {run_leases} AS l SET expires_at = $5::float8
+WHERE l.tenant = $1::text AND l.run_id = $2::text AND l.epoch = $3::bigint
+  AND l.holder IS NOT NULL AND l.expires_at >= $4::float8
+RETURNING l.tenant, l.run_id, l.holder, l.epoch, l.expires_at""",
+    # $1 tenant $2 run_id $3 epoch: the epoch row stays, so the next holder gets epoch + 1
+    "release_lease": """
+UPDATE {run_leases} AS l SET holder = NULL, expires_at = NULL
+WHERE l.tenant = $1::text AND l.run_id = $2::text AND l.epoch = $3::bigint
+  AND l.holder IS NOT NULL
+RETURNING l.epoch""",
+    # -- verify ----------------------------------------------------------------------------
+    # $1 relation names: the statement timeout and the relations that do not exist
+    "verify_relations": """
+SELECT current_setting('statement_timeout'),
+       ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NULL)""",
+    "verify_versions": """
+SELECT v.component, v.version FROM {schema_table} v""",
+}

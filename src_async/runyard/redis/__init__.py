@@ -1,0 +1,38 @@
+"""The Redis backend, both twins: ``pip install runyard[redis]``. See docs/redis.md.
+
+This folder holds what both twins share and is not I/O (settings, keys, reply decoding, preflight
+decisions, the driver pair and the Lua scripts in ``lua/``); the I/O is in
+``runyard._async.redis`` and its generated twin ``runyard._sync.redis``.
+"""
+
+from typing import TYPE_CHECKING
+
+from runyard._lazy import lazy_exports
+from runyard.redis.settings import RedisStoreSettings
+
+if TYPE_CHECKING:
+    from runyard._async.redis import AsyncRedisStateStore, AsyncRedisStore, AsyncRedisWorkQueue
+    from runyard._sync.redis import RedisStateStore, RedisStore, RedisWorkQueue
+
+__all__ = [
+    "AsyncRedisStateStore",
+    "AsyncRedisStore",
+    "AsyncRedisWorkQueue",
+    "RedisStateStore",
+    "RedisStore",
+    "RedisStoreSettings",
+    "RedisWorkQueue",
+]
+
+RedisStoreSettings.__module__ = "runyard.redis"
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(
+            ("AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisWorkQueue"),
+            "runyard._async.redis",
+        ),
+        **dict.fromkeys(("RedisStateStore", "RedisStore", "RedisWorkQueue"), "runyard._sync.redis"),
+    },
+    extra="redis",
+)

@@ -1,0 +1,335 @@
+"""What both Redis twins share and is not I/O: reply decoding, failure classification,
+preflight decisions, retry delays and the policy tables passed to the queue scripts."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from runyard._json import load_json
+from runyard.errors import LeaseLostError, RunyardError, StateConflictError, WorkItemNotFoundError
+from runyard.models import DeadLetter, Lease, RunRecord, SessionRecord, WorkItem
+from runyard.policy import FailureDecision, QueuePolicy
+from runyard.redis.flavours import (
+    AsyncRedis,
+    AsyncRedisCluster,
+    BusyLoadingError,
+    ClusterDownError,
+    MaxConnectionsError,
+    NoScriptError,
+    ReadOnlyError,
+    RedisCluster,
+    RedisClusterException,
+    RedisConnectionError,
+    RedisTimeoutError,
+    ResponseError,
+    TryAgainError,
+)
+
+__all__ = [
+    "CONFIG_SETTINGS",
+    "ITEM_COLUMNS",
+    "Failure",
+    "ReplyLost",
+    "classify",
+    "client_retries",
+    "client_retry_problem",
+    "config_unavailable_message",
+    "decode_dead_letter",
+    "decode_item",
+    "decode_lease",
+    "decode_run",
+    "decode_session",
+    "failure_table",
+    "item_lease_fields",
+    "lapse_table",
+    "pairs",
+    "preflight_problems",
+    "raise_refusal",
+    "raise_settle_refusal",
+    "retry_delay",
+    "text",
+    "timestamp",
+]
+
+Failure = Literal["noscript", "not_applied", "ambiguous", "pool", "fatal"]
+CONFIG_SETTINGS = ("maxmemory-policy", "appendonly", "save")
+# The item columns of an item reply after (tenant, id), as queue_prelude.lua's ITEM_COLUMNS.
+ITEM_COLUMNS = (
+    "payload",
+    "priority",
+    "state",
+    "attempts",
+    "available",
+    "enqueued",
+    "dedupe",
+    "worker",
+    "expires",
+    "error",
+    "claimed",
+    "token",
+    "dead_reason",
+    "dead_at",
+)
+_NOT_APPLIED_PREFIXES = ("LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM")
+
+
+class ReplyLost(RunyardError):
+    """Internal: a write was sent and its reply was lost; the store reads back or gives up."""
+
+
+def classify(exc: BaseException) -> Failure:
+    """Say what a redis-py error means for a command that was being sent.
+
+    ``not_applied``: the server certainly did not run it (refused connection, loading, failover
+    in progress), so it is safe to send again. ``ambiguous``: it may have run (the connection
+    died or timed out after sending). ``pool``: no connection was free. ``fatal``: anything
+    else (a script error, a permission error), never retried.
+    """
+    if isinstance(exc, NoScriptError):
+        return "noscript"
+    if isinstance(exc, MaxConnectionsError):
+        return "pool"
+    if isinstance(exc, BusyLoadingError):
+        return "not_applied"
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+        message = str(exc)
+        if "No connection available" in message or "Too many connections" in message:
+            return "pool"
+        # redis-py words every failure to open a socket as "... connecting to <host> ...".
+        if "connecting to" in message:
+            return "not_applied"
+        return "ambiguous"
+    if isinstance(exc, (ClusterDownError, TryAgainError, ReadOnlyError)):
+        return "not_applied"
+    if isinstance(exc, ResponseError):
+        return "not_applied" if str(exc).startswith(_NOT_APPLIED_PREFIXES) else "fatal"
+    if isinstance(exc, RedisClusterException):
+        return "not_applied"
+    if isinstance(exc, OSError):
+        return "ambiguous"
+    return "fatal"
+
+
+def client_retries(client: Any) -> int:
+    """How many times redis-py itself re-sends a failed command on ``client`` (-1: forever).
+
+    A RedisCluster (either flavour) retries with its own ``retry`` (built from
+    ``cluster_error_retry_attempts`` when none is given; its node connections never retry). A
+    single-server client retries with its connection pool's ``retry`` (or once, when only
+    ``retry_on_error``/``retry_on_timeout`` is set). fakeredis clients carry no retry: 0.
+    """
+    if isinstance(client, (AsyncRedisCluster, RedisCluster)):
+        retry = getattr(client, "retry", None)
+        return 0 if retry is None else int(retry.get_retries())
+    get_kwargs = getattr(client, "get_connection_kwargs", None)
+    kwargs: Mapping[str, Any] = get_kwargs() if callable(get_kwargs) else {}
+    retry = kwargs.get("retry")
+    if retry is not None:
+        return int(retry.get_retries())
+    return 1 if kwargs.get("retry_on_error") or kwargs.get("retry_on_timeout") else 0
+
+
+def client_retry_problem(client: Any) -> str | None:
+    """Say why ``client`` cannot back a store (redis-py's own retries are on), or None."""
+    retries = client_retries(client)
+    if retries == 0:
+        return None
+    is_asyncio = isinstance(client, (AsyncRedis, AsyncRedisCluster))
+    retry_class = "redis.asyncio.retry.Retry" if is_asyncio else "redis.retry.Retry"
+    count = "without limit" if retries < 0 else f"up to {retries} times"
+    return (
+        f"the injected {type(client).__name__} client re-sends failed commands itself "
+        f"({count}; redis-py clients retry by default), so a write whose reply was lost would "
+        "be applied twice; the store owns retries: build the client with "
+        f"retry=Retry(NoBackoff(), 0) (Retry from {retry_class}, NoBackoff from "
+        "redis.backoff), or use from_url(), which does"
+    )
+
+
+def retry_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """Seconds before retry number ``attempt`` (1-based): doubling, capped, full jitter."""
+    ceiling = min(cap, base * 2 ** max(attempt - 1, 0))
+    return float(ceiling * (rng or random).random())
+
+
+def preflight_problems(config: Mapping[str, str], *, durable: bool) -> list[str]:
+    """Return one sentence per server setting that makes the store unsafe (empty: accepted)."""
+    problems = []
+    policy = config.get("maxmemory-policy", "")
+    if policy.startswith("allkeys-") or policy == "volatile-ttl":
+        problems.append(
+            f"maxmemory-policy is {policy!r}: under memory pressure Redis would evict runyard's "
+            "runs, leases and work items; set maxmemory-policy to 'noeviction'"
+        )
+    appendonly, save = config.get("appendonly", ""), config.get("save")
+    if durable and appendonly == "no" and save is not None and not save.strip():
+        problems.append(
+            "appendonly is 'no' and save is '': the server persists nothing, so a restart loses "
+            "every run and work item; turn on appendonly (or set save), or pass durable=False "
+            "for a server that may lose everything"
+        )
+    return problems
+
+
+def config_unavailable_message(reason: str) -> str:
+    """The warning for a server whose CONFIG command is disabled (managed Redis)."""
+    return (
+        f"preflight could not read the server's configuration ({reason}); check by hand that "
+        "maxmemory-policy is 'noeviction' and that appendonly or save persists data"
+    )
+
+
+def text(value: Any) -> str:
+    """Return a reply element as text (replies are bytes unless decode_responses is on)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value)
+
+
+def _opt_text(value: Any) -> str | None:
+    return None if value is None else text(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(text(value))
+
+
+def timestamp(moment: float) -> str:
+    """A time as the exact text a script stores and compares (repr round-trips a float)."""
+    return repr(float(moment))
+
+
+def pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    """Turn a flat ``[name, value, name, value...]`` reply into a dict keyed by text."""
+    return {text(flat[i]): flat[i + 1] for i in range(0, len(flat) - 1, 2)}
+
+
+def decode_run(tenant: str, run_id: str, fields: Mapping[Any, Any], blob: Any = None) -> RunRecord:
+    """Build a RunRecord from a run hash; ``blob`` replaces the stored text when given."""
+    f = {text(k): v for k, v in fields.items()}
+    return RunRecord(
+        tenant=tenant,
+        run_id=run_id,
+        blob=load_json(f["blob"]) if blob is None else blob,
+        version=int(f["version"]),
+        status=text(f["status"]),
+        session_id=_opt_text(f.get("session")),
+        input_tokens=int(f["input_tokens"]),
+        output_tokens=int(f["output_tokens"]),
+        cost_micros=int(f["cost_micros"]),
+        iterations=int(f["iterations"]),
+        cursor=int(f["cursor"]),
+        created_at=float(text(f["created_at"])),
+        updated_at=float(text(f["updated_at"])),
+        seq=int(f["seq"]),
+    )
+
+
+def decode_session(tenant: str, session_id: str, fields: Mapping[Any, Any]) -> SessionRecord:
+    """Build a SessionRecord from a session hash."""
+    f = {text(k): v for k, v in fields.items()}
+    return SessionRecord(
+        tenant=tenant,
+        session_id=session_id,
+        blob=load_json(f["blob"]),
+        version=int(f["version"]),
+        created_at=float(text(f["created_at"])),
+        updated_at=float(text(f["updated_at"])),
+    )
+
+
+def decode_item(reply: Sequence[Any]) -> WorkItem:
+    """Build a WorkItem from a queue script's item reply (tenant, id, then the columns)."""
+    (
+        tenant,
+        item_id,
+        payload,
+        priority,
+        state,
+        attempts,
+        available,
+        enqueued,
+        dedupe,
+        worker,
+        expires,
+        error,
+    ) = reply[:12]
+    return WorkItem(
+        tenant=text(tenant),
+        item_id=text(item_id),
+        payload=load_json(payload),
+        priority=int(priority),
+        state=text(state),
+        attempts=int(attempts),
+        available_at=float(text(available)),
+        enqueued_at=float(text(enqueued)),
+        dedupe_key=_opt_text(dedupe),
+        worker=_opt_text(worker),
+        lease_expires_at=_opt_float(expires),
+        last_error=_opt_text(error),
+    )
+
+
+def item_lease_fields(reply: Sequence[Any]) -> tuple[float, int]:
+    """Return (claimed_at, token) from a leased item's reply."""
+    return float(text(reply[12])), int(reply[13])
+
+
+def decode_dead_letter(reply: Sequence[Any]) -> DeadLetter:
+    """Build a DeadLetter from a dead item's reply."""
+    return DeadLetter(
+        item=decode_item(reply), reason=text(reply[14]), dead_at=float(text(reply[15]))
+    )
+
+
+def raise_refusal(reply: Sequence[Any], subject: str, expected: int = 0, what: str = "run") -> None:
+    """Raise the error a script reported (``conflict``, ``lease_lost``), if it reported one."""
+    status = text(reply[0])
+    if status == "conflict":
+        raise StateConflictError(expected, int(reply[1]), what=what)
+    if status == "lease_lost":
+        raise LeaseLostError(subject, text(reply[1]))  # type: ignore[arg-type]
+
+
+def _row(decision: FailureDecision) -> list[str]:
+    at = "" if decision.retry_at is None else timestamp(decision.retry_at)
+    return [decision.outcome, at, decision.reason]
+
+
+def failure_table(policy: QueuePolicy, now: float, *, retryable: bool) -> list[str]:
+    """QueuePolicy.on_failure for attempts 1..max_attempts, flattened for fail.lua."""
+    out = [str(policy.max_attempts)]
+    for attempts in range(1, policy.max_attempts + 1):
+        out += _row(policy.on_failure(attempts, now, retryable=retryable))
+    return out
+
+
+def lapse_table(policy: QueuePolicy, now: float) -> list[str]:
+    """QueuePolicy.on_lapse for attempts 1..max_attempts, flattened for reap.lua."""
+    out = [str(policy.max_attempts)]
+    for attempts in range(1, policy.max_attempts + 1):
+        out += _row(policy.on_lapse(attempts, now))
+    return out
+
+
+def decode_lease(reply: Sequence[Any]) -> Lease:
+    """The Lease a claim, heartbeat or adopt script replies with (an item reply)."""
+    item = decode_item(reply)
+    claimed_at, token = item_lease_fields(reply)
+    assert item.worker is not None and item.lease_expires_at is not None
+    return Lease(
+        item=item,
+        token=token,
+        worker=item.worker,
+        claimed_at=claimed_at,
+        expires_at=item.lease_expires_at,
+    )
+
+
+def raise_settle_refusal(reply: Sequence[Any], tenant: str, item_id: str) -> None:
+    """Raise what a refused settle's reply says: WorkItemNotFoundError or LeaseLostError."""
+    if text(reply[0]) == "not_found":
+        raise WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
+    raise_refusal(reply, item_id)
