@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy src_async/runyard src_sync/runyard/_sync
+	$(BIN)/mypy src_async/runyard src_sync/runyard/_sync tests/_sync tests/support codegen
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-import runyard
+import runyard.postgres
 from runyard import ConfigurationError
 from runyard.postgres import EXPECTED_SCHEMA, StateTables, schema_sql
 
@@ -25,7 +25,7 @@ def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
 
 
 def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
-    assert runyard.EXPECTED_SCHEMA == EXPECTED_SCHEMA
+    assert runyard.postgres.EXPECTED_SCHEMA == EXPECTED_SCHEMA
     assert "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 1)" in (
         EXPECTED_SCHEMA
     )

@@ -515,7 +515,7 @@ async def test_a_resend_beaten_by_another_worker_is_a_conflict(
 
         async def another_worker_commits() -> None:
             await runner.script(
-                EXECUTION_SCRIPTS["exec_save"],
+                EXECUTION_SCRIPTS["save"],
                 store.keys.save_keys("e1"),
                 save_args(plan_commit(theirs), T0, "their-commit"),
                 idempotent=False,
