@@ -1,184 +1,175 @@
-"""The rules that turn async source into sync source, built on unasync's token rewriter."""
+"""The names unasync is fed, unasync's Rule that renames them, and the small post-pass after it."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import tokenize_rt
-import unasync
+import tokenize_rt  # type: ignore[import-untyped]  # no py.typed in 6.2.0
+import unasync  # type: ignore[import-untyped]  # unasync ships no type hints
 
-# unasync's own table, narrowed to the entries this project uses (a rule that never fires fails the
-# generator), plus the project's names. `AsyncX` -> `X` is handled by CLASS_RE, not by unasync's
-# default `AsyncX` -> `SyncX`.
-NAME_RULES: dict[str, str] = {
-    "__aenter__": "__enter__",
-    "__aexit__": "__exit__",
-    "__aiter__": "__iter__",
-    "__anext__": "__next__",
-    "AsyncIterator": "Iterator",
-    "StopAsyncIteration": "StopIteration",
+# The project's additions to unasync's own table (`__aenter__`, `AsyncIterator`, ... are unasync's).
+# Each must fire somewhere in a run: a rule that never fires fails the generator.
+EXTRA_NAMES: dict[str, str] = {
     "aclose": "close",
     "_async": "_sync",
     "async_sleep": "sleep",
     "async_gather": "gather",
     "pytest_asyncio": "pytest",
 }
-# Names that must never reach a sync twin; each has a flavour pair in runyard._flavours.
-FORBIDDEN_IN_SYNC = ("asyncio", "anyio", "await", "async")
-# Async-only names the rules do not translate, refused in the async source with the repair.
-FORBIDDEN_IN_SOURCE = {
-    "AsyncGenerator": "annotate with AsyncIterator[T] (its twin Generator needs 3 arguments)",
-    "asynccontextmanager": "write a class with __aenter__/__aexit__",
-    "anext": "call __anext__() or iterate with async for",
-    "aiter": "call __aiter__() or iterate with async for",
-}
-# What must not hide inside an f-string either (f-strings are copied untouched).
-FSTRING_FORBIDDEN_RE = re.compile(r"\b(_?Async[A-Z]\w*|_async|await|asyncio|aclose)\b")
-# Whole lines dropped from the sync twin (stripped text).
-DROP_LINES = ("@pytest.mark.asyncio", "import pytest_asyncio")
-CLASS_RE = re.compile(r"\b(_?)Async([A-Z]\w*)")
-AWAITABLE = "Awaitable"
-KEYWORDS = ("async", "await")
-
-FSTRING_START = "FSTRING_START"
-FSTRING_END = "FSTRING_END"
-STRING_PREFIX_RE = re.compile(r"^[rRbBuUfF]*")
+# `AsyncX` -> `X`, `_AsyncX` -> `_X`; unasync's fallback gives `SyncX` (and leaves `_AsyncX`).
+ASYNC_NAME_RE = re.compile(r"(_?)Async([A-Z]\w*)")
+WORD_RE = re.compile(r"\b[A-Za-z_]\w*\b")
+# Post-pass rules, counted like the names.
+DOCSTRING = "post:names in docstrings"
+AWAITABLE = "post:Awaitable[T] -> T"
+MARKER = "@pytest.mark.asyncio"
+DROP_MARKER = f"post:drop {MARKER} lines"
+POST_RULES = (DOCSTRING, AWAITABLE, DROP_MARKER)
 
 
 @dataclass
 class RuleStats:
-    """How often each rule fired over a whole generation run."""
+    """How often each project rule fired over a whole generation run."""
 
     fired: Counter[str] = field(default_factory=Counter)
+    fallbacks: list[str] = field(default_factory=list)
 
     def dead_rules(self) -> list[str]:
-        """Return the rules that never fired."""
-        every = [f"name:{k}" for k in NAME_RULES]
-        every += [f"drop:{line}" for line in DROP_LINES]
-        every += ["class:AsyncX", "generic:Awaitable[T]", "keyword:async", "keyword:await"]
+        """Return the project rules (extra names, post-pass rules) that never fired."""
+        every = [f"name:{k}" for k in EXTRA_NAMES] + list(POST_RULES)
         return [rule for rule in every if not self.fired[rule]]
 
 
-class TwinRule(unasync.Rule):  # type: ignore[misc]
-    """unasync's Rule with this project's names, counted, and deterministic across Pythons.
-
-    Python 3.12 tokenises f-strings into parts while 3.10 and 3.11 see one STRING token; to give
-    the same output everywhere, f-strings are copied untouched on every version (so never name
-    an async-only symbol inside an f-string).
-    """
-
-    def __init__(self, fromdir: str, todir: str, stats: RuleStats) -> None:
-        super().__init__(fromdir, todir, additional_replacements=NAME_RULES)
-        self.token_replacements = dict(NAME_RULES)
-        self.stats = stats
-
-    def _unasync_name(self, name: str) -> str:
-        if name in self.token_replacements:
-            self.stats.fired[f"name:{name}"] += 1
-            return str(self.token_replacements[name])
-        match = CLASS_RE.fullmatch(name)
-        if match:
-            self.stats.fired["class:AsyncX"] += 1
-            return match.group(1) + match.group(2)
-        return name
-
-    def _unasync_text(self, text: str) -> str:
-        """Rename async names inside a plain string (docstrings, messages)."""
-
-        def word(m: re.Match[str]) -> str:
-            return self._unasync_name(m.group(0))
-
-        return re.sub(r"\b_?[A-Za-z_]\w*\b", word, text)
-
-    def _unasync_tokens(self, tokens: Sequence[tokenize_rt.Token]) -> Iterator[tokenize_rt.Token]:
-        tokens = list(tokens)
-        out: list[tokenize_rt.Token] = []
-        fstring_depth = 0
-        unwrap_closers: list[int] = []  # bracket depths whose closing ']' must be dropped
-        depth = 0
-        i = 0
-        while i < len(tokens):
-            token = tokens[i]
-            if token.name == FSTRING_START:
-                fstring_depth += 1
-            elif token.name == FSTRING_END:
-                fstring_depth -= 1
-            if fstring_depth or token.name == FSTRING_END:
-                out.append(token)
-                i += 1
-                continue
-            if token.name == "NAME" and token.src in KEYWORDS:
-                self.stats.fired[f"keyword:{token.src}"] += 1
-                i += 1
-                if i < len(tokens) and tokens[i].name == tokenize_rt.UNIMPORTANT_WS:
-                    i += 1
-                continue
-            if token.name == "NAME" and token.src == AWAITABLE and _next_src(tokens, i) == "[":
-                self.stats.fired["generic:Awaitable[T]"] += 1
-                depth += 1
-                unwrap_closers.append(depth)
-                i += 2
-                continue
-            if token.name == "OP" and token.src in "([{":
-                depth += 1
-            elif token.name == "OP" and token.src in ")]}":
-                if unwrap_closers and unwrap_closers[-1] == depth and token.src == "]":
-                    unwrap_closers.pop()
-                    depth -= 1
-                    i += 1
-                    continue
-                depth -= 1
-            if token.name == "NAME":
-                token = token._replace(src=self._unasync_name(token.src))
-            elif token.name == "STRING":
-                prefix = STRING_PREFIX_RE.match(token.src)
-                if prefix is None or "f" not in prefix.group(0).lower():
-                    token = token._replace(src=self._unasync_text(token.src))
-            out.append(token)
-            i += 1
-        yield from out
-
-    def convert(self, source: str) -> str:
-        """Return the sync twin of one async source file's text (before formatting)."""
-        kept = []
-        for line in source.splitlines(keepends=True):
-            if line.strip() in DROP_LINES:
-                self.stats.fired[f"drop:{line.strip()}"] += 1
-                continue
-            kept.append(line)
-        tokens = tokenize_rt.src_to_tokens("".join(kept))
-        return str(tokenize_rt.tokens_to_src(self._unasync_tokens(tokens)))
-
-
-def _next_src(tokens: Sequence[tokenize_rt.Token], i: int) -> str | None:
-    return tokens[i + 1].src if i + 1 < len(tokens) else None
-
-
-def forbidden_names(source: str) -> list[str]:
-    """Return the async-only names left in generated text, f-strings included."""
-    found = []
-    depth = 0
-    for token in tokenize_rt.src_to_tokens(source):
-        if token.name == FSTRING_START:
-            depth += 1
-        elif token.name == FSTRING_END:
-            depth -= 1
-        prefix = STRING_PREFIX_RE.match(token.src) if token.name == "STRING" else None
-        in_fstring = depth > 0 or (prefix is not None and "f" in prefix.group(0).lower())
-        if in_fstring and (match := FSTRING_FORBIDDEN_RE.search(token.src)):
-            found.append(f"line {token.line}: {match.group(0)} inside an f-string")
-        elif token.name == "NAME" and token.src in FORBIDDEN_IN_SYNC:
-            found.append(f"line {token.line}: {token.src}")
+def docstring_positions(tree: ast.AST) -> set[tuple[int, int]]:
+    """Return (line, byte column) of every docstring, as tokenize-rt numbers them."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            body := node.body
+        ):
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                found.add((first.value.lineno, first.value.col_offset))
     return found
 
 
-def untranslatable_names(source: str) -> list[str]:
-    """Return the async-only names in an async source that no rule translates, with repairs."""
-    return [
-        f"line {token.line}: {token.src} has no sync twin; {FORBIDDEN_IN_SOURCE[token.src]}"
-        for token in tokenize_rt.src_to_tokens(source)
-        if token.name == "NAME" and token.src in FORBIDDEN_IN_SOURCE
-    ]
+def collect_async_names(sources: Iterable[str]) -> dict[str, str]:
+    """Map every `Async<Upper>...`/`_Async<Upper>...` name the sources use to its sync name.
+
+    Names are taken from NAME tokens, from strings that are one name (`"AsyncThing"`, which
+    unasync renames) and from docstrings (which the post-pass renames). unasync's own table
+    entries (`AsyncIterator`, ...) are left to unasync.
+    """
+    names: dict[str, str] = {}
+    for source in sources:
+        docstrings = docstring_positions(ast.parse(source))
+        for token in tokenize_rt.src_to_tokens(source):
+            if token.name == "NAME":
+                words = [token.src]
+            elif token.name == "STRING" and (token.line, token.utf8_byte_offset) in docstrings:
+                words = WORD_RE.findall(token.src)
+            elif token.name == "STRING":
+                words = [token.src[1:-1]]
+            else:
+                continue
+            for word in words:
+                match = ASYNC_NAME_RE.fullmatch(word)
+                if match and word not in unasync._ASYNC_TO_SYNC:
+                    names[word] = match.group(1) + match.group(2)
+    return dict(sorted(names.items()))
+
+
+class TwinRule(unasync.Rule):  # type: ignore[misc]  # a subclass of an untyped class
+    """unasync's Rule, fed the project's names; it only counts what unasync renames.
+
+    unasync's token pass drops `async` and `await` with the whitespace after them, renames
+    NAME tokens by its table (`additional_replacements` on top of its own), and renames a
+    string literal only when its whole content is one name in that table. Its fallback,
+    `AsyncX` -> `SyncX`, never fires here because every `Async` name is in the table; if it
+    does, the run fails.
+    """
+
+    def __init__(self, fromdir: str, todir: str, names: dict[str, str], stats: RuleStats) -> None:
+        super().__init__(fromdir, todir, additional_replacements={**EXTRA_NAMES, **names})
+        self.stats = stats
+
+    def _unasync_name(self, name: str) -> str:
+        renamed = str(super()._unasync_name(name))
+        if renamed != name:
+            if name not in self.token_replacements:
+                self.stats.fallbacks.append(f"{name} -> {renamed}")
+            elif name in EXTRA_NAMES:
+                self.stats.fired[f"name:{name}"] += 1
+        return renamed
+
+    def table(self) -> dict[str, str]:
+        """The whole name table unasync applies: its own entries, then the project's."""
+        return dict(self.token_replacements)
+
+
+def renames(table: dict[str, str], word: str) -> bool:
+    """True if unasync's token pass would rename this NAME (table or `AsyncX` fallback)."""
+    return word in table or bool(re.fullmatch(r"Async[A-Z]\w*", word))
+
+
+def post_pass(text: str, table: dict[str, str], stats: RuleStats) -> str:
+    """Finish unasync's output: what unasync does not do, kept to three documented rules.
+
+    - names in docstrings are renamed by the same table (unasync skips triple-quoted strings);
+    - `Awaitable[T]` becomes `T` (unasync has no rule for a generic to unwrap);
+    - `@pytest.mark.asyncio` lines are dropped (the sync test needs no marker).
+    """
+    docstrings = docstring_positions(ast.parse(text))
+    tokens = tokenize_rt.src_to_tokens(text)
+    out: list[tokenize_rt.Token] = []
+    closers: list[int] = []  # bracket depths whose closing `]` belongs to an unwrapped Awaitable
+    depth = 0
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.name == "STRING" and (token.line, token.utf8_byte_offset) in docstrings:
+
+            def rename(match: re.Match[str]) -> str:
+                word = match.group(0)
+                if word in table:
+                    stats.fired[DOCSTRING] += 1
+                    return table[word]
+                return word
+
+            token = token._replace(src=WORD_RE.sub(rename, token.src))
+        elif token.name == "NAME" and token.src == "Awaitable" and _src(tokens, i + 1) == "[":
+            stats.fired[AWAITABLE] += 1
+            depth += 1
+            closers.append(depth)
+            i += 2
+            continue
+        elif token.name == "OP" and token.src in "([{":
+            depth += 1
+        elif token.name == "OP" and token.src in ")]}":
+            if closers and closers[-1] == depth:
+                closers.pop()
+                depth -= 1
+                i += 1
+                continue
+            depth -= 1
+        out.append(token)
+        i += 1
+    kept = []
+    for line in tokenize_rt.tokens_to_src(out).splitlines(keepends=True):
+        if line.strip() == MARKER:
+            stats.fired[DROP_MARKER] += 1
+            continue
+        kept.append(line)
+    return "".join(kept)
+
+
+def _src(tokens: list[tokenize_rt.Token], i: int) -> str | None:
+    return tokens[i].src if i < len(tokens) else None

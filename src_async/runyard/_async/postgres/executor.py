@@ -118,7 +118,10 @@ class AsyncBoundExecutor:
     def __init__(self, connection: AsyncConnection[Any], *, prepare: bool = True) -> None:
         if not isinstance(connection, AsyncConnection):
             raise ConfigurationError(
-                "bound() needs a psycopg AsyncConnection, not " + type(connection).__name__
+                "bound() needs a psycopg "
+                + AsyncConnection.__name__
+                + ", not "
+                + type(connection).__name__
             )
         self.connection = connection
         self.prepare = prepare

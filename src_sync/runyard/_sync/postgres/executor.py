@@ -120,7 +120,10 @@ class BoundExecutor:
     def __init__(self, connection: Connection[Any], *, prepare: bool = True) -> None:
         if not isinstance(connection, Connection):
             raise ConfigurationError(
-                "bound() needs a psycopg Connection, not " + type(connection).__name__
+                "bound() needs a psycopg "
+                + Connection.__name__
+                + ", not "
+                + type(connection).__name__
             )
         self.connection = connection
         self.prepare = prepare
