@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest  # noqa: F401  (the sync twin names pytest.fixture)
 import pytest_asyncio
 
 from runyard._async.execution_protocol import AsyncExecutionStore

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pytest  # noqa: F401  (the sync twin names pytest.fixture)
+import pytest
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard.capabilities import certify
 from runyard.executions.models import (
