@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._async.pager import AsyncRunIteration
-from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._async.postgres._adapter import _AsyncPostgresAdapter
+from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
