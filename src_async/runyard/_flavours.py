@@ -79,6 +79,10 @@ class AsyncEvent:
         """True once set."""
         return self._event.is_set()
 
+    def clear(self) -> None:
+        """Unset the flag."""
+        self._event.clear()
+
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until set or ``timeout`` seconds pass; return whether it is set."""
         try:
@@ -101,6 +105,10 @@ class Event:
     def is_set(self) -> bool:
         """True once set."""
         return self._event.is_set()
+
+    def clear(self) -> None:
+        """Unset the flag."""
+        self._event.clear()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until set or ``timeout`` seconds pass; return whether it is set."""

@@ -23,6 +23,10 @@ class StoreCapabilities:
     - ``transactional``: ``bound(session)`` joins the caller's open transaction.
     - ``atomic_settle``: complete/fail are one atomic, fenced step.
     - ``recovery``: ``reap``/``adopt`` recover work from crashed workers.
+    - ``event_log``: each run has an append-only log (``append_event`` with a retry identity
+      and a fence, ``read_events``, ``follow``); see docs/events.md.
+    - ``atomic_finalize``: ``finalize`` sets a terminal status and appends the terminal event
+      in one atomic write.
     - ``deployment``: where the store's guarantees hold.
     """
 
@@ -32,6 +36,8 @@ class StoreCapabilities:
     transactional: bool = False
     atomic_settle: bool = False
     recovery: bool = False
+    event_log: bool = False
+    atomic_finalize: bool = False
     deployment: Deployment | None = None
 
     def __post_init__(self) -> None:
@@ -64,6 +70,21 @@ _REQUIREMENTS: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
     "recovery": {
         "state": (("acquire_lease", ("ttl_seconds",)),),
         "queue": (("reap", ("limit",)), ("adopt", ("worker",))),
+    },
+    "event_log": {
+        "state": (
+            ("append_event", ("event_id", "fence")),
+            ("read_events", ("after", "limit")),
+            ("follow", ("after",)),
+        ),
+    },
+    "atomic_finalize": {
+        "state": (
+            (
+                "finalize",
+                ("status", "event_type", "event_data", "expected_version", "fence", "event_id"),
+            ),
+        ),
     },
 }
 

@@ -12,6 +12,9 @@ class TestMemoryStateStore(AsyncStateStoreConformance):
         self.clock = ManualClock()
         return AsyncMemoryStateStore(clock=self.clock)
 
+    async def make_live_store(self) -> AsyncStateStore:
+        return AsyncMemoryStateStore(clock=self.clock, live_updates=True)
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 

@@ -14,6 +14,9 @@ class TestMemoryStateStore(StateStoreConformance):
         self.clock = ManualClock()
         return MemoryStateStore(clock=self.clock)
 
+    def make_live_store(self) -> StateStore:
+        return MemoryStateStore(clock=self.clock, live_updates=True)
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 

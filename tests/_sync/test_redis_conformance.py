@@ -25,8 +25,10 @@ class _Lane:
         self.target: RedisTarget = request.getfixturevalue(self.target_fixture)
         self.settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
         self.clock = ManualClock()
+        self.extra_namespaces: list[str] = []
         yield
-        self.target.purge(self.settings.namespace)
+        for namespace in [self.settings.namespace, *self.extra_namespaces]:
+            self.target.purge(namespace)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -36,6 +38,14 @@ class _StateLane(_Lane, StateStoreConformance):
     def make_store(self) -> StateStore:
         client = Clients.for_target(self.target)
         return RedisStateStore(client, clock=self.clock, settings=self.settings, owns_client=True)
+
+    def make_live_store(self) -> StateStore:
+        settings = self.settings.model_copy(update={"namespace": self.settings.namespace + "-live"})
+        self.extra_namespaces.append(settings.namespace)
+        client = Clients.for_target(self.target)
+        return RedisStateStore(
+            client, clock=self.clock, settings=settings, owns_client=True, live_updates=True
+        )
 
 
 class _QueueLane(_Lane, WorkQueueConformance):

@@ -12,7 +12,8 @@ from runyard.errors import ConfigurationError
 __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 1, "queue": 1, "executions": 1}
+# state 2: the run event logs (events, event_heads), see docs/events.md.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 1, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (
@@ -61,6 +62,8 @@ class StateTables:
     timers: str = "runyard_execution_timers"
     trace: str = "runyard_execution_trace"
     trace_heads: str = "runyard_execution_trace_heads"
+    events: str = "runyard_run_events"
+    event_heads: str = "runyard_run_event_heads"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -87,6 +90,8 @@ class StateTables:
             timers=f"{prefix}execution_timers",
             trace=f"{prefix}execution_trace",
             trace_heads=f"{prefix}execution_trace_heads",
+            events=f"{prefix}run_events",
+            event_heads=f"{prefix}run_event_heads",
         )
 
     def qualified(self, name: str) -> str:
@@ -119,7 +124,7 @@ class StateTables:
         values["work_seq_name"] = values["work_seq"]
         values["token_seq_name"] = values["token_seq"]
         values["turn_seq_name"] = values["turn_seq"]
-        for name in EXECUTION_TABLES:
+        for name in (*EXECUTION_TABLES, "events", "event_heads"):
             values[name] = self.qualified(getattr(self, name))
             values[f"{name}_name"] = getattr(self, name)
         return values
@@ -131,6 +136,8 @@ class StateTables:
             self.qualified(self.runs),
             self.qualified(self.sessions),
             self.qualified(self.run_leases),
+            self.qualified(self.events),
+            self.qualified(self.event_heads),
         )
 
     def queue_relations(self) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
--- runyard PostgreSQL schema, version 1: run state (runs, sessions, run leases), work queues,
+-- runyard PostgreSQL schema: run state (runs, sessions, run leases, event logs), work queues,
 -- and the execution store (executions, outbox, spawns, processed marks, timers, trace).
 --
 -- Apply this with your own migration tool; runyard never runs DDL. `open()` checks the rows of
@@ -108,7 +108,30 @@ CREATE TABLE {turns} (
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant) WHERE ready > 0;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 1), ('queue', 1);
+-- Run event logs (state schema version 2): each run's append-only log; the head row holds the
+-- last seq and its row lock orders concurrent appends, so seqs are gap-free per run.
+CREATE TABLE {event_heads} (
+    tenant    text COLLATE "C" NOT NULL,
+    run_id    text COLLATE "C" NOT NULL,
+    last_seq  bigint NOT NULL,
+    PRIMARY KEY (tenant, run_id)
+);
+CREATE TABLE {events} (
+    tenant    text COLLATE "C" NOT NULL,
+    run_id    text COLLATE "C" NOT NULL,
+    seq       bigint NOT NULL CHECK (seq > 0),
+    type      text NOT NULL,
+    data      jsonb NOT NULL,
+    at        double precision NOT NULL,
+    event_id  text COLLATE "C",
+    terminal  boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (tenant, run_id, seq)
+);
+-- A retried event_id finds the event it stored.
+CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
+    WHERE event_id IS NOT NULL;
+
+INSERT INTO {schema_table} (component, version) VALUES ('state', 2), ('queue', 1);
 
 -- Execution store ---------------------------------------------------------------------------
 

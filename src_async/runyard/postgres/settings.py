@@ -25,7 +25,8 @@ class PostgresStoreSettings(BaseSettings):
     )
 
     dsn: SecretStr
-    schema_version: int = SUPPORTED_SCHEMA_VERSIONS[-1]
+    # None: each component at the version this runyard was written for (SCHEMA_VERSIONS).
+    schema_version: int | None = None
     max_value_bytes: int = Field(default=DEFAULT_MAX_VALUE_BYTES, gt=0)
     retry_attempts: int = Field(default=3, ge=0, le=20)
     retry_backoff_seconds: float = Field(default=0.05, ge=0)
@@ -38,8 +39,8 @@ class PostgresStoreSettings(BaseSettings):
 
     @field_validator("schema_version")
     @classmethod
-    def _known_version(cls, value: int) -> int:
-        if value not in SUPPORTED_SCHEMA_VERSIONS:
+    def _known_version(cls, value: int | None) -> int | None:
+        if value is not None and value not in SUPPORTED_SCHEMA_VERSIONS:
             raise ValueError(
                 f"this runyard was written for schema version(s) {SUPPORTED_SCHEMA_VERSIONS}"
             )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from runyard._async.closing import AsyncClosing
+from runyard._async.memory.events import AsyncMemoryEvents
+from runyard._async.memory.updates import AsyncMemoryUpdates
 from runyard._async.pager import AsyncRunIteration
 from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import AsyncLock
@@ -16,19 +18,30 @@ from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, S
 __all__ = ["AsyncMemoryStateStore"]
 
 
-class AsyncMemoryStateStore(AsyncRunIteration, AsyncClosing):
+class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
     """A StateStore held in this process's memory; safe to share between tasks (or threads,
     in the sync twin). Nothing survives the process."""
 
     capabilities = StoreCapabilities(
-        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="single_process"
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        recovery=True,
+        event_log=True,
+        atomic_finalize=True,
+        deployment="single_process",
     )
 
     def __init__(
-        self, *, clock: Clock | None = None, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+        self,
+        *,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        live_updates: bool | AsyncMemoryUpdates | None = None,
     ) -> None:
         self._core = MemoryStateCore(clock or SystemClock(), max_value_bytes)
         self._lock = AsyncLock()
+        self.live_updates = AsyncMemoryUpdates() if live_updates is True else live_updates or None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(clock={self._core.clock!r})"

@@ -7,6 +7,7 @@ from typing import Any
 
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.postgres._adapter import _AsyncPostgresAdapter
+from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
@@ -33,7 +34,7 @@ from runyard.postgres.statements import RUN_COLUMN_COUNT
 __all__ = ["AsyncPostgresStateStore"]
 
 
-class AsyncPostgresStateStore(_AsyncPostgresAdapter, AsyncRunIteration):
+class AsyncPostgresStateStore(AsyncPostgresEvents, _AsyncPostgresAdapter, AsyncRunIteration):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
 
     Build it on a psycopg ``AsyncConnectionPool``/``AsyncConnection`` or any executor;
@@ -48,6 +49,8 @@ class AsyncPostgresStateStore(_AsyncPostgresAdapter, AsyncRunIteration):
         retry_ids=True,
         transactional=True,
         recovery=True,
+        event_log=True,
+        atomic_finalize=True,
         deployment="multi_server",
     )
 

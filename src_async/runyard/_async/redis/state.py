@@ -9,7 +9,9 @@ from typing import Any, TypeVar
 
 from runyard._async.closing import AsyncClosing
 from runyard._async.pager import AsyncRunIteration
+from runyard._async.redis.events import AsyncRedisEvents
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
+from runyard._async.redis.updates import AsyncRedisUpdates
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
@@ -50,7 +52,7 @@ def _unavailable(message: str) -> StatePersistenceError:
     return StatePersistenceError(message, reason="unavailable")
 
 
-class AsyncRedisStateStore(AsyncRunIteration, AsyncClosing):
+class AsyncRedisStateStore(AsyncRedisEvents, AsyncRunIteration, AsyncClosing):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``await AsyncRedisStateStore.open(client, ...)`` (runs ``preflight()``) or
@@ -59,7 +61,13 @@ class AsyncRedisStateStore(AsyncRunIteration, AsyncClosing):
     """
 
     capabilities = StoreCapabilities(
-        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="multi_server"
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        recovery=True,
+        event_log=True,
+        atomic_finalize=True,
+        deployment="multi_server",
     )
 
     def __init__(
@@ -69,12 +77,16 @@ class AsyncRedisStateStore(AsyncRunIteration, AsyncClosing):
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
         owns_client: bool = False,
+        live_updates: bool | AsyncRedisUpdates | None = None,
     ) -> None:
         self.settings = settings or RedisStoreSettings()
         self.clock = clock or SystemClock()
         self._client = client
         self._owns_client = owns_client
         self._runner = AsyncScriptRunner(client, self.settings, _unavailable)
+        if live_updates is True:
+            live_updates = AsyncRedisUpdates(client, self.settings.namespace)
+        self.live_updates = live_updates or None
 
     @classmethod
     async def open(

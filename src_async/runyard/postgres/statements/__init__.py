@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from runyard.postgres.schema import StateTables
+from runyard.postgres.statements.events import EVENT_TEMPLATES
 from runyard.postgres.statements.queue import QUEUE_TEMPLATES
 from runyard.postgres.statements.state import STATE_TEMPLATES
 
@@ -90,6 +91,6 @@ def statements(tables: StateTables) -> Statements:
     return Statements(
         {
             name: text.format_map(values).strip()
-            for name, text in {**STATE_TEMPLATES, **QUEUE_TEMPLATES}.items()
+            for name, text in {**STATE_TEMPLATES, **QUEUE_TEMPLATES, **EVENT_TEMPLATES}.items()
         }
     )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["STATE_TEMPLATES"]
+__all__ = ["FENCE", "STATE_TEMPLATES"]
 
 # A live lease on run ($1, $2) with epoch {fence} at time {now}; locked FOR SHARE so that a
 # concurrent acquire (which bumps the epoch) waits for the write, or the write sees the new epoch.
-_FENCE = """fence AS (
+FENCE = """fence AS (
     SELECT 1 FROM {run_leases} l
     WHERE l.tenant = $1::text AND l.run_id = $2::text AND l.epoch = {fence}::bigint
       AND l.holder IS NOT NULL AND l.expires_at >= {now}::float8
@@ -22,7 +22,7 @@ STATE_TEMPLATES: dict[str, str] = {
     # explains the refusal as this statement's snapshot saw it: (version, epoch, holder,
     # expires_at), the columns of probe_run.
     "put_run": "WITH "
-    + _FENCE.format(run_leases="{run_leases}", fence="$7", now="$6")
+    + FENCE.format(run_leases="{run_leases}", fence="$7", now="$6")
     + """, updated AS (
     UPDATE {runs} AS r
     SET blob = $3::text::jsonb, version = r.version + 1, status = COALESCE($4::text, r.status),
@@ -51,7 +51,7 @@ LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text
 WHERE NOT EXISTS (SELECT 1 FROM written)""",
     # $1 tenant $2 run_id $3..$7 deltas $8 status $9 now $10 fence
     "patch_run": "WITH "
-    + _FENCE.format(run_leases="{run_leases}", fence="$10", now="$9")
+    + FENCE.format(run_leases="{run_leases}", fence="$10", now="$9")
     + """
 UPDATE {runs} AS r
 SET input_tokens = r.input_tokens + $3::bigint, output_tokens = r.output_tokens + $4::bigint,
@@ -63,7 +63,7 @@ WHERE r.tenant = $1::text AND r.run_id = $2::text
 RETURNING {run_cols_r}""",
     # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now
     "delete_run": "WITH "
-    + _FENCE.format(run_leases="{run_leases}", fence="$4", now="$5")
+    + FENCE.format(run_leases="{run_leases}", fence="$4", now="$5")
     + """
 DELETE FROM {runs} AS r
 WHERE r.tenant = $1::text AND r.run_id = $2::text

@@ -9,6 +9,8 @@ from typing import Any
 from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import Lock
 from runyard._sync.closing import Closing
+from runyard._sync.memory.events import MemoryEvents
+from runyard._sync.memory.updates import MemoryUpdates
 from runyard._sync.pager import RunIteration
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
@@ -18,19 +20,30 @@ from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, S
 __all__ = ["MemoryStateStore"]
 
 
-class MemoryStateStore(RunIteration, Closing):
+class MemoryStateStore(MemoryEvents, RunIteration, Closing):
     """A StateStore held in this process's memory; safe to share between tasks (or threads,
     in the sync twin). Nothing survives the process."""
 
     capabilities = StoreCapabilities(
-        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="single_process"
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        recovery=True,
+        event_log=True,
+        atomic_finalize=True,
+        deployment="single_process",
     )
 
     def __init__(
-        self, *, clock: Clock | None = None, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+        self,
+        *,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        live_updates: bool | MemoryUpdates | None = None,
     ) -> None:
         self._core = MemoryStateCore(clock or SystemClock(), max_value_bytes)
         self._lock = Lock()
+        self.live_updates = MemoryUpdates() if live_updates is True else live_updates or None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(clock={self._core.clock!r})"

@@ -11,6 +11,7 @@ from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import _PostgresAdapter
+from runyard._sync.postgres.events import PostgresEvents
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -35,7 +36,7 @@ from runyard.postgres.statements import RUN_COLUMN_COUNT
 __all__ = ["PostgresStateStore"]
 
 
-class PostgresStateStore(_PostgresAdapter, RunIteration):
+class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
 
     Build it on a psycopg ``ConnectionPool``/``Connection`` or any executor;
@@ -50,6 +51,8 @@ class PostgresStateStore(_PostgresAdapter, RunIteration):
         retry_ids=True,
         transactional=True,
         recovery=True,
+        event_log=True,
+        atomic_finalize=True,
         deployment="multi_server",
     )
 

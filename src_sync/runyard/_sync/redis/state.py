@@ -13,7 +13,9 @@ from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard._sync.closing import Closing
 from runyard._sync.pager import RunIteration
+from runyard._sync.redis.events import RedisEvents
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
+from runyard._sync.redis.updates import RedisUpdates
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.errors import (
@@ -52,7 +54,7 @@ def _unavailable(message: str) -> StatePersistenceError:
     return StatePersistenceError(message, reason="unavailable")
 
 
-class RedisStateStore(RunIteration, Closing):
+class RedisStateStore(RedisEvents, RunIteration, Closing):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``await RedisStateStore.open(client, ...)`` (runs ``preflight()``) or
@@ -61,7 +63,13 @@ class RedisStateStore(RunIteration, Closing):
     """
 
     capabilities = StoreCapabilities(
-        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="multi_server"
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        recovery=True,
+        event_log=True,
+        atomic_finalize=True,
+        deployment="multi_server",
     )
 
     def __init__(
@@ -71,12 +79,16 @@ class RedisStateStore(RunIteration, Closing):
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
         owns_client: bool = False,
+        live_updates: bool | RedisUpdates | None = None,
     ) -> None:
         self.settings = settings or RedisStoreSettings()
         self.clock = clock or SystemClock()
         self._client = client
         self._owns_client = owns_client
         self._runner = ScriptRunner(client, self.settings, _unavailable)
+        if live_updates is True:
+            live_updates = RedisUpdates(client, self.settings.namespace)
+        self.live_updates = live_updates or None
 
     @classmethod
     def open(

@@ -1,0 +1,90 @@
+"""follow(): every event of a run once, in order, until the run is terminal and drained.
+
+The log is the truth; live updates only wake the follower early. Without them (or when the
+listener is lost) the follower polls every ``poll_seconds``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from runyard._async.updates import AsyncSubscription, AsyncUpdates
+from runyard._flavours import async_sleep
+from runyard.events import RunEvent, check_after
+from runyard.models import RunKey
+
+if TYPE_CHECKING:
+    from runyard._async.event_protocol import AsyncEventLogStore
+
+__all__ = ["DEFAULT_POLL_SECONDS", "follow_events"]
+
+DEFAULT_POLL_SECONDS = 0.5
+_PAGE = 100
+logger = logging.getLogger("runyard.follow")
+
+
+async def follow_events(
+    store: AsyncEventLogStore,
+    key: RunKey,
+    *,
+    after: int = 0,
+    poll_seconds: float = DEFAULT_POLL_SECONDS,
+    updates: AsyncUpdates | None = None,
+) -> AsyncIterator[RunEvent]:
+    """Yield the run's events after ``after`` once each, in seq order, and end once the run
+    is terminal and its log has been read to the end.
+
+    Raises ValueError for a negative ``after`` or a ``poll_seconds`` that is not positive.
+    """
+    check_after(after)
+    if not poll_seconds > 0:
+        raise ValueError(f"poll_seconds must be positive, not {poll_seconds!r}")
+    # Subscribe before the first read, so a hint sent between a read and the wait is kept.
+    subscription = await updates.subscribe(key) if updates is not None else None
+    try:
+        seen, ending = after, False
+        while True:
+            batch = await store.read_events(key, after=seen, limit=_PAGE)
+            for event in batch:
+                seen = event.seq
+                ending = ending or event.terminal
+                yield event
+            if len(batch) == _PAGE:
+                continue
+            if ending:
+                return  # terminal seen, and this read found the end of the log
+            # The status is read before the next read of the log: a terminal status seen here
+            # was written after every event that read will return, so one more read drains it.
+            run = await store.get_run(key)
+            if run is not None and run.status in store.terminal_statuses:
+                ending = True
+                continue
+            subscription = await _wait(subscription, poll_seconds, key)
+    finally:
+        if subscription is not None:
+            await subscription.aclose()
+
+
+async def _wait(
+    subscription: AsyncSubscription | None, poll_seconds: float, key: RunKey
+) -> AsyncSubscription | None:
+    """Wait for a hint or ``poll_seconds``; return the subscription still worth waiting on."""
+    if subscription is None:
+        await async_sleep(poll_seconds)
+        return None
+    if await subscription.wait(poll_seconds):
+        return subscription
+    if subscription.lost:
+        logger.warning(
+            "live updates for run %r of tenant %r lost their listener (%s); following by "
+            "polling every %s s",
+            key.run_id,
+            key.tenant,
+            subscription.lost,
+            poll_seconds,
+        )
+        await subscription.aclose()
+        return None
+    return subscription

@@ -1,0 +1,159 @@
+"""AsyncPostgresEvents: the event log, finalize and follow of AsyncPostgresStateStore."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from runyard._async.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._async.updates import AsyncUpdates
+from runyard._json import load_json
+from runyard.errors import StateConflictError, StateNotFoundError
+from runyard.events import (
+    TERMINAL_STATUSES,
+    EventConflictError,
+    RunEvent,
+    check_after,
+    check_finalize,
+    event_body,
+)
+from runyard.models import RunKey, RunRecord
+from runyard.postgres.events import decode_event
+from runyard.postgres.rows import decode_run, fence_refusal, run_refusal
+from runyard.postgres.schema import StateTables
+from runyard.postgres.statements import RUN_COLUMN_COUNT
+
+__all__ = ["AsyncPostgresEvents"]
+
+
+class AsyncPostgresEvents:
+    """Mixin for AsyncPostgresStateStore: each write is one statement; with live updates on,
+    that statement also calls ``pg_notify`` (delivered at commit)."""
+
+    tables: StateTables
+    max_value_bytes: int
+    terminal_statuses: frozenset[str] = TERMINAL_STATUSES
+    live_updates: AsyncUpdates | None = None
+
+    if TYPE_CHECKING:  # provided by the adapter base and the state store class
+
+        def _now(self) -> float: ...
+
+        async def _fetch(
+            self, name: str, *args: Any, idempotent: bool = True
+        ) -> Sequence[Sequence[Any]]: ...
+
+        async def _probe(self, key: RunKey) -> Sequence[Any] | None: ...
+
+    def _channel(self) -> str | None:
+        return self.tables.events if self.live_updates is not None else None
+
+    async def append_event(
+        self,
+        key: RunKey,
+        type: str,
+        data: Any,
+        *,
+        event_id: str | None = None,
+        fence: int | None = None,
+    ) -> RunEvent:
+        """Append an event with the next seq in one statement; a repeated ``event_id``
+        returns the stored event (so a lost reply is sent again only when it carries one).
+
+        Raises EventConflictError, StateNotFoundError, LeaseLostError, StatePersistenceError,
+        StoreOutcomeUnknown.
+        """
+        type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
+        now = self._now()
+        rows = await self._fetch(
+            "append_event",
+            key.tenant,
+            key.run_id,
+            type_,
+            text,
+            now,
+            event_id,
+            fence,
+            self._channel(),
+            idempotent=event_id is not None,
+        )
+        if rows:
+            event = decode_event(key, rows[0])
+            if event.type != type_ or event.data != load_json(text):
+                raise EventConflictError(key.run_id, event_id or "", event.seq)
+            return event
+        probe = await self._probe(key)
+        if probe is None or probe[0] is None:
+            raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        refusal = fence_refusal(key.run_id, fence, probe, now) if fence is not None else None
+        raise refusal or StateConflictError(0, int(probe[0]))
+
+    async def read_events(self, key: RunKey, *, after: int = 0, limit: int = 100) -> list[RunEvent]:
+        """Return up to ``limit`` events with seq > ``after``, in order."""
+        check_after(after, limit)
+        rows = await self._fetch("read_events", key.tenant, key.run_id, after, limit)
+        return [decode_event(key, row) for row in rows]
+
+    async def finalize(
+        self,
+        key: RunKey,
+        *,
+        status: str,
+        event_type: str,
+        event_data: Any,
+        expected_version: int | None = None,
+        fence: int | None = None,
+        event_id: str | None = None,
+    ) -> RunRecord:
+        """Set a terminal status and append the terminal event in one statement; a lost reply
+        is settled by sending it again when it carries an ``event_id``.
+
+        Raises ValueError, StateConflictError, LeaseLostError, StateNotFoundError,
+        EventConflictError, StoreOutcomeUnknown.
+        """
+        check_finalize(status, self.terminal_statuses)
+        type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
+        now = self._now()
+        rows = await self._fetch(
+            "finalize",
+            key.tenant,
+            key.run_id,
+            status,
+            type_,
+            text,
+            now,
+            event_id,
+            fence,
+            expected_version,
+            self._channel(),
+            idempotent=event_id is not None,
+        )
+        if rows:
+            row = rows[0]
+            prior_type, prior_data = row[RUN_COLUMN_COUNT], row[RUN_COLUMN_COUNT + 1]
+            if prior_type is not None and (
+                prior_type != type_ or load_json(prior_data) != load_json(text)
+            ):
+                raise EventConflictError(key.run_id, event_id or "", int(row[RUN_COLUMN_COUNT + 2]))
+            return decode_run(row[:RUN_COLUMN_COUNT])
+        probe = await self._probe(key)
+        if probe is None or probe[0] is None:
+            raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        actual = int(probe[0])
+        refusal = run_refusal(
+            key, actual if expected_version is None else expected_version, fence, probe, now
+        )
+        raise refusal or StateConflictError(expected_version or actual, actual)
+
+    def follow(
+        self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
+    ) -> AsyncIterator[RunEvent]:
+        """Yield every event after ``after`` once, in order, until the run is terminal and
+        drained; live updates (when on) wake it early, polling is the backstop."""
+        return follow_events(
+            self,  # type: ignore[arg-type]
+            key,
+            after=after,
+            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            updates=self.live_updates,
+        )

@@ -1,0 +1,158 @@
+"""AsyncRedisEvents: the event log, finalize and follow of AsyncRedisStateStore."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from runyard._async.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._async.redis.scripts import AsyncScriptRunner
+from runyard._async.redis.updates import AsyncRedisUpdates
+from runyard._json import load_json
+from runyard.clock import Clock
+from runyard.errors import StoreOutcomeUnknown
+from runyard.events import (
+    TERMINAL_STATUSES,
+    RunEvent,
+    check_after,
+    check_finalize,
+    event_body,
+)
+from runyard.models import RunKey, RunRecord
+from runyard.redis.common import ReplyLost, decode_run, pairs, text, timestamp
+from runyard.redis.events import (
+    EVENT_SCRIPTS,
+    EventKeys,
+    decode_entry,
+    entry_rest,
+    raise_event_refusal,
+)
+from runyard.redis.flavours import AsyncRedisClient
+from runyard.redis.settings import RedisStoreSettings
+
+__all__ = ["AsyncRedisEvents"]
+
+
+class AsyncRedisEvents:
+    """Mixin for AsyncRedisStateStore: each run's log is a LIST in the tenant's slot.
+
+    ``append_event`` and ``finalize`` are one script each; with ``live_updates`` on, the same
+    script publishes a hint (``SPUBLISH`` on a cluster) that wakes followers early.
+    """
+
+    settings: RedisStoreSettings
+    clock: Clock
+    _client: AsyncRedisClient
+    _runner: AsyncScriptRunner
+    terminal_statuses: frozenset[str] = TERMINAL_STATUSES
+    live_updates: AsyncRedisUpdates | None = None
+
+    def _event_keys(self, key: RunKey) -> EventKeys:
+        return EventKeys(self.settings.namespace, key.tenant, key.run_id)
+
+    def _hint_args(self, keys: EventKeys) -> list[str]:
+        if self.live_updates is None:
+            return ["", ""]
+        return [keys.channel, self.live_updates.publish_command]
+
+    async def append_event(
+        self,
+        key: RunKey,
+        type: str,
+        data: Any,
+        *,
+        event_id: str | None = None,
+        fence: int | None = None,
+    ) -> RunEvent:
+        """Append an event with the next seq, in one script; a repeated ``event_id`` returns
+        the stored event (so a lost reply is sent again only when it carries one).
+
+        Raises EventConflictError, StateNotFoundError, LeaseLostError, StatePersistenceError,
+        StoreOutcomeUnknown (a lost reply without an ``event_id``).
+        """
+        type_, data_text = event_body(type, data, event_id, max_bytes=self.settings.max_value_bytes)
+        keys = self._event_keys(key)
+        now = timestamp(self.clock.now())
+        fenced = "" if fence is None else str(fence)
+        args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
+        args += [now, *self._hint_args(keys)]
+        try:
+            reply = await self._runner.script(
+                EVENT_SCRIPTS["append_event"],
+                keys.script_keys(),
+                args,
+                idempotent=event_id is not None,
+            )
+        except ReplyLost as lost:
+            raise StoreOutcomeUnknown(
+                f"append_event to {key.run_id!r}: {lost}; pass event_id= to make it retryable"
+            ) from lost
+        raise_event_refusal(reply, key, event_id, 0)
+        return RunEvent(
+            tenant=key.tenant,
+            run_id=key.run_id,
+            seq=int(reply[1]),
+            type=type_,
+            data=load_json(data_text),
+            at=float(text(reply[2])),
+            event_id=event_id,
+        )
+
+    async def read_events(self, key: RunKey, *, after: int = 0, limit: int = 100) -> list[RunEvent]:
+        """Return up to ``limit`` events with seq > ``after``, in order (one LRANGE)."""
+        check_after(after, limit)
+        name = self._event_keys(key).log
+        entries: list[Any] = await self._runner.call(
+            lambda: self._client.lrange(name, after, after + limit - 1), idempotent=True
+        )
+        return [decode_entry(key, after + 1 + i, entry) for i, entry in enumerate(entries)]
+
+    async def finalize(
+        self,
+        key: RunKey,
+        *,
+        status: str,
+        event_type: str,
+        event_data: Any,
+        expected_version: int | None = None,
+        fence: int | None = None,
+        event_id: str | None = None,
+    ) -> RunRecord:
+        """Set a terminal status and append the terminal event in one script; a lost reply is
+        settled by sending it again when it carries an ``event_id``.
+
+        Raises ValueError, StateConflictError, LeaseLostError, StateNotFoundError,
+        EventConflictError, StoreOutcomeUnknown.
+        """
+        check_finalize(status, self.terminal_statuses)
+        type_, data_text = event_body(
+            event_type, event_data, event_id, max_bytes=self.settings.max_value_bytes
+        )
+        keys = self._event_keys(key)
+        fenced = "" if fence is None else str(fence)
+        args = [entry_rest(type_, data_text, event_id, True), event_id or "", fenced]
+        args += [timestamp(self.clock.now()), *self._hint_args(keys), status]
+        args.append("" if expected_version is None else str(expected_version))
+        try:
+            reply = await self._runner.script(
+                EVENT_SCRIPTS["finalize"], keys.script_keys(), args, idempotent=event_id is not None
+            )
+        except ReplyLost as lost:
+            raise StoreOutcomeUnknown(
+                f"finalize of {key.run_id!r}: {lost}; pass event_id= to make it retryable"
+            ) from lost
+        raise_event_refusal(reply, key, event_id, expected_version or 0)
+        return decode_run(key.tenant, key.run_id, pairs(reply[1:]))
+
+    def follow(
+        self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
+    ) -> AsyncIterator[RunEvent]:
+        """Yield every event after ``after`` once, in order, until the run is terminal and
+        drained; live updates (when on) wake it early, polling is the backstop."""
+        return follow_events(
+            self,  # type: ignore[arg-type]
+            key,
+            after=after,
+            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            updates=self.live_updates,
+        )

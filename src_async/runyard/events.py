@@ -1,0 +1,95 @@
+"""The run event log's shared pieces: RunEvent, the terminal statuses, checks (no I/O)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from runyard._checks import check_limit
+from runyard._json import dump_json, load_json
+from runyard.errors import RunyardError
+from runyard.keys import validate_identifier
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "EventConflictError",
+    "RunEvent",
+    "check_after",
+    "check_finalize",
+    "event_body",
+    "same_content",
+]
+
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled"})
+"""The statuses ``finalize`` may set and that end a ``follow`` (a store may declare others)."""
+
+
+class RunEvent(BaseModel):
+    """One entry of a run's append-only log; ``seq`` is gap-free per run, starting at 1.
+
+    ``terminal`` marks the event ``finalize`` wrote together with the terminal status.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: str
+    run_id: str
+    seq: int
+    type: str
+    data: Any
+    at: float
+    event_id: str | None = None
+    terminal: bool = False
+
+
+class EventConflictError(RunyardError):
+    """An ``event_id`` was sent again with other content than the event stored under it."""
+
+    retryable = False
+
+    def __init__(self, run_id: str, event_id: str, seq: int) -> None:
+        self.run_id, self.event_id, self.seq = run_id, event_id, seq
+        super().__init__(
+            f"event_id {event_id!r} of run {run_id!r} is already stored as event {seq} with "
+            "other content: a retry must send the same type and data, a new event a new id"
+        )
+
+
+def event_body(
+    event_type: str, data: Any, event_id: str | None, *, max_bytes: int
+) -> tuple[str, str]:
+    """Check an event's type, id and data before anything is sent; return the data as
+    canonical JSON text (keys sorted, so a retry compares equal) and the type.
+
+    Raises InvalidIdentifierError naming ``type``/``event_id``, StatePersistenceError for data
+    that cannot be stored or is larger than ``max_bytes``.
+    """
+    validate_identifier(event_type, "type")
+    if event_id is not None:
+        validate_identifier(event_id, "event_id")
+    text = dump_json(data, max_bytes=max_bytes, what="event data")
+    canonical = json.dumps(
+        load_json(text), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    return event_type, canonical
+
+
+def same_content(event: RunEvent, event_type: str, data_text: str) -> bool:
+    """Whether a stored event has the type and data of a (retried) append."""
+    return event.type == event_type and event.data == load_json(data_text)
+
+
+def check_after(after: int, limit: int = 1) -> None:
+    """Raise ValueError naming ``after`` (a seq, >= 0) or ``limit`` (1..10000) when out of range."""
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise ValueError(f"after must be an int >= 0 (a seq already seen), not {after!r}")
+    check_limit(limit)
+
+
+def check_finalize(status: str, terminal_statuses: frozenset[str]) -> None:
+    """Raise ValueError naming ``status`` when it is not one of the store's terminal statuses."""
+    if status not in terminal_statuses:
+        known = ", ".join(sorted(terminal_statuses))
+        raise ValueError(f"status {status!r} is not terminal; finalize takes one of: {known}")

@@ -1,0 +1,97 @@
+"""The memory event log core: each run's events in a list, pure and single-threaded.
+
+The twins call it under the state store's lock, so append and finalize are atomic.
+"""
+
+from __future__ import annotations
+
+from runyard._json import load_json
+from runyard.errors import StateConflictError, StateNotFoundError
+from runyard.events import EventConflictError, RunEvent, check_after, same_content
+from runyard.memory.state import MemoryStateCore
+from runyard.models import CounterDelta, RunKey, RunRecord
+
+__all__ = ["MemoryEventsCore"]
+
+
+class MemoryEventsCore:
+    """The event logs of one MemoryStateCore's runs."""
+
+    def __init__(self, state: MemoryStateCore) -> None:
+        self.state = state
+        self._logs: dict[tuple[str, str], list[RunEvent]] = {}
+        self._ids: dict[tuple[str, str, str], int] = {}
+
+    def _prior(self, key: RunKey, event_id: str | None, type_: str, data: str) -> RunEvent | None:
+        if event_id is None:
+            return None
+        seq = self._ids.get((key.tenant, key.run_id, event_id))
+        if seq is None:
+            return None
+        event = self._logs[(key.tenant, key.run_id)][seq - 1]
+        if not same_content(event, type_, data):
+            raise EventConflictError(key.run_id, event_id, seq)
+        return event
+
+    def _append(
+        self, key: RunKey, type_: str, data: str, event_id: str | None, terminal: bool
+    ) -> RunEvent:
+        log = self._logs.setdefault((key.tenant, key.run_id), [])
+        event = RunEvent(
+            tenant=key.tenant,
+            run_id=key.run_id,
+            seq=len(log) + 1,
+            type=type_,
+            data=load_json(data),
+            at=self.state.clock.now(),
+            event_id=event_id,
+            terminal=terminal,
+        )
+        log.append(event)
+        if event_id is not None:
+            self._ids[(key.tenant, key.run_id, event_id)] = event.seq
+        return event
+
+    def append(
+        self, key: RunKey, type_: str, data: str, *, event_id: str | None, fence: int | None
+    ) -> RunEvent:
+        """Append (or return the event a retried ``event_id`` stored)."""
+        prior = self._prior(key, event_id, type_, data)
+        if prior is not None:
+            return prior.model_copy()
+        if self.state.get_run(key) is None:
+            raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        self.state._check_fence(key, fence)
+        return self._append(key, type_, data, event_id, False).model_copy()
+
+    def read(self, key: RunKey, *, after: int, limit: int) -> list[RunEvent]:
+        """Events with seq > ``after``, at most ``limit``."""
+        check_after(after, limit)
+        log = self._logs.get((key.tenant, key.run_id), [])
+        return [e.model_copy() for e in log[after : after + limit]]
+
+    def finalize(
+        self,
+        key: RunKey,
+        *,
+        status: str,
+        type_: str,
+        data: str,
+        expected_version: int | None,
+        fence: int | None,
+        event_id: str | None,
+    ) -> RunRecord:
+        """Set ``status`` and append the terminal event, or change nothing."""
+        if self._prior(key, event_id, type_, data) is not None:
+            current = self.state.get_run(key)
+            if current is None:
+                raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} is gone")
+            return current
+        current = self.state.get_run(key)
+        actual = current.version if current else 0
+        if expected_version is not None and expected_version != actual:
+            raise StateConflictError(expected_version, actual)
+        # patch_run checks existence and the fence before it changes anything.
+        record = self.state.patch_run(key, CounterDelta(), status=status, fence=fence)
+        self._append(key, type_, data, event_id, True)
+        return record

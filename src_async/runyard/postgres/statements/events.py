@@ -1,0 +1,94 @@
+"""The event log's statements (append, finalize, read), as templates; one statement each."""
+
+from __future__ import annotations
+
+from runyard.postgres.statements.state import FENCE
+
+__all__ = ["EVENT_TEMPLATES"]
+
+_EVENT_COLS = "e.seq, e.type, e.data::text, e.at, e.event_id, e.terminal"
+
+# The event an event_id already names ($1 tenant, $2 run_id, {event_id}).
+_PRIOR = """prior AS (
+    SELECT {event_cols} FROM {events} e
+    WHERE e.tenant = $1::text AND e.run_id = $2::text AND e.event_id = {event_id}::text
+)"""
+
+# The next seq of the run: the head row's lock orders concurrent appends (gap-free seqs).
+_HEAD = """head AS (
+    INSERT INTO {event_heads} AS h (tenant, run_id, last_seq)
+    SELECT $1::text, $2::text, 1 FROM {source}
+    ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = h.last_seq + 1
+    RETURNING h.last_seq
+)"""
+
+# pg_notify in the writing statement: delivered at commit, never for a rolled-back write.
+_NOTIFY = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({channel}::text,
+    json_build_array($1::text, $2::text, i.seq)::text)::text) END"""
+
+EVENT_TEMPLATES: dict[str, str] = {
+    # $1 tenant $2 run_id $3 type $4 data $5 now $6 event_id $7 fence $8 channel (NULL: none).
+    # The appended event, or the event a retried event_id stored; no row: refused (probe_run).
+    "append_event": "WITH "
+    + FENCE.format(run_leases="{run_leases}", fence="$7", now="$5")
+    + ", "
+    + _PRIOR.format(event_cols=_EVENT_COLS, events="{events}", event_id="$6")
+    + ", "
+    + _HEAD.format(
+        event_heads="{event_heads}",
+        source="""{runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text
+      AND NOT EXISTS (SELECT 1 FROM prior)
+      AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))""",
+    )
+    + """, inserted AS (
+    INSERT INTO {events} AS e (tenant, run_id, seq, type, data, at, event_id, terminal)
+    SELECT $1::text, $2::text, head.last_seq, $3::text, $4::text::jsonb, $5::float8, $6::text,
+           false
+    FROM head
+    RETURNING """
+    + _EVENT_COLS
+    + """
+)
+SELECT i.*, """
+    + _NOTIFY.format(channel="$8")
+    + """ FROM inserted i
+UNION ALL
+SELECT p.*, 0 FROM prior p""",
+    # $1 tenant $2 run_id $3 status $4 type $5 data $6 now $7 event_id $8 fence
+    # $9 expected version (NULL: any) $10 channel. The run as written and the event's seq; or
+    # the run as it is with the prior event's type and data (a retried event_id); no row:
+    # refused, nothing changed (probe_run explains it).
+    "finalize": "WITH "
+    + FENCE.format(run_leases="{run_leases}", fence="$8", now="$6")
+    + ", "
+    + _PRIOR.format(event_cols=_EVENT_COLS, events="{events}", event_id="$7")
+    + """, updated AS (
+    UPDATE {runs} AS r SET status = $3::text, version = r.version + 1, updated_at = $6::float8
+    WHERE r.tenant = $1::text AND r.run_id = $2::text AND NOT EXISTS (SELECT 1 FROM prior)
+      AND ($9::bigint IS NULL OR r.version = $9::bigint)
+      AND ($8::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+    RETURNING {run_cols_r}
+), """
+    + _HEAD.format(event_heads="{event_heads}", source="updated")
+    + """, inserted AS (
+    INSERT INTO {events} AS e (tenant, run_id, seq, type, data, at, event_id, terminal)
+    SELECT $1::text, $2::text, head.last_seq, $4::text, $5::text::jsonb, $6::float8, $7::text,
+           true
+    FROM head
+    RETURNING e.seq
+)
+SELECT u.*, NULL::text, NULL::text, NULL::bigint, """
+    + _NOTIFY.format(channel="$10")
+    + """ FROM updated u CROSS JOIN inserted i
+UNION ALL
+SELECT {run_cols_r}, p.type, p.data, p.seq, 0 FROM prior p
+JOIN {runs} r ON r.tenant = $1::text AND r.run_id = $2::text""",
+    # $1 tenant $2 run_id $3 after $4 limit
+    "read_events": """
+SELECT """
+    + _EVENT_COLS
+    + """ FROM {events} e
+WHERE e.tenant = $1::text AND e.run_id = $2::text AND e.seq > $3::bigint
+ORDER BY e.seq
+LIMIT $4::bigint""",
+}

@@ -1,0 +1,98 @@
+"""The Redis event log's keys, scripts and entry format, shared by both twins (no I/O)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from runyard._json import dump_json, load_json
+from runyard.errors import StateNotFoundError
+from runyard.events import EventConflictError, RunEvent
+from runyard.keys import segment
+from runyard.models import RunKey
+from runyard.redis.common import raise_refusal, text
+from runyard.redis.keys import StateKeys
+from runyard.redis.scripts import LuaScript
+
+__all__ = ["EVENT_SCRIPTS", "EventKeys", "decode_entry", "entry_rest", "raise_event_refusal"]
+
+
+def _load(name: str) -> LuaScript:
+    # The state prelude (fence_error, record), then the event helpers, then the script.
+    lua = resources.files("runyard.redis").joinpath("lua").joinpath("state")
+    parts = ("prelude.lua", "events_prelude.lua", f"{name}.lua")
+    source = "\n".join(lua.joinpath(part).read_text(encoding="utf-8") for part in parts)
+    return LuaScript(name, source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
+
+
+EVENT_SCRIPTS = {name: _load(name) for name in ("append_event", "finalize")}
+
+
+@dataclass(frozen=True)
+class EventKeys:
+    """Keys of one run's event log, in the tenant's slot (hash tag: the tenant)."""
+
+    namespace: str
+    tenant: str
+    run_id: str
+
+    @property
+    def state(self) -> StateKeys:
+        """The tenant's state keys."""
+        return StateKeys(self.namespace, self.tenant)
+
+    @property
+    def log(self) -> str:
+        """LIST: the run's entries; entry i holds seq i + 1."""
+        return f"{self.state.prefix}:events:{segment(self.run_id)}"
+
+    @property
+    def ids(self) -> str:
+        """HASH: event_id -> seq, the retry identities of the run's events."""
+        return f"{self.state.prefix}:event-ids:{segment(self.run_id)}"
+
+    @property
+    def channel(self) -> str:
+        """The pub/sub channel of the run's hints (same slot, for SPUBLISH on a cluster)."""
+        return f"{self.state.prefix}:event-hints:{segment(self.run_id)}"
+
+    def script_keys(self) -> list[str]:
+        """KEYS of append_event and finalize: run, lease, log, event ids."""
+        return [self.state.run(self.run_id), self.state.lease(self.run_id), self.log, self.ids]
+
+
+def entry_rest(event_type: str, data_text: str, event_id: str | None, terminal: bool) -> str:
+    """An entry without its time: what a retried event_id must match."""
+    head = dump_json([event_type, event_id])
+    return f"{'t' if terminal else 'f'}\n{head}\n{data_text}"
+
+
+def decode_entry(key: RunKey, seq: int, entry: Any) -> RunEvent:
+    """Build the RunEvent of log entry ``seq``."""
+    at, flag, head, data = text(entry).split("\n", 3)
+    event_type, event_id = load_json(head)
+    return RunEvent(
+        tenant=key.tenant,
+        run_id=key.run_id,
+        seq=seq,
+        type=event_type,
+        data=load_json(data),
+        at=float(at),
+        event_id=event_id,
+        terminal=flag == "t",
+    )
+
+
+def raise_event_refusal(
+    reply: Sequence[Any], key: RunKey, event_id: str | None, expected: int
+) -> None:
+    """Raise what an event script refused with (not found, conflicts, a lost lease), if any."""
+    status = text(reply[0])
+    if status == "not_found":
+        raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+    if status == "event_conflict":
+        raise EventConflictError(key.run_id, event_id or "", int(reply[1]))
+    raise_refusal(reply, key.run_id, expected)

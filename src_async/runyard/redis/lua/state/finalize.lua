@@ -1,0 +1,29 @@
+-- Sets a terminal status and appends the terminal event, or changes nothing.
+-- KEYS: run, lease, log, event ids
+-- ARGV: rest, event_id ('' none), fence ('' none), now, channel ('' none), publish command,
+--       status, expected_version ('' none)
+local run_key, lease_key, log_key, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prior = prior_event(ids_key, log_key, ARGV[2], ARGV[1])
+if prior and prior[1] == 'event_conflict' then
+  return prior
+end
+local actual = tonumber(redis.call('HGET', run_key, 'version') or '0')
+if actual == 0 then
+  return {'not_found'}
+end
+if not prior then
+  if ARGV[8] ~= '' and tonumber(ARGV[8]) ~= actual then
+    return {'conflict', actual}
+  end
+  local fenced = fence_error(lease_key, ARGV[3], ARGV[4])
+  if fenced then
+    return fenced
+  end
+  redis.call('HINCRBY', run_key, 'version', 1)
+  redis.call('HSET', run_key, 'status', ARGV[7], 'updated_at', ARGV[4])
+  push_event(log_key, ids_key, ARGV[2], ARGV[1], ARGV[4], ARGV[5], ARGV[6])
+end
+local out = record(run_key)
+out[#out + 1] = 'blob'
+out[#out + 1] = redis.call('HGET', run_key, 'blob')
+return out
