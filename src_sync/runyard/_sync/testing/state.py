@@ -11,6 +11,7 @@ import pytest
 from runyard._flavours import gather
 from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore
+from runyard._sync.testing.validation import StateValidationCases
 from runyard.capabilities import certify
 from runyard.errors import (
     LeaseLostError,
@@ -28,7 +29,7 @@ __all__ = ["StateStoreConformance"]
 BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
 
 
-class StateStoreConformance:
+class StateStoreConformance(StateValidationCases):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 
     ``make_store`` returns a fresh, empty store (its own namespace) whose clock ``advance``
