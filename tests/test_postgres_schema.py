@@ -76,3 +76,12 @@ def test_import_runyard_needs_no_psycopg() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "lazy"
+
+
+def test_schema_sql_says_the_caller_creates_a_named_schema() -> None:
+    from runyard.postgres import StateTables, schema_sql
+
+    named = schema_sql(StateTables.with_prefix("myapp_", schema="jobs"))
+    assert named.splitlines()[0].startswith('-- The schema "jobs" must exist already')
+    assert "CREATE SCHEMA" not in "\n".join(named.splitlines()[1:])
+    assert not schema_sql().startswith("-- The schema")

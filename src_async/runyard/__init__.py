@@ -21,6 +21,7 @@ from runyard._sync.protocols import StateStore, WorkQueue
 from runyard.clock import Clock, ManualClock, SystemClock
 from runyard.errors import (
     ConfigurationError,
+    InvalidArgumentError,
     LeaseLostError,
     PoolExhaustedError,
     QueueUnavailableError,
@@ -65,6 +66,7 @@ __all__ = [
     "CounterDelta",
     "DeadLetter",
     "ExecutionStore",
+    "InvalidArgumentError",
     "InvalidIdentifierError",
     "Lease",
     "LeaseLostError",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+from runyard.errors import InvalidArgumentError
+
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "DEFAULT_STATUS", "check_limit", "check_ttl"]
 
 
@@ -17,7 +21,13 @@ def check_limit(limit: int, what: str = "limit") -> int:
 
 
 def check_ttl(ttl_seconds: float) -> float:
-    """Return ``ttl_seconds`` as a float if it is positive; else raise ValueError."""
-    if not ttl_seconds > 0:
-        raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds!r}")
+    """Return ``ttl_seconds`` as a float if it is a positive, finite number; else raise
+    InvalidArgumentError (a ValueError)."""
+    number = isinstance(ttl_seconds, int | float) and not isinstance(ttl_seconds, bool)
+    if not (number and math.isfinite(ttl_seconds) and ttl_seconds > 0):
+        raise InvalidArgumentError(
+            f"ttl_seconds must be a positive, finite number of seconds, not {ttl_seconds!r}",
+            argument="ttl_seconds",
+            limit="a finite number of seconds above 0",
+        )
     return float(ttl_seconds)

@@ -6,6 +6,7 @@ from typing import Literal
 
 __all__ = [
     "ConfigurationError",
+    "InvalidArgumentError",
     "LeaseLostError",
     "PoolExhaustedError",
     "QueueUnavailableError",
@@ -33,6 +34,19 @@ class RunyardError(Exception):
 
 class ConfigurationError(RunyardError):
     """The store, its server or its arguments are set up wrongly; fix the setting and retry."""
+
+
+class InvalidArgumentError(RunyardError, ValueError):
+    """An argument is outside what every store accepts; refused before anything is sent.
+
+    ``argument`` names it, ``limit`` states the documented rule it broke (docs/protocols.md,
+    "Limits and validation"). Never retryable: the same value is refused again.
+    """
+
+    def __init__(self, message: str, *, argument: str = "", limit: str = "") -> None:
+        self.argument = argument
+        self.limit = limit
+        super().__init__(message)
 
 
 class StoreCapabilityError(ConfigurationError):

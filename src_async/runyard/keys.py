@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from runyard.errors import RunyardError
+from runyard.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_IDENTIFIER_BYTES",
@@ -21,8 +21,11 @@ MAX_IDENTIFIER_BYTES = 256
 _GLOB = re.compile(r"([*?\[\]\\])")
 
 
-class InvalidIdentifierError(RunyardError, ValueError):
+class InvalidIdentifierError(InvalidArgumentError):
     """A tenant, run, session or item identifier is empty, too long, or not storable text."""
+
+
+_IDENTIFIER_RULE = f"non-empty UTF-8 text without NUL, at most {MAX_IDENTIFIER_BYTES} bytes"
 
 
 def validate_identifier(value: object, what: str = "identifier") -> str:
@@ -32,20 +35,23 @@ def validate_identifier(value: object, what: str = "identifier") -> str:
     as UTF-8 (lone surrogates), or is longer than MAX_IDENTIFIER_BYTES in UTF-8.
     """
     if not isinstance(value, str):
-        raise InvalidIdentifierError(f"{what} must be a str, not {type(value).__name__}")
-    if not value:
-        raise InvalidIdentifierError(f"{what} must not be empty")
-    if "\x00" in value:
-        raise InvalidIdentifierError(f"{what} must not contain NUL")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidIdentifierError(f"{what} is not valid UTF-8 text") from None
-    if size > MAX_IDENTIFIER_BYTES:
-        raise InvalidIdentifierError(
-            f"{what} is {size} bytes; the limit is {MAX_IDENTIFIER_BYTES} bytes of UTF-8"
-        )
-    return value
+        problem = f"must be a str, not {type(value).__name__}"
+    elif not value:
+        problem = "must not be empty"
+    elif "\x00" in value:
+        problem = "must not contain NUL"
+    else:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            problem = "is not valid UTF-8 text (lone surrogate)"
+        else:
+            if size <= MAX_IDENTIFIER_BYTES:
+                return value
+            problem = f"is {size} bytes; the limit is {MAX_IDENTIFIER_BYTES} bytes of UTF-8"
+    raise InvalidIdentifierError(
+        f"{what} {problem} ({_IDENTIFIER_RULE})", argument=what, limit=_IDENTIFIER_RULE
+    )
 
 
 def segment(value: str) -> str:
@@ -77,5 +83,9 @@ def decode_cursor(cursor: str | None) -> int:
         return 0
     digits = cursor[1:] if isinstance(cursor, str) and cursor.startswith("s") else ""
     if not (digits.isascii() and digits.isdigit()):
-        raise InvalidIdentifierError(f"cursor {cursor!r} was not issued by a runyard store")
+        raise InvalidIdentifierError(
+            f"cursor {cursor!r} was not issued by a runyard store",
+            argument="cursor",
+            limit="a next_cursor this store returned",
+        )
     return int(cursor[1:])

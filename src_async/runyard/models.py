@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runyard.keys import validate_identifier
+from runyard.validation import MAX_COUNTER, check_counter
 
 __all__ = [
     "CounterDelta",
@@ -49,15 +50,22 @@ class RunKey(BaseModel):
 
 
 class CounterDelta(BaseModel):
-    """Amounts to add to a run's counters; negative values are refused."""
+    """Amounts to add to a run's counters: ints from 0 to 2**53 - 1 (runyard.validation.
+    MAX_COUNTER); anything else raises InvalidArgumentError naming the field."""
 
     model_config = _FROZEN
 
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    cost_micros: int = Field(default=0, ge=0)
-    iterations: int = Field(default=0, ge=0)
-    cursor: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0, le=MAX_COUNTER)
+    output_tokens: int = Field(default=0, ge=0, le=MAX_COUNTER)
+    cost_micros: int = Field(default=0, ge=0, le=MAX_COUNTER)
+    iterations: int = Field(default=0, ge=0, le=MAX_COUNTER)
+    cursor: int = Field(default=0, ge=0, le=MAX_COUNTER)
+
+    def __init__(self, **amounts: Any) -> None:
+        # Checked here, so a bad amount raises InvalidArgumentError, not ValidationError.
+        super().__init__(
+            **{name: check_counter(value, f"delta.{name}") for name, value in amounts.items()}
+        )
 
 
 class RunRecord(BaseModel):

@@ -6,7 +6,6 @@ The twins wrap it in their lock; it is the reference model property tests compar
 from __future__ import annotations
 
 import heapq
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from runyard.models import (
     WorkItem,
 )
 from runyard.policy import QueuePolicy
+from runyard.validation import check_delay, check_error_text, check_priority, item_id_or_new
 
 __all__ = ["MemoryQueueCore"]
 
@@ -162,11 +162,11 @@ class MemoryQueueCore:
         delay_seconds: float,
     ) -> WorkItem:
         validate_identifier(tenant, "tenant")
-        item_id = validate_identifier(item_id or uuid.uuid4().hex, "item_id")
+        item_id, _ = item_id_or_new(item_id)
         if dedupe_key is not None:
             validate_identifier(dedupe_key, "dedupe_key")
-        if delay_seconds < 0:
-            raise ValueError(f"delay_seconds must not be negative, not {delay_seconds!r}")
+        priority = check_priority(priority)
+        delay_seconds = check_delay(delay_seconds)
         stored = copy_json(payload, self.max_value_bytes, "payload")
         existing = self._items.get((tenant, item_id))
         if existing is not None:
@@ -246,6 +246,7 @@ class MemoryQueueCore:
     def fail(
         self, tenant: str, item_id: str, *, token: int, error: str | None, retryable: bool
     ) -> WorkItem:
+        check_error_text(error)
         self._leased(tenant, item_id, token)
         item = self._items[(tenant, item_id)]
         decision = self.policy.on_failure(item.attempts, self.clock.now(), retryable=retryable)

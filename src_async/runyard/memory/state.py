@@ -27,6 +27,7 @@ from runyard.models import (
     RunRecord,
     SessionRecord,
 )
+from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
 
 __all__ = ["MemoryStateCore"]
 
@@ -66,6 +67,7 @@ class MemoryStateCore:
         session_id: str | None,
         fence: int | None,
     ) -> RunRecord:
+        check_status(status)
         stored = copy_json(blob, self.max_value_bytes, "run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
@@ -106,11 +108,14 @@ class MemoryStateCore:
     def patch_run(
         self, key: RunKey, delta: CounterDelta, *, status: str | None, fence: int | None
     ) -> RunRecord:
+        check_delta(delta)
+        check_status(status)
         k = (key.tenant, key.run_id)
         existing = self._runs.get(k)
         if existing is None:
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
         self._check_fence(key, fence)
+        check_patch_result(existing.model_dump(include=set(COUNTER_FIELDS)), delta)
         record = existing.model_copy(
             update={
                 "input_tokens": existing.input_tokens + delta.input_tokens,
@@ -155,6 +160,9 @@ class MemoryStateCore:
         cursor: str | None,
     ) -> RunPage:
         validate_identifier(tenant, "tenant")
+        check_status(status)
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
         check_limit(limit)
         after = decode_cursor(cursor)
         matching = sorted(

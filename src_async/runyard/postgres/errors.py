@@ -16,7 +16,7 @@ from runyard.errors import (
     StoreOutcomeUnknown,
 )
 
-__all__ = ["FIX_SCHEMA", "NotSent", "map_error", "scrub"]
+__all__ = ["FIX_SCHEMA", "Kind", "NotSent", "map_error", "scrub", "unavailable"]
 
 Kind = Literal["state", "queue", "executions"]
 
@@ -48,7 +48,8 @@ def scrub(message: str, secret: str | None) -> str:
     return message
 
 
-def _unavailable(kind: Kind, message: str) -> RunyardError:
+def unavailable(kind: Kind, message: str) -> RunyardError:
+    """The retryable error a store of ``kind`` raises when PostgreSQL cannot be reached."""
     if kind == "queue":
         return QueueUnavailableError(message)
     return StatePersistenceError(message, reason="unavailable")
@@ -89,7 +90,7 @@ def map_error(
         )
     if isinstance(exc, NotSent):
         cause = exc.__cause__ or exc
-        return _unavailable(
+        return unavailable(
             kind, scrub(f"no connection to PostgreSQL: {_first_line(cause)}", secret)
         )
     message = scrub(_first_line(exc), secret)
@@ -107,7 +108,7 @@ def map_error(
                 reason="unavailable",
             )
         if sqlstate in _RESOURCES:
-            return _unavailable(kind, f"PostgreSQL is short of resources, try again: {message}")
+            return unavailable(kind, f"PostgreSQL is short of resources, try again: {message}")
         if sqlstate in _LOCK_NOT_AVAILABLE:
             return StatePersistenceError(
                 f"a lock was not available, try again: {message}", reason="contended"
@@ -118,9 +119,9 @@ def map_error(
                 f"on runyard's tables and USAGE on its sequences and schema (see docs/postgres.md)"
             )
         if sqlstate in _NEVER_CONNECTED:
-            return _unavailable(kind, f"no connection to PostgreSQL: {message}")
+            return unavailable(kind, f"no connection to PostgreSQL: {message}")
         if sqlstate in _SERVER_GOING_AWAY:
-            return _unavailable(kind, f"PostgreSQL closed the session: {message}")
+            return unavailable(kind, f"PostgreSQL closed the session: {message}")
         if sqlstate.startswith("08"):
             return _lost(kind, idempotent, message)
         if sqlstate[:2] in ("22", "23", "54"):
@@ -136,7 +137,7 @@ def map_error(
 def _lost(kind: Kind, idempotent: bool, message: str) -> RunyardError:
     """The connection went away with a statement in flight: was it applied? Unknown."""
     if idempotent:
-        return _unavailable(kind, f"connection to PostgreSQL lost: {message}")
+        return unavailable(kind, f"connection to PostgreSQL lost: {message}")
     return StoreOutcomeUnknown(
         f"connection to PostgreSQL lost before the reply to a write: it may or may not have "
         f"been applied ({message})"

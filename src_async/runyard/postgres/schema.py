@@ -167,9 +167,18 @@ def _template() -> str:
 def schema_sql(tables: StateTables | None = None) -> str:
     """Return the DDL of runyard's schema for ``tables`` (the defaults when None).
 
-    Apply it with your migration tool; runyard itself never runs DDL.
+    Apply it with your migration tool; runyard itself never runs DDL. With ``tables.schema``
+    set, the DDL does not create that schema: its first line says the caller must.
     """
-    return _template().format_map((tables or StateTables()).placeholders())
+    tables = tables or StateTables()
+    ddl = _template().format_map(tables.placeholders())
+    if tables.schema is None:
+        return ddl
+    note = (
+        f'-- The schema "{tables.schema}" must exist already: this DDL does not create it '
+        f'(CREATE SCHEMA "{tables.schema}"; in your migration, before what follows).\n'
+    )
+    return note + ddl
 
 
 EXPECTED_SCHEMA = schema_sql()

@@ -14,9 +14,13 @@ from runyard.policy import FailureDecision, QueuePolicy
 from runyard.redis.flavours import (
     AsyncRedis,
     AsyncRedisCluster,
+    AuthenticationError,
+    AuthenticationWrongNumberOfArgsError,
+    AuthorizationError,
     BusyLoadingError,
     ClusterDownError,
     MaxConnectionsError,
+    NoPermissionError,
     NoScriptError,
     ReadOnlyError,
     RedisCluster,
@@ -53,7 +57,7 @@ __all__ = [
     "timestamp",
 ]
 
-Failure = Literal["noscript", "not_applied", "ambiguous", "pool", "fatal"]
+Failure = Literal["noscript", "not_applied", "ambiguous", "pool", "fatal", "configuration"]
 CONFIG_SETTINGS = ("maxmemory-policy", "appendonly", "save")
 # The item columns of an item reply after (tenant, id), as queue_prelude.lua's ITEM_COLUMNS.
 ITEM_COLUMNS = (
@@ -85,8 +89,19 @@ def classify(exc: BaseException) -> Failure:
     ``not_applied``: the server certainly did not run it (refused connection, loading, failover
     in progress), so it is safe to send again. ``ambiguous``: it may have run (the connection
     died or timed out after sending). ``pool``: no connection was free. ``fatal``: anything
-    else (a script error, a permission error), never retried.
+    else (a script error), never retried. ``configuration``: the server refused the credentials
+    or the user's permissions; sending again cannot help.
     """
+    if isinstance(
+        exc,
+        (
+            AuthenticationError,
+            AuthorizationError,
+            AuthenticationWrongNumberOfArgsError,
+            NoPermissionError,
+        ),
+    ):
+        return "configuration"
     if isinstance(exc, NoScriptError):
         return "noscript"
     if isinstance(exc, MaxConnectionsError):

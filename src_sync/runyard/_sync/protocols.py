@@ -56,7 +56,8 @@ class StateStore(Protocol):
     ) -> RunRecord:
         """Add ``delta`` to the run's counters and bump its version; needs no expected version.
 
-        Raises StateNotFoundError, LeaseLostError.
+        All or nothing: a patch that would take a counter past 2**53 - 1 writes nothing and
+        raises InvalidArgumentError. Raises StateNotFoundError, LeaseLostError.
         """
         ...
 
@@ -141,24 +142,39 @@ class WorkQueue(Protocol):
         """Lease the next item, tenants served in rotation; None when nothing is due."""
         ...
 
-    def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
-        """Extend the lease. Raises LeaseLostError, WorkItemNotFoundError."""
+    def heartbeat(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> Lease:
+        """Extend the lease; pass the ``Lease`` alone or ``tenant, item_id, token=``.
+
+        Raises LeaseLostError, WorkItemNotFoundError, InvalidArgumentError.
+        """
         ...
 
-    def complete(self, tenant: str, item_id: str, *, token: int) -> None:
-        """Finish the item. Raises LeaseLostError, WorkItemNotFoundError."""
+    def complete(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> None:
+        """Finish the item; pass the ``Lease`` alone or ``tenant, item_id, token=``.
+
+        Raises LeaseLostError, WorkItemNotFoundError, InvalidArgumentError.
+        """
         ...
 
     def fail(
         self,
-        tenant: str,
-        item_id: str,
+        tenant: str | Lease,
+        item_id: str | None = None,
         *,
-        token: int,
+        token: int | None = None,
         error: str | None = None,
         retryable: bool = True,
     ) -> WorkItem:
-        """Record a failed attempt: retried after backoff, or dead-lettered per the policy."""
+        """Record a failed attempt: retried after backoff, or dead-lettered per the policy.
+
+        Pass the ``Lease`` alone or ``tenant, item_id, token=``; ``error`` is text of at most
+        16 KiB (runyard.validation.MAX_ERROR_BYTES). Raises LeaseLostError,
+        WorkItemNotFoundError, InvalidArgumentError.
+        """
         ...
 
     def reap(self, *, limit: int = 100) -> list[WorkItem]:

@@ -12,6 +12,7 @@ from runyard.clock import Clock, SystemClock
 from runyard.memory.queue import MemoryQueueCore
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
+from runyard.validation import settle_target
 
 __all__ = ["AsyncMemoryWorkQueue"]
 
@@ -68,26 +69,33 @@ class AsyncMemoryWorkQueue(AsyncClosing):
         async with self._lock:
             return self._core.claim(worker)
 
-    async def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
+    async def heartbeat(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> Lease:
         """Extend the lease. Raises LeaseLostError, WorkItemNotFoundError."""
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         async with self._lock:
             return self._core.heartbeat(tenant, item_id, token=token)
 
-    async def complete(self, tenant: str, item_id: str, *, token: int) -> None:
+    async def complete(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> None:
         """Finish the item. Raises LeaseLostError, WorkItemNotFoundError."""
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         async with self._lock:
             self._core.complete(tenant, item_id, token=token)
 
     async def fail(
         self,
-        tenant: str,
-        item_id: str,
+        tenant: str | Lease,
+        item_id: str | None = None,
         *,
-        token: int,
+        token: int | None = None,
         error: str | None = None,
         retryable: bool = True,
     ) -> WorkItem:
         """Record a failed attempt: retried after backoff, or dead-lettered per the policy."""
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         async with self._lock:
             return self._core.fail(tenant, item_id, token=token, error=error, retryable=retryable)
 

@@ -40,6 +40,7 @@ from runyard.redis.flavours import (
 from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_delta, check_status, counter_overflow
 
 __all__ = ["AsyncRedisStateStore"]
 
@@ -152,6 +153,7 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRunIteration, AsyncClosing):
         Raises StateConflictError, LeaseLostError, StatePersistenceError (``too_large`` and
         ``invalid`` before anything is sent), StoreOutcomeUnknown.
         """
+        check_status(status)
         stored = dump_json(blob, max_bytes=self.settings.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
@@ -224,6 +226,8 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRunIteration, AsyncClosing):
         Raises StateNotFoundError, LeaseLostError, StoreOutcomeUnknown (a patch has no retry
         identity, so a lost reply is never settled by sending it again).
         """
+        check_delta(delta)
+        check_status(status)
         k = self._keys(key.tenant)
         args = [
             delta.input_tokens,
@@ -246,6 +250,9 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRunIteration, AsyncClosing):
             ) from lost
         if text(reply[0]) == "not_found":
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        if text(reply[0]) == "out_of_range":
+            name = text(reply[1])
+            raise counter_overflow(name, int(reply[2]), getattr(delta, name))
         raise_refusal(reply, key.run_id)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]))
 
@@ -296,6 +303,9 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRunIteration, AsyncClosing):
         more match, to know whether there is a next page) is found.
         """
         validate_identifier(tenant, "tenant")
+        check_status(status)
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
         check_limit(limit)
         after = decode_cursor(cursor)
         k = self._keys(tenant)

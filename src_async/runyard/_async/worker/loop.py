@@ -8,6 +8,7 @@ from runyard._async.protocols import AsyncWorkQueue
 from runyard._flavours import async_sleep
 from runyard.errors import LeaseLostError
 from runyard.models import Lease
+from runyard.validation import storable_error_text
 from runyard.worker.outcomes import PermanentFailure, WorkerReport
 
 __all__ = ["AsyncWorker"]
@@ -47,7 +48,7 @@ class AsyncWorker:
             await self._settle_failure(lease, repr(exc), retryable=True)
         else:
             try:
-                await self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
+                await self.queue.complete(lease)
                 self.report.completed += 1
             except LeaseLostError:
                 self.report.lost += 1
@@ -55,9 +56,7 @@ class AsyncWorker:
 
     async def _settle_failure(self, lease: Lease, error: str, *, retryable: bool) -> None:
         try:
-            await self.queue.fail(
-                lease.tenant, lease.item_id, token=lease.token, error=error, retryable=retryable
-            )
+            await self.queue.fail(lease, error=storable_error_text(error), retryable=retryable)
             self.report.failed += 1
         except LeaseLostError:
             self.report.lost += 1

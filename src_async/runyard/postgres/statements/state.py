@@ -60,6 +60,12 @@ SET input_tokens = r.input_tokens + $3::bigint, output_tokens = r.output_tokens 
     version = r.version + 1, updated_at = $9::float8
 WHERE r.tenant = $1::text AND r.run_id = $2::text
   AND ($10::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+  -- the whole patch or nothing: every counter stays within runyard.validation.MAX_COUNTER
+  AND r.input_tokens + $3::bigint <= 9007199254740991
+  AND r.output_tokens + $4::bigint <= 9007199254740991
+  AND r.cost_micros + $5::bigint <= 9007199254740991
+  AND r.iterations + $6::bigint <= 9007199254740991
+  AND r."cursor" + $7::bigint <= 9007199254740991
 RETURNING {run_cols_r}""",
     # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now
     "delete_run": "WITH "

@@ -27,6 +27,7 @@ from runyard.errors import (
     RunyardError,
     StatePersistenceError,
 )
+from runyard.postgres.connecting import connect_refusal
 from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error
 from runyard.postgres.flavours import Connection, ConnectionPool
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
@@ -111,6 +112,15 @@ class _PostgresAdapter(Closing):
                 "settings.dsn is not a valid PostgreSQL connection string "
                 "(details hidden: they would show the DSN)"
             ) from None
+        # One direct connection first: a wrong setting fails at once with libpq's reason,
+        # instead of as a pool timeout with the reason only in psycopg_pool's log.
+        try:
+            probe = Connection.connect(
+                dsn, connect_timeout=max(1, round(settings.pool_timeout_seconds))
+            )
+        except psycopg.Error as exc:
+            raise connect_refusal(exc, kind=cls._kind, secret=dsn) from None
+        probe.close()
         pool: ConnectionPool[Any] = ConnectionPool(
             dsn,
             min_size=settings.pool_min_size,

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +29,13 @@ from runyard.postgres.rows import (
     settle_refusal,
 )
 from runyard.postgres.schema import StateTables
+from runyard.validation import (
+    check_delay,
+    check_error_text,
+    check_priority,
+    item_id_or_new,
+    settle_target,
+)
 
 __all__ = ["PostgresWorkQueue"]
 
@@ -103,11 +109,11 @@ class PostgresWorkQueue(_PostgresAdapter):
         StatePersistenceError for a payload jsonb would refuse, before sending.
         """
         validate_identifier(tenant, "tenant")
-        item_id = validate_identifier(item_id or uuid.uuid4().hex, "item_id")
+        item_id, _ = item_id_or_new(item_id)
         if dedupe_key is not None:
             validate_identifier(dedupe_key, "dedupe_key")
-        if delay_seconds < 0:
-            raise ValueError(f"delay_seconds must not be negative, not {delay_seconds!r}")
+        priority = check_priority(priority)
+        delay_seconds = check_delay(delay_seconds)
         text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
         for _ in range(3):
             now = self._now()
@@ -158,13 +164,14 @@ class PostgresWorkQueue(_PostgresAdapter):
         refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)
         return refusal or LeaseLostError(item_id, "taken")
 
-    def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
+    def heartbeat(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> Lease:
         """Extend the lease (never past max_lease_seconds from the claim).
 
         Raises LeaseLostError ("taken", "capped", "expired"), WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         now = self._now()
         rows = self._fetch(
             "heartbeat",
@@ -179,14 +186,15 @@ class PostgresWorkQueue(_PostgresAdapter):
             return decode_lease(rows[0])
         raise self._refused(tenant, item_id, token, now)
 
-    def complete(self, tenant: str, item_id: str, *, token: int) -> None:
+    def complete(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> None:
         """Finish the item (deleting it and freeing its dedupe key), fenced on ``token``.
 
         Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown when the reply was
         lost and reading back cannot settle it.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         now = self._now()
         try:
             rows = self._complete(tenant, item_id, token, now)
@@ -218,10 +226,10 @@ class PostgresWorkQueue(_PostgresAdapter):
 
     def fail(
         self,
-        tenant: str,
-        item_id: str,
+        tenant: str | Lease,
+        item_id: str | None = None,
         *,
-        token: int,
+        token: int | None = None,
         error: str | None = None,
         retryable: bool = True,
     ) -> WorkItem:
@@ -231,8 +239,8 @@ class PostgresWorkQueue(_PostgresAdapter):
         lost and the item no longer carries this token (reading back cannot tell this call's
         write from a reap's).
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
+        check_error_text(error)
         now = self._now()
         probe = self._probe(tenant, item_id)
         refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)

@@ -32,6 +32,7 @@ from runyard.postgres.rows import (
     run_refusal,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
+from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
 
 __all__ = ["PostgresStateStore"]
 
@@ -76,6 +77,7 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         StatePersistenceError for a value jsonb would refuse (before sending), and
         StoreOutcomeUnknown when the reply was lost and reading back cannot settle it.
         """
+        check_status(status)
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
@@ -148,6 +150,8 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         Concurrent patches all land. Raises StateNotFoundError, LeaseLostError, and
         StoreOutcomeUnknown when the reply was lost (a patch has no identity to read back).
         """
+        check_delta(delta)
+        check_status(status)
         now = self._now()
         rows = self._fetch(
             "patch_run",
@@ -169,6 +173,11 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         if probe is None or probe[0] is None:
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
         refusal = fence_refusal(key.run_id, fence, probe, now) if fence is not None else None
+        if refusal is None:
+            # Refused by the range guard: counters only grow, so the stored run still shows why.
+            run = self.get_run(key)
+            if run is not None:
+                check_patch_result(run.model_dump(include=set(COUNTER_FIELDS)), delta)
         raise refusal or StateNotFoundError(
             f"run {key.run_id!r} of tenant {key.tenant!r} does not exist"
         )
@@ -212,6 +221,9 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
     ) -> RunPage:
         """Return a page of the tenant's runs in creation order (by ``seq``)."""
         validate_identifier(tenant, "tenant")
+        check_status(status)
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
         check_limit(limit)
         after = decode_cursor(cursor)
         rows = self._fetch("list_runs", tenant, after, status, session_id, limit + 1)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from runyard._checks import check_limit
@@ -35,6 +34,13 @@ from runyard.redis.flavours import (
 from runyard.redis.keys import QueueKeys, priority_key, time_key
 from runyard.redis.scripts import QUEUE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import (
+    check_delay,
+    check_error_text,
+    check_priority,
+    item_id_or_new,
+    settle_target,
+)
 
 __all__ = ["RedisWorkQueue"]
 
@@ -146,12 +152,11 @@ class RedisWorkQueue(Closing):
         StoreOutcomeUnknown when the reply is lost and no caller-minted identity settles it.
         """
         validate_identifier(tenant, "tenant")
-        minted = item_id is None
-        item_id = validate_identifier(item_id or uuid.uuid4().hex, "item_id")
+        item_id, minted = item_id_or_new(item_id)
         if dedupe_key is not None:
             validate_identifier(dedupe_key, "dedupe_key")
-        if delay_seconds < 0:
-            raise ValueError(f"delay_seconds must not be negative, not {delay_seconds!r}")
+        priority = check_priority(priority)
+        delay_seconds = check_delay(delay_seconds)
         pkey = priority_key(priority)
         stored = dump_json(payload, max_bytes=self.settings.max_value_bytes, what="payload")
         for sends in (2, 1):
@@ -233,13 +238,14 @@ class RedisWorkQueue(Closing):
             return None
         return decode_lease(reply[1])
 
-    def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
+    def heartbeat(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> Lease:
         """Extend the lease (never past max_lease_seconds).
 
         Raises LeaseLostError (``taken``, ``capped``, ``expired``), WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         now = self.clock.now()
         args = [
             tenant,
@@ -254,13 +260,14 @@ class RedisWorkQueue(Closing):
         raise_settle_refusal(reply, tenant, item_id)
         return decode_lease(reply[1])
 
-    def complete(self, tenant: str, item_id: str, *, token: int) -> None:
+    def complete(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> None:
         """Finish the item; it is deleted and frees its dedupe key.
 
         Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         now = self.clock.now()
         args = [
             tenant,
@@ -277,10 +284,10 @@ class RedisWorkQueue(Closing):
 
     def fail(
         self,
-        tenant: str,
-        item_id: str,
+        tenant: str | Lease,
+        item_id: str | None = None,
         *,
-        token: int,
+        token: int | None = None,
         error: str | None = None,
         retryable: bool = True,
     ) -> WorkItem:
@@ -288,8 +295,8 @@ class RedisWorkQueue(Closing):
 
         Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
+        check_error_text(error)
         now = self.clock.now()
         args = [
             tenant,

@@ -115,6 +115,11 @@ class ScriptRunner:
                         f"every connection of the pool is in use ({exc}); raise max_connections "
                         "or lower the concurrency"
                     ) from exc
+                if kind == "configuration":
+                    raise ConfigurationError(
+                        f"Redis refused this client: {exc}; check the username, password and "
+                        "ACL permissions in the URL or client (not retried)"
+                    ) from exc
                 if kind == "fatal" or kind == "noscript":
                     raise
                 if kind == "ambiguous" and not idempotent:

@@ -12,6 +12,7 @@ from runyard._flavours import gather
 from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore
 from runyard._sync.testing.events import EventLogConformance
+from runyard._sync.testing.validation import StateValidationCases
 from runyard.capabilities import certify
 from runyard.errors import (
     LeaseLostError,
@@ -29,7 +30,7 @@ __all__ = ["StateStoreConformance"]
 BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
 
 
-class StateStoreConformance(EventLogConformance):
+class StateStoreConformance(EventLogConformance, StateValidationCases):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 
     ``make_store`` returns a fresh, empty store (its own namespace) whose clock ``advance``

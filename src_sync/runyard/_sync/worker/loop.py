@@ -10,6 +10,7 @@ from runyard._flavours import sleep
 from runyard._sync.protocols import WorkQueue
 from runyard.errors import LeaseLostError
 from runyard.models import Lease
+from runyard.validation import storable_error_text
 from runyard.worker.outcomes import PermanentFailure, WorkerReport
 
 __all__ = ["Worker"]
@@ -49,7 +50,7 @@ class Worker:
             self._settle_failure(lease, repr(exc), retryable=True)
         else:
             try:
-                self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
+                self.queue.complete(lease)
                 self.report.completed += 1
             except LeaseLostError:
                 self.report.lost += 1
@@ -57,9 +58,7 @@ class Worker:
 
     def _settle_failure(self, lease: Lease, error: str, *, retryable: bool) -> None:
         try:
-            self.queue.fail(
-                lease.tenant, lease.item_id, token=lease.token, error=error, retryable=retryable
-            )
+            self.queue.fail(lease, error=storable_error_text(error), retryable=retryable)
             self.report.failed += 1
         except LeaseLostError:
             self.report.lost += 1

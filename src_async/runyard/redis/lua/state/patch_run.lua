@@ -11,6 +11,14 @@ if fenced then
   return fenced
 end
 local names = {'input_tokens', 'output_tokens', 'cost_micros', 'iterations', 'cursor'}
+-- The whole patch or nothing: refuse before any write if a counter would pass 2**53 - 1
+-- (runyard.validation.MAX_COUNTER), the largest integer a Lua number holds exactly.
+local current = redis.call('HMGET', run_key, unpack(names))
+for i, name in ipairs(names) do
+  if tonumber(current[i] or '0') + tonumber(ARGV[i]) > 9007199254740991 then
+    return {'out_of_range', name, current[i] or '0'}
+  end
+end
 for i, name in ipairs(names) do
   if ARGV[i] ~= '0' then
     redis.call('HINCRBY', run_key, name, ARGV[i])

@@ -1,0 +1,179 @@
+"""The validation cases of the conformance kit: every limit of docs/protocols.md ("Limits and
+validation"), refused the same way by every store, with nothing written.
+
+Mixed into AsyncStateStoreConformance and AsyncWorkQueueConformance, whose ``store`` and
+``queue`` fixtures they use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
+from runyard.errors import InvalidArgumentError
+from runyard.keys import InvalidIdentifierError
+from runyard.models import CounterDelta, Lease, RunKey, RunRecord
+from runyard.validation import (
+    COUNTER_FIELDS,
+    MAX_COUNTER,
+    MAX_ERROR_BYTES,
+    MAX_PRIORITY,
+    MAX_STATUS_BYTES,
+    MIN_PRIORITY,
+)
+
+__all__ = ["AsyncQueueValidationCases", "AsyncStateValidationCases"]
+
+BAD_STATUSES = ["", "nul\x00", "lone\ud800", "s" * (MAX_STATUS_BYTES + 1)]
+BAD_PRIORITIES: list[Any] = [
+    True,
+    1.5,
+    "3",
+    None,
+    MAX_PRIORITY + 1,
+    MIN_PRIORITY - 1,
+    10**15,
+    2**63,
+]
+BAD_DELAYS: list[Any] = [float("nan"), float("inf"), -1, -0.5, True, "1", None]
+BAD_ERRORS = ["nul\x00", "lone\ud800", "e" * (MAX_ERROR_BYTES + 1)]
+
+
+def _counters(record: RunRecord) -> tuple[int, ...]:
+    return (*(getattr(record, name) for name in COUNTER_FIELDS), record.version)
+
+
+class AsyncStateValidationCases:
+    """Limits every StateStore enforces before anything is written."""
+
+    @pytest.mark.asyncio
+    async def test_validation_delta_out_of_range_is_refused(self, store: AsyncStateStore) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {}, expected_version=0)
+        for amount in (2**64, 2**63 - 1, MAX_COUNTER + 1, -1):
+            # model_construct skips CounterDelta's own check, so the store must make it.
+            delta = CounterDelta.model_construct(
+                input_tokens=5, output_tokens=6, cost_micros=amount, iterations=1, cursor=0
+            )
+            with pytest.raises(InvalidArgumentError) as caught:
+                await store.patch_run(key, delta)
+            assert caught.value.argument == "delta.cost_micros"
+            assert str(MAX_COUNTER) in str(caught.value)
+        got = await store.get_run(key)
+        assert got is not None and _counters(got) == (0, 0, 0, 0, 0, 1)
+
+    @pytest.mark.asyncio
+    async def test_validation_patch_past_the_counter_limit_writes_nothing(
+        self, store: AsyncStateStore
+    ) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {}, expected_version=0)
+        await store.patch_run(key, CounterDelta(cost_micros=MAX_COUNTER - 1))
+        with pytest.raises(InvalidArgumentError) as caught:
+            await store.patch_run(
+                key,
+                CounterDelta(input_tokens=5, output_tokens=6, cost_micros=2, iterations=1),
+                status="done",
+            )
+        assert caught.value.argument == "delta.cost_micros" and not caught.value.retryable
+        got = await store.get_run(key)
+        assert got is not None
+        assert _counters(got) == (0, 0, MAX_COUNTER - 1, 0, 0, 2) and got.status != "done"
+        # Up to the limit itself is fine, and comes back exact.
+        reached = await store.patch_run(key, CounterDelta(cost_micros=1, iterations=MAX_COUNTER))
+        assert (reached.cost_micros, reached.iterations) == (MAX_COUNTER, MAX_COUNTER)
+        again = await store.get_run(key)
+        assert again is not None and _counters(again) == _counters(reached)
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("bad", BAD_STATUSES, ids=["empty", "nul", "surrogate", "long"])
+    async def test_validation_bad_status_is_refused(self, store: AsyncStateStore, bad: str) -> None:
+        key = RunKey("acme", "r")
+        with pytest.raises(InvalidArgumentError) as caught:
+            await store.put_run(key, {}, expected_version=0, status=bad)
+        assert caught.value.argument == "status"
+        assert await store.get_run(key) is None
+        await store.put_run(key, {}, expected_version=0, status="queued")
+        with pytest.raises(InvalidArgumentError):
+            await store.patch_run(key, CounterDelta(iterations=1), status=bad)
+        with pytest.raises(InvalidArgumentError):
+            await store.list_runs("acme", status=bad)
+        got = await store.get_run(key)
+        assert got is not None and (got.status, got.version, got.iterations) == ("queued", 1, 0)
+
+
+class AsyncQueueValidationCases:
+    """Limits every WorkQueue enforces before anything is written, and settling by Lease."""
+
+    async def _only_lease(self, queue: AsyncWorkQueue) -> Lease:
+        lease = await queue.claim("w1")
+        assert lease is not None, "expected a due item to claim"
+        return lease
+
+    @pytest.mark.asyncio
+    async def test_validation_empty_item_id_is_refused(self, queue: AsyncWorkQueue) -> None:
+        for _ in range(2):
+            with pytest.raises(InvalidIdentifierError) as caught:
+                await queue.enqueue("acme", {}, item_id="")
+            assert caught.value.argument == "item_id"
+        stats = await queue.stats()
+        assert (stats.ready, stats.delayed) == (0, 0)
+
+    @pytest.mark.asyncio
+    async def test_validation_bad_delay_is_refused(self, queue: AsyncWorkQueue) -> None:
+        for bad in BAD_DELAYS:
+            with pytest.raises(InvalidArgumentError) as caught:
+                await queue.enqueue("acme", {}, item_id="i", delay_seconds=bad)
+            assert caught.value.argument == "delay_seconds", bad
+        assert await queue.get_item("acme", "i") is None
+
+    @pytest.mark.asyncio
+    async def test_validation_bad_priority_is_refused(self, queue: AsyncWorkQueue) -> None:
+        for bad in BAD_PRIORITIES:
+            with pytest.raises(InvalidArgumentError) as caught:
+                await queue.enqueue("acme", {}, item_id="i", priority=bad)
+            assert caught.value.argument == "priority", bad
+            assert str(MAX_PRIORITY) in str(caught.value)
+        assert await queue.get_item("acme", "i") is None
+
+    @pytest.mark.asyncio
+    async def test_validation_priority_limits_are_stored_and_ordered(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        await queue.enqueue("acme", {}, item_id="low", priority=MIN_PRIORITY)
+        await queue.enqueue("acme", {}, item_id="high", priority=MAX_PRIORITY)
+        first = await self._only_lease(queue)
+        assert (first.item_id, first.item.priority) == ("high", MAX_PRIORITY)
+        low = await queue.get_item("acme", "low")
+        assert low is not None and low.priority == MIN_PRIORITY
+
+    @pytest.mark.asyncio
+    async def test_validation_bad_error_text_is_refused(self, queue: AsyncWorkQueue) -> None:
+        await queue.enqueue("acme", {}, item_id="i")
+        lease = await self._only_lease(queue)
+        for bad in BAD_ERRORS:
+            with pytest.raises(InvalidArgumentError) as caught:
+                await queue.fail(lease, error=bad)
+            assert caught.value.argument == "error"
+        held = await queue.get_item("acme", "i")
+        assert held is not None and (held.state, held.last_error) == ("leased", None)
+        longest = "é" * (MAX_ERROR_BYTES // 2)
+        failed = await queue.fail(lease, error=longest)
+        assert (failed.state, failed.last_error) == ("ready", longest)
+
+    @pytest.mark.asyncio
+    async def test_validation_settles_accept_the_lease(self, queue: AsyncWorkQueue) -> None:
+        await queue.enqueue("acme", {}, item_id="i")
+        lease = await self._only_lease(queue)
+        renewed = await queue.heartbeat(lease)
+        assert (renewed.item_id, renewed.token) == ("i", lease.token)
+        with pytest.raises(InvalidArgumentError):
+            await queue.complete(lease, token=lease.token + 1)
+        await queue.complete(lease)
+        assert await queue.get_item("acme", "i") is None
+        await queue.enqueue("acme", {}, item_id="j")
+        second = await self._only_lease(queue)
+        failed = await queue.fail(second, error="boom", retryable=False)
+        assert (failed.state, failed.last_error) == ("dead", "boom")

@@ -1,0 +1,206 @@
+"""The one validation layer every store and twin calls at each method's entry; no I/O.
+
+Each check returns the value it accepts (normalised where the rule says so) or raises
+InvalidArgumentError naming the argument, the problem and the limit, before anything is sent.
+The limits are documented in docs/protocols.md ("Limits and validation"); the conformance kit
+(``runyard._async.testing.validation``) holds every store to them.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import TYPE_CHECKING
+
+from runyard.errors import InvalidArgumentError
+from runyard.keys import validate_identifier
+
+if TYPE_CHECKING:
+    from runyard.models import CounterDelta, Lease
+
+__all__ = [
+    "COUNTER_FIELDS",
+    "MAX_COUNTER",
+    "MAX_DELAY_SECONDS",
+    "MAX_ERROR_BYTES",
+    "MAX_PRIORITY",
+    "MAX_STATUS_BYTES",
+    "MIN_PRIORITY",
+    "check_counter",
+    "check_delay",
+    "check_delta",
+    "check_error_text",
+    "check_patch_result",
+    "check_priority",
+    "check_status",
+    "counter_overflow",
+    "item_id_or_new",
+    "settle_target",
+    "storable_error_text",
+]
+
+# Counters stay exact on every backend: Lua numbers are doubles (exact to 2**53), Redis
+# HINCRBY and PostgreSQL bigint are int64. A patch whose result would pass this is refused whole.
+MAX_COUNTER = 2**53 - 1
+COUNTER_FIELDS = ("input_tokens", "output_tokens", "cost_micros", "iterations", "cursor")
+MIN_PRIORITY = -(2**31)
+MAX_PRIORITY = 2**31 - 1
+MAX_DELAY_SECONDS = 10 * 365 * 86_400  # ten years
+MAX_STATUS_BYTES = 64
+MAX_ERROR_BYTES = 16_384
+
+_COUNTER_RULE = f"an int from 0 to {MAX_COUNTER} (2**53 - 1)"
+_PRIORITY_RULE = f"an int from {MIN_PRIORITY} to {MAX_PRIORITY}"
+_DELAY_RULE = f"a finite number of seconds from 0 to {MAX_DELAY_SECONDS}"
+
+
+def _refuse(argument: str, problem: str, limit: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{argument} {problem} ({limit})", argument=argument, limit=limit)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_counter(value: object, argument: str) -> int:
+    """Return ``value`` if it is an int in 0..MAX_COUNTER; else raise InvalidArgumentError."""
+    if not _is_int(value):
+        raise _refuse(argument, f"must be an int, not {type(value).__name__}", _COUNTER_RULE)
+    assert isinstance(value, int)
+    if not 0 <= value <= MAX_COUNTER:
+        raise _refuse(argument, f"is {value}, out of range", _COUNTER_RULE)
+    return value
+
+
+def check_delta(delta: CounterDelta) -> CounterDelta:
+    """Return ``delta`` if every amount is in range (a delta built with ``model_construct``
+    skips the model's own check). Raises InvalidArgumentError."""
+    from runyard.models import CounterDelta
+
+    if not isinstance(delta, CounterDelta):
+        raise _refuse(
+            "delta", f"must be a CounterDelta, not {type(delta).__name__}", "a CounterDelta"
+        )
+    for name in COUNTER_FIELDS:
+        check_counter(getattr(delta, name), f"delta.{name}")
+    return delta
+
+
+def check_patch_result(current: dict[str, int], delta: CounterDelta) -> None:
+    """Raise InvalidArgumentError if adding ``delta`` to ``current`` would pass MAX_COUNTER;
+    the store then writes nothing."""
+    for name in COUNTER_FIELDS:
+        total = current[name] + getattr(delta, name)
+        if total > MAX_COUNTER:
+            raise counter_overflow(name, current[name], getattr(delta, name))
+
+
+def counter_overflow(name: str, current: int, amount: int) -> InvalidArgumentError:
+    """The refusal of a patch that would take counter ``name`` past MAX_COUNTER."""
+    return _refuse(
+        f"delta.{name}",
+        f"would take {name} from {current} to {current + amount}; nothing was written",
+        f"counters stay from 0 to {MAX_COUNTER} (2**53 - 1)",
+    )
+
+
+def check_priority(priority: object) -> int:
+    """Return ``priority`` if it is an int (not a bool) in MIN_PRIORITY..MAX_PRIORITY."""
+    if not _is_int(priority):
+        raise _refuse("priority", f"must be an int, not {type(priority).__name__}", _PRIORITY_RULE)
+    assert isinstance(priority, int)
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise _refuse("priority", f"is {priority}, out of range", _PRIORITY_RULE)
+    return priority
+
+
+def check_delay(delay_seconds: object, argument: str = "delay_seconds") -> float:
+    """Return ``delay_seconds`` as a float if it is finite and in 0..MAX_DELAY_SECONDS."""
+    if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int | float):
+        raise _refuse(
+            argument, f"must be a number, not {type(delay_seconds).__name__}", _DELAY_RULE
+        )
+    if not math.isfinite(delay_seconds):
+        raise _refuse(argument, f"is {delay_seconds!r}, not finite", _DELAY_RULE)
+    if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
+        raise _refuse(argument, f"is {delay_seconds!r}, out of range", _DELAY_RULE)
+    return float(delay_seconds)
+
+
+def _check_text(value: object, argument: str, max_bytes: int, *, empty_ok: bool) -> str:
+    rule = f"{'' if empty_ok else 'non-empty '}UTF-8 text without NUL, at most {max_bytes} bytes"
+    if not isinstance(value, str):
+        raise _refuse(argument, f"must be a str, not {type(value).__name__}", rule)
+    if not value and not empty_ok:
+        raise _refuse(argument, "must not be empty (pass None to keep the current one)", rule)
+    if "\x00" in value:
+        raise _refuse(argument, "must not contain NUL", rule)
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _refuse(argument, "is not valid UTF-8 text (lone surrogate)", rule) from None
+    if size > max_bytes:
+        raise _refuse(argument, f"is {size} bytes", rule)
+    return value
+
+
+def check_status(status: str | None, argument: str = "status") -> str | None:
+    """Return ``status`` (None keeps the current one) if it is non-empty text without NUL or
+    lone surrogates, at most MAX_STATUS_BYTES in UTF-8."""
+    if status is None:
+        return None
+    return _check_text(status, argument, MAX_STATUS_BYTES, empty_ok=False)
+
+
+def check_error_text(error: str | None) -> str | None:
+    """Return ``error`` (None keeps the last one) if it is text without NUL or lone
+    surrogates, at most MAX_ERROR_BYTES in UTF-8."""
+    if error is None:
+        return None
+    return _check_text(error, "error", MAX_ERROR_BYTES, empty_ok=True)
+
+
+def storable_error_text(text: str) -> str:
+    """Return ``text`` made acceptable to check_error_text: NUL and lone surrogates replaced,
+    cut to MAX_ERROR_BYTES of UTF-8 (for callers that report arbitrary exception text)."""
+    clean = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace")
+    return clean[:MAX_ERROR_BYTES].decode("utf-8", "ignore")
+
+
+def item_id_or_new(item_id: str | None) -> tuple[str, bool]:
+    """Return ``(item_id, minted)``: a fresh id when None, else the validated caller's id
+    (an empty id is refused like any other bad identifier, never replaced)."""
+    if item_id is None:
+        return uuid.uuid4().hex, True
+    return validate_identifier(item_id, "item_id"), False
+
+
+def settle_target(
+    tenant_or_lease: str | Lease, item_id: str | None, token: int | None
+) -> tuple[str, str, int]:
+    """Return ``(tenant, item_id, token)`` for a settle called as ``settle(lease)`` or as
+    ``settle(tenant, item_id, token=...)``; validated. Raises InvalidArgumentError for a mix."""
+    from runyard.models import Lease
+
+    if isinstance(tenant_or_lease, Lease):
+        lease = tenant_or_lease
+        if item_id is not None or (token is not None and token != lease.token):
+            raise _refuse(
+                "lease",
+                "was passed with a different item_id or token",
+                "pass a Lease alone, or tenant, item_id and token=",
+            )
+        return lease.tenant, lease.item_id, lease.token
+    if item_id is None or token is None:
+        raise _refuse(
+            "item_id" if item_id is None else "token",
+            "is missing",
+            "pass a Lease alone, or tenant, item_id and token=",
+        )
+    if not _is_int(token):
+        raise _refuse("token", f"must be an int, not {type(token).__name__}", "an int token")
+    return (
+        validate_identifier(tenant_or_lease, "tenant"),
+        validate_identifier(item_id, "item_id"),
+        token,
+    )
