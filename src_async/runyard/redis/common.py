@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from runyard._json import load_json
-from runyard.errors import LeaseLostError, RunyardError, StateConflictError, WorkItemNotFoundError
+from runyard.errors import (
+    LeaseLostError,
+    RunyardError,
+    StateConflictError,
+    StatePersistenceError,
+    WorkItemNotFoundError,
+)
 from runyard.models import DeadLetter, Lease, RunRecord, SessionRecord, WorkItem
 from runyard.policy import FailureDecision, QueuePolicy
 from runyard.redis.flavours import (
@@ -53,6 +59,7 @@ __all__ = [
     "raise_refusal",
     "raise_settle_refusal",
     "retry_delay",
+    "state_unavailable",
     "text",
     "timestamp",
 ]
@@ -348,3 +355,8 @@ def raise_settle_refusal(reply: Sequence[Any], tenant: str, item_id: str) -> Non
     if text(reply[0]) == "not_found":
         raise WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
     raise_refusal(reply, item_id)
+
+
+def state_unavailable(message: str) -> StatePersistenceError:
+    """The retryable error the state and execution stores raise when Redis cannot serve."""
+    return StatePersistenceError(message, reason="unavailable")

@@ -1,0 +1,255 @@
+"""AsyncRedisSessions: the sessions and run leases of AsyncRedisStateStore."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from runyard._async.redis.scripts import AsyncScriptRunner
+from runyard._checks import check_ttl
+from runyard._json import dump_json, load_json
+from runyard.clock import Clock
+from runyard.errors import (
+    RunLeaseHeldError,
+    StateInUseError,
+    StatePersistenceError,
+    StoreOutcomeUnknown,
+)
+from runyard.keys import validate_identifier
+from runyard.models import RunKey, RunLease, SessionRecord
+from runyard.redis.common import (
+    ReplyLost,
+    decode_session,
+    raise_refusal,
+    state_unavailable,
+    text,
+    timestamp,
+)
+from runyard.redis.flavours import (
+    AsyncRedisClient,
+)
+from runyard.redis.keys import StateKeys
+from runyard.redis.scripts import STATE_SCRIPTS
+from runyard.redis.settings import RedisStoreSettings
+
+__all__ = ["AsyncRedisSessions"]
+
+T = TypeVar("T")
+
+_SESSION_DELETE_ATTEMPTS = 8
+
+
+class AsyncRedisSessions:
+    """Mixin for AsyncRedisStateStore: sessions (compare-and-swap like runs) and run leases
+    with a fencing epoch, one script per write."""
+
+    settings: RedisStoreSettings
+    clock: Clock
+    _client: AsyncRedisClient
+    _runner: AsyncScriptRunner
+
+    def _keys(self, tenant: str) -> StateKeys:
+        return StateKeys(self.settings.namespace, tenant)
+
+    async def _read_back(self, lost: ReplyLost, read: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await read()
+        except Exception as exc:
+            raise StoreOutcomeUnknown(
+                f"{lost}; reading back to settle it failed too ({exc})"
+            ) from lost
+
+    # -- sessions --------------------------------------------------------------------------
+    async def put_session(
+        self, tenant: str, session_id: str, blob: Any, *, expected_version: int
+    ) -> SessionRecord:
+        """Write the session iff its version is ``expected_version``.
+
+        Raises StateConflictError, StatePersistenceError, StoreOutcomeUnknown.
+        """
+        validate_identifier(tenant, "tenant")
+        validate_identifier(session_id, "session_id")
+        stored = dump_json(blob, max_bytes=self.settings.max_value_bytes, what="session blob")
+        return await self._put_session(tenant, session_id, stored, expected_version, 2)
+
+    async def _put_session(
+        self, tenant: str, session_id: str, stored: str, expected_version: int, sends: int
+    ) -> SessionRecord:
+        now = self.clock.now()
+        keys = [self._keys(tenant).session(session_id)]
+        try:
+            reply = await self._runner.script(
+                STATE_SCRIPTS["put_session"],
+                keys,
+                [expected_version, stored, timestamp(now)],
+                idempotent=False,
+            )
+        except ReplyLost as lost:
+            current = await self._read_back(lost, lambda: self.get_session(tenant, session_id))
+            actual = current.version if current else 0
+            applied = current is not None and actual == expected_version + 1
+            if applied and current is not None and dump_json(current.blob) == stored:
+                return current
+            if actual == expected_version and sends > 1:
+                return await self._put_session(
+                    tenant, session_id, stored, expected_version, sends - 1
+                )
+            raise StoreOutcomeUnknown(
+                f"put_session of {session_id!r}: the reply was lost and the session is now at "
+                f"version {actual}; read it and decide"
+            ) from lost
+        raise_refusal(reply, session_id, expected_version, what="session")
+        return SessionRecord(
+            tenant=tenant,
+            session_id=session_id,
+            blob=load_json(stored),
+            version=int(reply[1]),
+            created_at=float(text(reply[2])),
+            updated_at=now,
+        )
+
+    async def get_session(self, tenant: str, session_id: str) -> SessionRecord | None:
+        """Return the session, or None."""
+        validate_identifier(tenant, "tenant")
+        validate_identifier(session_id, "session_id")
+        name = self._keys(tenant).session(session_id)
+        fields = await self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
+        if not fields:
+            return None
+        return decode_session(tenant, session_id, fields)
+
+    async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
+        """Delete the session (and its runs when ``cascade``); return whether anything existed.
+
+        Two round trips: read the runs that named the session, then one script that checks
+        each of them and deletes. Raises StateInUseError, StoreOutcomeUnknown.
+        """
+        validate_identifier(tenant, "tenant")
+        validate_identifier(session_id, "session_id")
+        k = self._keys(tenant)
+        members_key = k.session_runs(session_id)
+        for _ in range(_SESSION_DELETE_ATTEMPTS):
+            members = await self._runner.call(
+                lambda: self._client.smembers(members_key),
+                idempotent=True,
+            )
+            run_ids = sorted(text(m) for m in members)
+            keys = [k.session(session_id), members_key, k.runs, *(k.run(r) for r in run_ids)]
+            args = ["1" if cascade else "0", session_id, *run_ids]
+            try:
+                reply = await self._runner.script(
+                    STATE_SCRIPTS["delete_session"], keys, args, idempotent=False
+                )
+            except ReplyLost as lost:
+                raise StoreOutcomeUnknown(f"delete_session of {session_id!r}: {lost}") from lost
+            status = text(reply[0])
+            if status == "in_use":
+                raise StateInUseError(
+                    f"session {session_id!r} still has {int(reply[1])} run(s); "
+                    "delete them first or pass cascade=True"
+                )
+            if status == "ok":
+                return bool(int(reply[1]))
+        raise StatePersistenceError(
+            f"session {session_id!r} kept gaining runs while it was being deleted",
+            reason="contended",
+        )
+
+    # -- run leases ------------------------------------------------------------------------
+    async def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
+        """Lease the run to ``holder`` with a new epoch (the same one if it holds it already).
+
+        Raises RunLeaseHeldError naming the holder.
+        """
+        validate_identifier(holder, "holder")
+        check_ttl(ttl_seconds)
+        now = self.clock.now()
+        expires = now + ttl_seconds
+        # Sending the same holder and expiry again changes nothing, so a lost reply is retried.
+        reply = await self._runner.script(
+            STATE_SCRIPTS["acquire_lease"],
+            [self._keys(key.tenant).lease(key.run_id)],
+            [holder, timestamp(now), timestamp(expires)],
+            idempotent=True,
+        )
+        if text(reply[0]) == "held":
+            raise RunLeaseHeldError(text(reply[1]), int(reply[2]), float(text(reply[3])))
+        return RunLease(
+            tenant=key.tenant,
+            run_id=key.run_id,
+            holder=holder,
+            epoch=int(reply[1]),
+            expires_at=expires,
+        )
+
+    async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
+        """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
+        check_ttl(ttl_seconds)
+        now = self.clock.now()
+        expires = now + ttl_seconds
+        reply = await self._runner.script(
+            STATE_SCRIPTS["renew_lease"],
+            [self._keys(lease.tenant).lease(lease.run_id)],
+            [lease.epoch, timestamp(now), timestamp(expires)],
+            idempotent=True,
+        )
+        raise_refusal(reply, lease.run_id)
+        return lease.model_copy(update={"holder": text(reply[1]), "expires_at": expires})
+
+    async def release_lease(self, lease: RunLease) -> bool:
+        """Release the lease if it is still current; a stale release changes nothing.
+
+        A lost reply is settled by reading back: each call mints a release id the script
+        stores when it releases; found → True, the lease still current → sent once more,
+        otherwise → False. Raises StoreOutcomeUnknown if reading back fails too, and
+        StatePersistenceError (``unavailable``, retryable) if the re-sent release is lost too.
+        """
+        return await self._release_lease(lease, uuid.uuid4().hex, 2)
+
+    async def _release_lease(self, lease: RunLease, release_id: str, sends: int) -> bool:
+        name = self._keys(lease.tenant).lease(lease.run_id)
+        try:
+            reply = await self._runner.script(
+                STATE_SCRIPTS["release_lease"], [name], [lease.epoch, release_id], idempotent=False
+            )
+        except ReplyLost as lost:
+            values: list[Any] = await self._read_back(
+                lost,
+                lambda: self._runner.call(
+                    lambda: self._client.hmget(name, ["epoch", "holder", "released_by"]),
+                    idempotent=True,
+                ),
+            )
+            epoch, holder, released_by = values
+            if released_by is not None and text(released_by) == release_id:
+                return True  # this call's release applied
+            current = holder is not None and epoch is not None and int(text(epoch)) == lease.epoch
+            if not current:
+                # Not released by this call, and no longer current: sent (again) it returns 0.
+                return False
+            if sends > 1:
+                return await self._release_lease(lease, release_id, sends - 1)
+            raise state_unavailable(
+                f"release_lease of {lease.run_id!r}: the reply was lost twice and the lease is "
+                "still held (the release did not apply); release it again"
+            ) from lost
+        return bool(int(reply))
+
+    async def get_lease(self, key: RunKey) -> RunLease | None:
+        """Return the live lease on the run, or None."""
+        name = self._keys(key.tenant).lease(key.run_id)
+        values: list[Any] = await self._runner.call(
+            lambda: self._client.hmget(name, ["epoch", "holder", "expires_at"]),
+            idempotent=True,
+        )
+        epoch, holder, expires = values
+        if holder is None or float(text(expires)) < self.clock.now():
+            return None
+        return RunLease(
+            tenant=key.tenant,
+            run_id=key.run_id,
+            holder=text(holder),
+            epoch=int(text(epoch)),
+            expires_at=float(text(expires)),
+        )
