@@ -89,14 +89,13 @@ def generate(root: Path, into: Path) -> RuleStats:
                 twins[twin] = source
     _format(root, into, [dst for _, dst in tree_pairs])
     for twin, source in twins.items():
-        for problem in checks.after(twin.read_text(encoding="utf-8")):
+        for problem in checks.after(twin.read_text(encoding="utf-8"), HEADER.count("\n")):
             origin = source.relative_to(root).as_posix()
             problems.append(f"{twin.relative_to(into).as_posix()} (from {origin}): {problem}")
     if problems:
         raise GenerationError(
-            "async-only names survive in the sync twins:\n"
-            + "\n".join(problems)
-            + f"\n{checks.FLAVOURS}"
+            "async-only words survive in the sync twins (reword the async source, or use a"
+            " flavour pair for code):\n" + "\n".join(problems)
         )
     return stats
 

@@ -30,6 +30,15 @@ REFUSED: dict[str, str] = {
     "isawaitable": "its twin would test for awaitables that no longer exist; let the class"
     " decide the flavour (AsyncX vs X)",
     "__await__": "a sync class cannot be awaited; give the class an async method instead",
+    "create_task": "its twin would still schedule a task on an event loop; use the flavour"
+    " pairs (async_gather, or add a pair)",
+    "ensure_future": "its twin would still schedule a future; use the flavour pairs",
+    "create_future": "its twin would still make an event-loop future; use AsyncEvent",
+    "call_soon": "its twin would still schedule a callback on an event loop; call it directly",
+    "call_soon_threadsafe": "its twin would still schedule a callback on an event loop; call it"
+    " directly",
+    "wait_for": "its twin would lose the timeout; add a flavour pair with a real sync member",
+    "shield": "its twin would lose the shielding; add a flavour pair",
     "AsyncMock": "unasync would turn it into a Mock (the table renames AsyncX to X) and the"
     " twin would test something else; write a small async fake class instead",
     "AsyncGenerator": "annotate with AsyncIterator[T] (unasync's twin Generator needs 3 arguments)",
@@ -42,7 +51,7 @@ KEYWORDS = ("async", "await")
 # What must never reach a twin, f-strings included.
 SURVIVORS_RE = re.compile(
     r"\b(async|await|asyncio|anyio|trio|Coroutine|Awaitable|__await__"
-    r"|[A-Za-z_]\w*[Aa]sync\w*|[Aa]sync\w*)\b"
+    r"|(?!asyncpg\b)(?:[A-Za-z_]\w*[Aa]sync\w*|[Aa]sync\w*))\b"
 )
 PREFIX_RE = re.compile(r"[A-Za-z]*")
 
@@ -98,7 +107,7 @@ def before(source: str, table: dict[str, str]) -> list[str]:
                 )
         elif token.name == "COMMENT":
             for word in WORD_RE.findall(token.src):
-                if renames(table, word) or word in KEYWORDS:
+                if renames(table, word) or SURVIVORS_RE.fullmatch(word):
                     problems.append(
                         f"line {line}: {word} inside a comment: unasync does not rewrite"
                         " comments, so the twin would keep it; reword the comment (docstrings"
@@ -130,14 +139,23 @@ def before(source: str, table: dict[str, str]) -> list[str]:
     return problems
 
 
-def after(twin: str) -> list[str]:
-    """Return the async-only names that survived into a twin, f-strings included."""
+def after(twin: str, header_lines: int = 0) -> list[str]:
+    """Return the async-only words that survived into a twin: names, f-strings, docstrings and
+    comments (a docstring saying "await store.open()" would mislead a sync reader). The first
+    ``header_lines`` lines (the generated-file header naming the source) are not checked."""
     tokens = tokenize_rt.src_to_tokens(twin)
     problems = [
         f"line {token.line}: {token.src} survives in the sync twin"
         for token in tokens
         if token.name == "NAME" and SURVIVORS_RE.fullmatch(token.src)
     ]
+    docstrings = docstring_positions(ast.parse(twin))
+    for token in tokens:
+        is_doc = token.name == "STRING" and (token.line, token.utf8_byte_offset) in docstrings
+        if is_doc or (token.name == "COMMENT" and (token.line or 0) > header_lines):
+            where = "a docstring" if is_doc else "a comment"
+            for match in SURVIVORS_RE.finditer(token.src):
+                problems.append(f"line {token.line}: {match.group(0)} survives in {where}")
     for line, text in fstrings(tokens):
         for match in SURVIVORS_RE.finditer(text):
             problems.append(f"line {line}: {match.group(0)} survives inside an f-string")

@@ -25,10 +25,13 @@ ASYNC_NAME_RE = re.compile(r"(_?)Async([A-Z]\w*)")
 WORD_RE = re.compile(r"\b[A-Za-z_]\w*\b")
 # Post-pass rules, counted like the names.
 DOCSTRING = "post:names in docstrings"
+DOCSTRING_KEYWORDS = "post:await/async in docstrings"
+# In a docstring's code, `await x` becomes `x` and `async with|for|def` loses `async`.
+DOCSTRING_KEYWORD_RE = re.compile(r"\bawait\s+|\basync\s+(?=(?:with|for|def)\b)")
 AWAITABLE = "post:Awaitable[T] -> T"
 MARKER = "@pytest.mark.asyncio"
 DROP_MARKER = f"post:drop {MARKER} lines"
-POST_RULES = (DOCSTRING, AWAITABLE, DROP_MARKER)
+POST_RULES = (DOCSTRING, DOCSTRING_KEYWORDS, AWAITABLE, DROP_MARKER)
 
 
 @dataclass
@@ -121,9 +124,11 @@ def renames(table: dict[str, str], word: str) -> bool:
 
 
 def post_pass(text: str, table: dict[str, str], stats: RuleStats) -> str:
-    """Finish unasync's output: what unasync does not do, kept to three documented rules.
+    """Finish unasync's output: what unasync does not do, kept to four documented rules.
 
     - names in docstrings are renamed by the same table (unasync skips triple-quoted strings);
+    - in docstrings, ``await x`` becomes ``x`` and ``async with``/``async for``/``async def``
+      lose ``async`` (examples in docstrings read as sync code in the twin);
     - `Awaitable[T]` becomes `T` (unasync has no rule for a generic to unwrap);
     - `@pytest.mark.asyncio` lines are dropped (the sync test needs no marker).
     """
@@ -144,7 +149,12 @@ def post_pass(text: str, table: dict[str, str], stats: RuleStats) -> str:
                     return table[word]
                 return word
 
-            token = token._replace(src=WORD_RE.sub(rename, token.src))
+            def drop_keyword(match: re.Match[str]) -> str:
+                stats.fired[DOCSTRING_KEYWORDS] += 1
+                return ""
+
+            renamed = WORD_RE.sub(rename, token.src)
+            token = token._replace(src=DOCSTRING_KEYWORD_RE.sub(drop_keyword, renamed))
         elif token.name == "NAME" and token.src == "Awaitable" and _src(tokens, i + 1) == "[":
             stats.fired[AWAITABLE] += 1
             depth += 1

@@ -144,6 +144,10 @@ def test_pytest_asyncio_markers_and_fixtures_become_plain_pytest(tmp_path: Path)
         ("x = asynccontextmanager(f)", "asynccontextmanager"),
         ("x = await anext(it)", "anext"),
         ("x = aiter(it)", "aiter"),
+        ("task = loop.create_task(g())", "create_task"),
+        ("loop.call_soon(print)", "call_soon"),
+        ("future = loop.create_future()", "create_future"),
+        ("await wait_for(g(), 1)", "wait_for"),
     ],
 )
 def test_async_only_names_are_refused_with_file_line_and_repair(
@@ -157,6 +161,24 @@ def test_an_async_name_in_a_comment_is_refused(tmp_path: Path) -> None:
     message = _refusal(tmp_path, "x = 1  # see AsyncWorker\n")
     assert "naps.py: line 1: AsyncWorker inside a comment" in message
     assert "reword the comment" in message
+
+
+def test_an_async_word_in_a_comment_is_refused(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, "x = 1  # like asyncio.shield\n")
+    assert "naps.py: line 1: asyncio inside a comment" in message
+
+
+def test_await_and_async_in_docstring_code_read_as_sync_code(tmp_path: Path) -> None:
+    text = _twin(
+        tmp_path,
+        'class AsyncThing:\n    """Open: ``await AsyncThing.open()``; ``async with thing:``."""\n',
+    )
+    assert '"""Open: ``Thing.open()``; ``with thing:``."""' in text
+
+
+def test_async_prose_in_a_docstring_is_refused(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, '"""The async twins live here."""\n')
+    assert "naps.py): line 3: async survives in a docstring" in message  # below the header
 
 
 def test_an_async_name_in_an_f_string_is_refused_on_every_python(tmp_path: Path) -> None:

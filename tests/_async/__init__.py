@@ -1,1 +1,1 @@
-"""Hand-written tests against the async twin; tests/_sync is generated from here."""
+"""Tests of one twin (docs/twins.md says which tree is hand-written and which generated)."""

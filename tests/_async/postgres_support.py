@@ -1,4 +1,4 @@
-"""Opening pools and stores on a test's schema (hand-written async; the sync twin is generated)."""
+"""Opening pools and stores on a test's schema."""
 
 from __future__ import annotations
 

@@ -418,7 +418,7 @@ async def test_a_missing_execution_table_is_refused_saying_how_to_fix_it(
             await AsyncPostgresExecutionStore.open(pool, tables=pg_tables)
         message = str(caught.value)
         assert name in message and "does not exist" in message
-        assert "apply runyard.EXPECTED_SCHEMA with your migration tool" in message
+        assert "apply runyard.postgres.EXPECTED_SCHEMA with your migration tool" in message
         assert "docs/postgres.md" in message
         # The other components verify on their own tables only.
         state = await AsyncPostgresStateStore.open(pool, tables=pg_tables)

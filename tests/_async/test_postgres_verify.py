@@ -71,7 +71,7 @@ async def test_a_missing_table_is_refused_saying_how_to_fix_it(pg_tables: StateT
             await AsyncPostgresStateStore.open(pool, tables=pg_tables)
         message = str(caught.value)
         assert pg_tables.runs in message and "does not exist" in message
-        assert "apply runyard.EXPECTED_SCHEMA with your migration tool" in message
+        assert "apply runyard.postgres.EXPECTED_SCHEMA with your migration tool" in message
         assert "docs/postgres.md" in message
     finally:
         await pool.close()

@@ -1,1 +1,1 @@
-"""The async twins: hand-written, and the source the sync twins are generated from."""
+"""The I/O of every part, one package per part (see docs/architecture.md and docs/twins.md)."""

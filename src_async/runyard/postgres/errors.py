@@ -20,7 +20,9 @@ __all__ = ["FIX_SCHEMA", "Kind", "NotSent", "map_error", "scrub", "unavailable"]
 
 Kind = Literal["state", "queue", "executions"]
 
-FIX_SCHEMA = "apply runyard.EXPECTED_SCHEMA with your migration tool (see docs/postgres.md)"
+FIX_SCHEMA = (
+    "apply runyard.postgres.EXPECTED_SCHEMA with your migration tool (see docs/postgres.md)"
+)
 
 _CONTENDED = {"40001", "40P01"}  # serialization failure, deadlock detected
 _TOO_MANY_CONNECTIONS = {"53300"}

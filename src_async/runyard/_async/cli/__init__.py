@@ -1,1 +1,1 @@
-"""The command line's async pieces (the demo)."""
+"""The command line's I/O pieces (the demo)."""

@@ -193,7 +193,8 @@ class _PostgresAdapter(Closing):
             raise ConfigurationError(
                 f"{table} says component {self._kind!r} is at schema version {found}, but this "
                 f"runyard was written for version {self.schema_version}: migrate the schema "
-                f"(runyard.EXPECTED_SCHEMA, see docs/postgres.md) or install the matching runyard"
+                "(runyard.postgres.EXPECTED_SCHEMA, see docs/postgres.md) or install the matching "
+                "runyard"
             )
         if str(timeout).strip() in ("0", "0ms", "0s"):
             raise ConfigurationError(

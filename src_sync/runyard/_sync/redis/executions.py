@@ -71,8 +71,8 @@ _LIST_READS = 16
 class RedisStore(RedisExecutionQueues, Closing):
     """An ExecutionStore on Redis or Redis Cluster.
 
-    Build it with ``await RedisStore.open(client, ...)`` (runs ``preflight()``) or
-    ``await RedisStore.from_url(url, ...)``; direct construction skips preflight. Every
+    Build it with ``RedisStore.open(client, ...)`` (runs ``preflight()``) or
+    ``RedisStore.from_url(url, ...)``; direct construction skips preflight. Every
     key is under ``settings.namespace``, split into ``shards`` hash-tagged shards (every store
     sharing a namespace must use the same count). Every commit is one script round trip; the
     store owns retries (see docs/redis.md and docs/executions.md).

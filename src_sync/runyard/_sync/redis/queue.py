@@ -53,8 +53,8 @@ _STATS_SCAN = _PROMOTE_BATCH
 class RedisWorkQueue(Closing):
     """A WorkQueue on Redis or Redis Cluster; one queue (one namespace) lives in one slot.
 
-    Build it with ``await RedisWorkQueue.open(client, ...)`` (runs ``preflight()``) or
-    ``await RedisWorkQueue.from_url(url, ...)``; direct construction skips preflight.
+    Build it with ``RedisWorkQueue.open(client, ...)`` (runs ``preflight()``) or
+    ``RedisWorkQueue.from_url(url, ...)``; direct construction skips preflight.
     Claims, heartbeats and settles are one script each, fenced on the lease token.
     """
 

@@ -48,8 +48,8 @@ _LIST_BATCH = 100
 class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
-    Build it with ``await RedisStateStore.open(client, ...)`` (runs ``preflight()``) or
-    ``await RedisStateStore.from_url(url, ...)``; direct construction skips preflight.
+    Build it with ``RedisStateStore.open(client, ...)`` (runs ``preflight()``) or
+    ``RedisStateStore.from_url(url, ...)``; direct construction skips preflight.
     Every write is one script round trip; the store owns retries (see docs/redis.md).
     """
 
