@@ -14,6 +14,7 @@ from runyard._async.memory import (
 )
 from runyard._async.pager import AsyncRunPager
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
+from runyard._lazy import moved_names
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.memory import MemoryExecutionStore, MemoryStateStore, MemoryWorkQueue
 from runyard._sync.pager import RunPager
@@ -52,6 +53,58 @@ from runyard.models import (
 from runyard.policy import QueuePolicy
 
 __version__ = "0.1.0"
+
+# Names that lived at the top level before the layout had one package per part: they still
+# resolve, with a DeprecationWarning that names their home.
+_MOVED = {
+    **dict.fromkeys(
+        (
+            "AsyncRedisStateStore",
+            "AsyncRedisWorkQueue",
+            "AsyncRedisStore",
+            "RedisStateStore",
+            "RedisWorkQueue",
+            "RedisStore",
+            "RedisStoreSettings",
+        ),
+        "runyard.redis",
+    ),
+    **dict.fromkeys(
+        (
+            "AsyncPostgresStateStore",
+            "AsyncPostgresWorkQueue",
+            "AsyncPostgresExecutionStore",
+            "PostgresStateStore",
+            "PostgresWorkQueue",
+            "PostgresExecutionStore",
+            "PostgresStoreSettings",
+            "StateTables",
+            "EXPECTED_SCHEMA",
+        ),
+        "runyard.postgres",
+    ),
+    **dict.fromkeys(
+        (
+            "DEFAULT_TRACE_MAX",
+            "DueTimer",
+            "Emit",
+            "Event",
+            "Execution",
+            "ExecutionPage",
+            "ExecutionSummary",
+            "OutboxEntry",
+            "SpawnEntry",
+            "SpawnIntent",
+            "TimerAction",
+            "TimerOp",
+            "TraceEntry",
+            "TraceStep",
+        ),
+        "runyard.executions",
+    ),
+    **dict.fromkeys(("StoreCapabilities", "validate_capabilities"), "runyard.capabilities"),
+}
+__getattr__ = moved_names(__name__, _MOVED)
 
 __all__ = [
     "AsyncExecutionStore",

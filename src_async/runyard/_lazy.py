@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 
-__all__ = ["lazy_exports"]
+__all__ = ["lazy_dir", "lazy_exports", "moved_names"]
 
 
 def lazy_exports(
@@ -19,8 +20,9 @@ def lazy_exports(
 ) -> Callable[[str], object]:
     """Return a module ``__getattr__`` for ``facade`` that imports ``names[name]`` on first use.
 
-    Classes report the facade as their module, so internal layout never leaks into reprs. When the
-    import fails for want of an optional driver, the ImportError names the ``extra`` to install.
+    When the import fails for want of an optional driver, the ImportError names the ``extra`` to
+    install. (Classes keep their defining module: rewriting ``__module__`` would break
+    ``inspect.getsource`` and make it depend on import order.)
     """
 
     def __getattr__(name: str) -> object:
@@ -38,9 +40,36 @@ def lazy_exports(
                 name=exc.name,
             ) from exc
         value = getattr(loaded, name)
-        if isinstance(value, type):
-            value.__module__ = facade
         setattr(sys.modules[facade], name, value)
         return value
+
+    return __getattr__
+
+
+def lazy_dir(
+    module_globals: dict[str, object], names: Mapping[str, str]
+) -> Callable[[], list[str]]:
+    """Return a module ``__dir__`` that lists the lazy names beside the loaded ones."""
+
+    def __dir__() -> list[str]:
+        return sorted({*module_globals, *names})
+
+    return __dir__
+
+
+def moved_names(package: str, moved: Mapping[str, str]) -> Callable[[str], object]:
+    """Return a module ``__getattr__`` that serves names that moved to another module, with a
+    DeprecationWarning naming where they live now."""
+
+    def __getattr__(name: str) -> object:
+        home = moved.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{package}.{name} moved: import it from {home} (from {home} import {name})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
 
     return __getattr__

@@ -7,7 +7,7 @@ the Redis and PostgreSQL execution stores live with their backends (``runyard.re
 
 from typing import TYPE_CHECKING
 
-from runyard._lazy import lazy_exports
+from runyard._lazy import lazy_dir, lazy_exports
 from runyard.executions.models import (
     DEFAULT_TRACE_MAX,
     DueTimer,
@@ -52,12 +52,11 @@ __all__ = [
     "TraceStep",
 ]
 
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "AsyncExecutionStore": "runyard._async.execution_protocol",
-        "ExecutionStore": "runyard._sync.execution_protocol",
-        "AsyncMemoryExecutionStore": "runyard._async.memory.executions",
-        "MemoryExecutionStore": "runyard._sync.memory.executions",
-    },
-)
+_LAZY = {
+    "AsyncExecutionStore": "runyard._async.execution_protocol",
+    "ExecutionStore": "runyard._sync.execution_protocol",
+    "AsyncMemoryExecutionStore": "runyard._async.memory.executions",
+    "MemoryExecutionStore": "runyard._sync.memory.executions",
+}
+__getattr__ = lazy_exports(__name__, _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)

@@ -10,7 +10,7 @@ statements in ``statements/``, error mapping, row decoding, the driver pair); th
 
 from typing import TYPE_CHECKING
 
-from runyard._lazy import lazy_exports
+from runyard._lazy import lazy_dir, lazy_exports
 from runyard.postgres.schema import EXPECTED_SCHEMA, SCHEMA_VERSIONS, StateTables, schema_sql
 from runyard.postgres.settings import PostgresStoreSettings
 
@@ -60,11 +60,9 @@ _ASYNC = (
     "AsyncPostgresWorkQueue",
     "AsyncPsycopgExecutor",
 )
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        **dict.fromkeys(_ASYNC, "runyard._async.postgres"),
-        **{name.removeprefix("Async"): "runyard._sync.postgres" for name in _ASYNC},
-    },
-    extra="postgres",
-)
+_LAZY = {
+    **dict.fromkeys(_ASYNC, "runyard._async.postgres"),
+    **{name.removeprefix("Async"): "runyard._sync.postgres" for name in _ASYNC},
+}
+__getattr__ = lazy_exports(__name__, _LAZY, extra="postgres")
+__dir__ = lazy_dir(globals(), _LAZY)

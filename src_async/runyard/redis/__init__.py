@@ -7,7 +7,7 @@ decisions, the driver pair and the Lua scripts in ``lua/``); the I/O is in
 
 from typing import TYPE_CHECKING
 
-from runyard._lazy import lazy_exports
+from runyard._lazy import lazy_dir, lazy_exports
 from runyard.redis.settings import RedisStoreSettings
 
 if TYPE_CHECKING:
@@ -24,15 +24,12 @@ __all__ = [
     "RedisWorkQueue",
 ]
 
-RedisStoreSettings.__module__ = "runyard.redis"
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        **dict.fromkeys(
-            ("AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisWorkQueue"),
-            "runyard._async.redis",
-        ),
-        **dict.fromkeys(("RedisStateStore", "RedisStore", "RedisWorkQueue"), "runyard._sync.redis"),
-    },
-    extra="redis",
-)
+_LAZY = {
+    **dict.fromkeys(
+        ("AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisWorkQueue"),
+        "runyard._async.redis",
+    ),
+    **dict.fromkeys(("RedisStateStore", "RedisStore", "RedisWorkQueue"), "runyard._sync.redis"),
+}
+__getattr__ = lazy_exports(__name__, _LAZY, extra="redis")
+__dir__ = lazy_dir(globals(), _LAZY)

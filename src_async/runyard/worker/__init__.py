@@ -6,7 +6,7 @@ The handler outcomes and reports are shared (``outcomes``); the loop is in
 
 from typing import TYPE_CHECKING
 
-from runyard._lazy import lazy_exports
+from runyard._lazy import lazy_dir, lazy_exports
 from runyard.worker.outcomes import PermanentFailure, WorkerReport
 
 if TYPE_CHECKING:
@@ -15,6 +15,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncWorker", "PermanentFailure", "Worker", "WorkerReport"]
 
-__getattr__ = lazy_exports(
-    __name__, {"AsyncWorker": "runyard._async.worker", "Worker": "runyard._sync.worker"}
-)
+_LAZY = {"AsyncWorker": "runyard._async.worker", "Worker": "runyard._sync.worker"}
+__getattr__ = lazy_exports(__name__, _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)
