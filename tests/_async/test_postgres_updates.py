@@ -7,38 +7,22 @@ from collections.abc import Iterator
 
 import pytest
 from runyard import ConfigurationError, RunKey
-from runyard._flavours import AsyncEvent, async_gather
+from runyard._flavours import async_gather
 from runyard.events import RunEvent
 from runyard.postgres import AsyncPostgresStateStore, AsyncPostgresUpdates, StateTables
 from runyard.postgres.flavours import AsyncConnection
 
+from tests._async.follow_support import LostListener, watching_for_lost_listener
 from tests._async.postgres_support import open_store
 from tests.support.postgres_plugin import PG_DSN, admin_connection
 
 KEY = RunKey("acme", "listened")
 
 
-class _Signal(logging.Handler):
-    """Sets ``flag`` when the follower logs that it lost its listener."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.flag = AsyncEvent()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "lost their listener" in record.getMessage():
-            self.flag.set()
-
-
 @pytest.fixture
-def signal() -> Iterator[_Signal]:
-    handler = _Signal()
-    logger = logging.getLogger("runyard.follow")
-    logger.addHandler(handler)
-    try:
+def signal() -> Iterator[LostListener]:
+    with watching_for_lost_listener() as handler:
         yield handler
-    finally:
-        logger.removeHandler(handler)
 
 
 @pytest.mark.asyncio
@@ -84,7 +68,7 @@ async def test_live_updates_true_on_a_single_connection_says_what_to_pass(
 
 @pytest.mark.asyncio
 async def test_a_follower_whose_listener_is_killed_polls_to_the_end_and_logs_it(
-    pg_tables: StateTables, signal: _Signal, caplog: pytest.LogCaptureFixture
+    pg_tables: StateTables, signal: LostListener, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="runyard.follow")
     async with await open_store(pg_tables, live_updates=True) as store:
