@@ -27,6 +27,12 @@ def namespace(local_redis_target: RedisTarget) -> Iterator[str]:
     local_redis_target.purge(name)
 
 
+@pytest.fixture
+def signal() -> Iterator[LostListener]:
+    with watching_for_lost_listener() as handler:
+        yield handler
+
+
 def _kill_subscriber(target: RedisTarget, client_name: str) -> None:
     """Kill only this test's pub/sub connection, found by the client name it set."""
     with redis.Redis(host=target.host, port=target.port) as admin:
@@ -40,7 +46,10 @@ def _kill_subscriber(target: RedisTarget, client_name: str) -> None:
 
 @pytest.mark.asyncio
 async def test_a_follower_whose_subscriber_is_killed_polls_to_the_end_and_logs_it(
-    local_redis_target: RedisTarget, namespace: str, caplog: pytest.LogCaptureFixture
+    local_redis_target: RedisTarget,
+    namespace: str,
+    signal: LostListener,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="runyard.follow")
     client_name = f"ry-{uuid.uuid4().hex[:12]}"
@@ -53,26 +62,24 @@ async def test_a_follower_whose_subscriber_is_killed_polls_to_the_end_and_logs_i
     )
     settings = RedisStoreSettings(namespace=namespace, durable=False)
     store = AsyncRedisStateStore(client, settings=settings, owns_client=True, live_updates=True)
-    signal: LostListener
-    with watching_for_lost_listener() as signal:
-        async with store:
-            await store.put_run(KEY, {}, expected_version=0)
-            await store.append_event(KEY, "step", {"i": 0})
-            followed: list[RunEvent] = []
-            events = store.follow(KEY, poll_seconds=0.01).__aiter__()
-            followed.append(await events.__anext__())  # subscribed, and read the first event
-            _kill_subscriber(local_redis_target, client_name)
+    async with store:
+        await store.put_run(KEY, {}, expected_version=0)
+        await store.append_event(KEY, "step", {"i": 0})
+        followed: list[RunEvent] = []
+        events = store.follow(KEY, poll_seconds=0.01).__aiter__()
+        followed.append(await events.__anext__())  # subscribed, and read the first event
+        _kill_subscriber(local_redis_target, client_name)
 
-            async def follower() -> None:
-                followed.extend([event async for event in events])
+        async def follower() -> None:
+            followed.extend([event async for event in events])
 
-            async def writer() -> None:
-                # Only once the follower has noticed the loss: it must then end by polling.
-                assert await signal.flag.wait(30)
-                await store.append_event(KEY, "step", {"i": 1})
-                await store.finalize(KEY, status="completed", event_type="done", event_data={})
+        async def writer() -> None:
+            # Only once the follower has noticed the loss: it must then end by polling.
+            assert await signal.flag.wait(30)
+            await store.append_event(KEY, "step", {"i": 1})
+            await store.finalize(KEY, status="completed", event_type="done", event_data={})
 
-            await async_gather([follower, writer])
+        await async_gather([follower, writer])
     assert [(e.seq, e.type, e.terminal) for e in followed] == [
         (1, "step", False),
         (2, "step", False),

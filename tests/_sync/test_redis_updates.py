@@ -29,6 +29,12 @@ def namespace(local_redis_target: RedisTarget) -> Iterator[str]:
     local_redis_target.purge(name)
 
 
+@pytest.fixture
+def signal() -> Iterator[LostListener]:
+    with watching_for_lost_listener() as handler:
+        yield handler
+
+
 def _kill_subscriber(target: RedisTarget, client_name: str) -> None:
     """Kill only this test's pub/sub connection, found by the client name it set."""
     with redis.Redis(host=target.host, port=target.port) as admin:
@@ -41,7 +47,10 @@ def _kill_subscriber(target: RedisTarget, client_name: str) -> None:
 
 
 def test_a_follower_whose_subscriber_is_killed_polls_to_the_end_and_logs_it(
-    local_redis_target: RedisTarget, namespace: str, caplog: pytest.LogCaptureFixture
+    local_redis_target: RedisTarget,
+    namespace: str,
+    signal: LostListener,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="runyard.follow")
     client_name = f"ry-{uuid.uuid4().hex[:12]}"
@@ -54,26 +63,24 @@ def test_a_follower_whose_subscriber_is_killed_polls_to_the_end_and_logs_it(
     )
     settings = RedisStoreSettings(namespace=namespace, durable=False)
     store = RedisStateStore(client, settings=settings, owns_client=True, live_updates=True)
-    signal: LostListener
-    with watching_for_lost_listener() as signal:
-        with store:
-            store.put_run(KEY, {}, expected_version=0)
-            store.append_event(KEY, "step", {"i": 0})
-            followed: list[RunEvent] = []
-            events = store.follow(KEY, poll_seconds=0.01).__iter__()
-            followed.append(events.__next__())  # subscribed, and read the first event
-            _kill_subscriber(local_redis_target, client_name)
+    with store:
+        store.put_run(KEY, {}, expected_version=0)
+        store.append_event(KEY, "step", {"i": 0})
+        followed: list[RunEvent] = []
+        events = store.follow(KEY, poll_seconds=0.01).__iter__()
+        followed.append(events.__next__())  # subscribed, and read the first event
+        _kill_subscriber(local_redis_target, client_name)
 
-            def follower() -> None:
-                followed.extend([event for event in events])
+        def follower() -> None:
+            followed.extend([event for event in events])
 
-            def writer() -> None:
-                # Only once the follower has noticed the loss: it must then end by polling.
-                assert signal.flag.wait(30)
-                store.append_event(KEY, "step", {"i": 1})
-                store.finalize(KEY, status="completed", event_type="done", event_data={})
+        def writer() -> None:
+            # Only once the follower has noticed the loss: it must then end by polling.
+            assert signal.flag.wait(30)
+            store.append_event(KEY, "step", {"i": 1})
+            store.finalize(KEY, status="completed", event_type="done", event_data={})
 
-            gather([follower, writer])
+        gather([follower, writer])
     assert [(e.seq, e.type, e.terminal) for e in followed] == [
         (1, "step", False),
         (2, "step", False),
