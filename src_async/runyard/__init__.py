@@ -14,10 +14,12 @@ from runyard._async.memory import (
 )
 from runyard._async.pager import AsyncRunPager
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
+from runyard._async.yard import AsyncYard
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.memory import MemoryExecutionStore, MemoryStateStore, MemoryWorkQueue
 from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore, WorkQueue
+from runyard._sync.yard import Yard
 from runyard.clock import Clock, ManualClock, SystemClock
 from runyard.errors import (
     ConfigurationError,
@@ -61,6 +63,7 @@ __all__ = [
     "AsyncRunPager",
     "AsyncStateStore",
     "AsyncWorkQueue",
+    "AsyncYard",
     "Clock",
     "ConfigurationError",
     "CounterDelta",
@@ -98,5 +101,6 @@ __all__ = [
     "WorkItem",
     "WorkItemNotFoundError",
     "WorkQueue",
+    "Yard",
     "__version__",
 ]
