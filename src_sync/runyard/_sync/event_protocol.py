@@ -54,7 +54,8 @@ class EventLogStore(StateStore, Protocol):
         """Set a terminal status and append the terminal event in one atomic write.
 
         Raises InvalidArgumentError, a ValueError (status not terminal or not storable),
-        StateConflictError (nothing changed), LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
+        StateConflictError (nothing changed), LeaseLostError, StateNotFoundError,
+        EventConflictError, StoreOutcomeUnknown.
         """
         ...
 
