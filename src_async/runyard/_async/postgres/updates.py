@@ -119,6 +119,7 @@ class AsyncPostgresUpdates:
                     self._dispatch(notify.payload)
             except psycopg.Error as exc:
                 self._lose(f"{type(exc).__name__}: {exc}")
+                await connection.close()
 
     def _dispatch(self, payload: str) -> None:
         try:

@@ -120,6 +120,7 @@ class PostgresUpdates:
                     self._dispatch(notify.payload)
             except psycopg.Error as exc:
                 self._lose(f"{type(exc).__name__}: {exc}")
+                connection.close()
 
     def _dispatch(self, payload: str) -> None:
         try:
