@@ -30,3 +30,10 @@ def test_the_postgres_benchmark_runs(pg_server: None) -> None:
 def test_the_memory_benchmark_runs() -> None:
     out = _run("-m", "benchmarks.bench_memory")
     assert "enqueue+claim+complete" in out and "x baseline" in out
+
+
+@pytest.mark.slow
+def test_the_events_benchmark_runs(pg_server: None, local_redis_target: object) -> None:
+    out = _run("benchmarks/bench_events.py", "--appends", "20", "--samples", "5", "--poll", "0.02")
+    assert "| redis | append" in out and "| postgres | append" in out
+    assert "follow live p50" in out and "follow polling p50" in out

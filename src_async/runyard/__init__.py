@@ -14,11 +14,13 @@ from runyard._async.memory import (
 )
 from runyard._async.pager import AsyncRunPager
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
+from runyard._async.yard import AsyncYard
 from runyard._lazy import moved_names
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.memory import MemoryExecutionStore, MemoryStateStore, MemoryWorkQueue
 from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore, WorkQueue
+from runyard._sync.yard import Yard
 from runyard.clock import Clock, ManualClock, SystemClock
 from runyard.errors import (
     ConfigurationError,
@@ -114,6 +116,7 @@ __all__ = [
     "AsyncRunPager",
     "AsyncStateStore",
     "AsyncWorkQueue",
+    "AsyncYard",
     "Clock",
     "ConfigurationError",
     "CounterDelta",
@@ -151,5 +154,6 @@ __all__ = [
     "WorkItem",
     "WorkItemNotFoundError",
     "WorkQueue",
+    "Yard",
     "__version__",
 ]

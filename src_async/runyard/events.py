@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict
 
 from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
-from runyard.errors import RunyardError
+from runyard.errors import InvalidArgumentError, RunyardError
 from runyard.keys import validate_identifier
+from runyard.validation import check_status
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -89,7 +90,14 @@ def check_after(after: int, limit: int = 1) -> None:
 
 
 def check_finalize(status: str, terminal_statuses: frozenset[str]) -> None:
-    """Raise ValueError naming ``status`` when it is not one of the store's terminal statuses."""
+    """Raise InvalidArgumentError (a ValueError) naming ``status`` when it is not a status
+    every store accepts (runyard.validation.check_status) or not one of the store's terminal
+    statuses."""
+    check_status(status)
     if status not in terminal_statuses:
         known = ", ".join(sorted(terminal_statuses))
-        raise ValueError(f"status {status!r} is not terminal; finalize takes one of: {known}")
+        raise InvalidArgumentError(
+            f"status {status!r} is not terminal; finalize takes one of: {known}",
+            argument="status",
+            limit=f"one of: {known}",
+        )

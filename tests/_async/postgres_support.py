@@ -23,11 +23,11 @@ async def open_pool(max_size: int = 10, **kwargs: Any) -> AsyncConnectionPool[An
 
 
 async def open_store(
-    tables: StateTables, clock: ManualClock | None = None, max_size: int = 10
+    tables: StateTables, clock: ManualClock | None = None, max_size: int = 10, **options: Any
 ) -> AsyncPostgresStateStore:
-    """A verified state store that owns its pool."""
+    """A verified state store that owns its pool (``options`` go to the store)."""
     return await AsyncPostgresStateStore.open(
-        await open_pool(max_size), tables=tables, clock=clock, close_source=True
+        await open_pool(max_size), tables=tables, clock=clock, close_source=True, **options
     )
 
 

@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
 from runyard._async.testing import AsyncStateStoreConformance, AsyncWorkQueueConformance
-from runyard.postgres import StateTables
+from runyard.postgres import StateTables, schema_sql
 
 from tests._async.postgres_support import open_queue, open_store
+from tests.support.postgres_plugin import admin_connection, fresh_schema
 
 
 class TestPostgresStateStore(AsyncStateStoreConformance):
     @pytest.fixture(autouse=True)
-    def _tables(self, pg_tables: StateTables) -> None:
+    def _tables(self, pg_tables: StateTables) -> Iterator[None]:
         self.tables = pg_tables
+        self.extra_schemas: list[str] = []
+        yield
+        with admin_connection() as conn:
+            for name in self.extra_schemas:
+                conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
     async def make_store(self) -> AsyncStateStore:
         self.clock = ManualClock()
         return await open_store(self.tables, self.clock)
+
+    async def make_live_store(self) -> AsyncStateStore:
+        # A schema of its own: the live store shares no run with the polling one.
+        tables = StateTables(schema=fresh_schema())
+        self.extra_schemas.append(tables.schema or "")
+        with admin_connection() as conn:
+            conn.execute(f'CREATE SCHEMA "{tables.schema}"')
+            conn.execute(schema_sql(tables))
+        return await open_store(tables, self.clock, live_updates=True)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

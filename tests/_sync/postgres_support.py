@@ -25,11 +25,11 @@ def open_pool(max_size: int = 10, **kwargs: Any) -> ConnectionPool[Any]:
 
 
 def open_store(
-    tables: StateTables, clock: ManualClock | None = None, max_size: int = 10
+    tables: StateTables, clock: ManualClock | None = None, max_size: int = 10, **options: Any
 ) -> PostgresStateStore:
-    """A verified state store that owns its pool."""
+    """A verified state store that owns its pool (``options`` go to the store)."""
     return PostgresStateStore.open(
-        open_pool(max_size), tables=tables, clock=clock, close_source=True
+        open_pool(max_size), tables=tables, clock=clock, close_source=True, **options
     )
 
 

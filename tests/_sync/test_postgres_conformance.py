@@ -4,23 +4,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard._sync.protocols import StateStore, WorkQueue
 from runyard._sync.testing import StateStoreConformance, WorkQueueConformance
-from runyard.postgres import StateTables
+from runyard.postgres import StateTables, schema_sql
 
 from tests._sync.postgres_support import open_queue, open_store
+from tests.support.postgres_plugin import admin_connection, fresh_schema
 
 
 class TestPostgresStateStore(StateStoreConformance):
     @pytest.fixture(autouse=True)
-    def _tables(self, pg_tables: StateTables) -> None:
+    def _tables(self, pg_tables: StateTables) -> Iterator[None]:
         self.tables = pg_tables
+        self.extra_schemas: list[str] = []
+        yield
+        with admin_connection() as conn:
+            for name in self.extra_schemas:
+                conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
     def make_store(self) -> StateStore:
         self.clock = ManualClock()
         return open_store(self.tables, self.clock)
+
+    def make_live_store(self) -> StateStore:
+        # A schema of its own: the live store shares no run with the polling one.
+        tables = StateTables(schema=fresh_schema())
+        self.extra_schemas.append(tables.schema or "")
+        with admin_connection() as conn:
+            conn.execute(f'CREATE SCHEMA "{tables.schema}"')
+            conn.execute(schema_sql(tables))
+        return open_store(tables, self.clock, live_updates=True)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

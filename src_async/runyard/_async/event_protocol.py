@@ -51,8 +51,9 @@ class AsyncEventLogStore(AsyncStateStore, Protocol):
     ) -> RunRecord:
         """Set a terminal status and append the terminal event in one atomic write.
 
-        Raises ValueError (status not terminal), StateConflictError (nothing changed),
-        LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
+        Raises InvalidArgumentError, a ValueError (status not terminal or not storable),
+        StateConflictError (nothing changed), LeaseLostError, StateNotFoundError,
+        EventConflictError, StoreOutcomeUnknown.
         """
         ...
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         AsyncExecutor,
         AsyncPostgresExecutionStore,
         AsyncPostgresStateStore,
+        AsyncPostgresUpdates,
         AsyncPostgresWorkQueue,
         AsyncPsycopgExecutor,
     )
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         Executor,
         PostgresExecutionStore,
         PostgresStateStore,
+        PostgresUpdates,
         PostgresWorkQueue,
         PsycopgExecutor,
     )
@@ -39,6 +41,7 @@ __all__ = [
     "AsyncExecutor",
     "AsyncPostgresExecutionStore",
     "AsyncPostgresStateStore",
+    "AsyncPostgresUpdates",
     "AsyncPostgresWorkQueue",
     "AsyncPsycopgExecutor",
     "BoundExecutor",
@@ -46,6 +49,7 @@ __all__ = [
     "PostgresExecutionStore",
     "PostgresStateStore",
     "PostgresStoreSettings",
+    "PostgresUpdates",
     "PostgresWorkQueue",
     "PsycopgExecutor",
     "StateTables",
@@ -57,6 +61,7 @@ _ASYNC = (
     "AsyncExecutor",
     "AsyncPostgresExecutionStore",
     "AsyncPostgresStateStore",
+    "AsyncPostgresUpdates",
     "AsyncPostgresWorkQueue",
     "AsyncPsycopgExecutor",
 )

@@ -8,12 +8,15 @@ from runyard._async.postgres.executor import (
 )
 from runyard._async.postgres.queue import AsyncPostgresWorkQueue
 from runyard._async.postgres.state import AsyncPostgresStateStore
+from runyard._async.postgres.updates import AsyncPostgresSubscription, AsyncPostgresUpdates
 
 __all__ = [
     "AsyncBoundExecutor",
     "AsyncExecutor",
     "AsyncPostgresExecutionStore",
     "AsyncPostgresStateStore",
+    "AsyncPostgresSubscription",
+    "AsyncPostgresUpdates",
     "AsyncPostgresWorkQueue",
     "AsyncPsycopgExecutor",
 ]

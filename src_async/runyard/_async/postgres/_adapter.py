@@ -85,6 +85,11 @@ class _AsyncPostgresAdapter(AsyncClosing):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(tables={self.tables!r}, bound={self._bound})"
 
+    @property
+    def executor(self) -> AsyncExecutor:
+        """What the statements run on: pass it to another adapter's ``open()`` to share it."""
+        return self._executor
+
     # -- construction ------------------------------------------------------------------------
     @classmethod
     async def open(cls, source: Source, **options: Any) -> Self:

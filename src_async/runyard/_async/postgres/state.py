@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._async.pager import AsyncRunIteration
-from runyard._async.postgres._adapter import _AsyncPostgresAdapter
+from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._async.postgres.events import AsyncPostgresEvents
+from runyard._async.postgres.updates import AsyncPostgresUpdates, own_updates
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
@@ -55,8 +56,28 @@ class AsyncPostgresStateStore(AsyncPostgresEvents, _AsyncPostgresAdapter, AsyncR
         deployment="multi_server",
     )
 
+    def __init__(
+        self,
+        source: Source,
+        *,
+        live_updates: bool | AsyncPostgresUpdates | None = None,
+        **options: Any,
+    ) -> None:
+        """``live_updates``: None/False poll; True opens a LISTEN connection of its own (closed
+        by aclose()); an AsyncPostgresUpdates instance is shared and left open."""
+        super().__init__(source, **options)
+        self.live_updates = own_updates(live_updates, source, self.tables)
+        self._owns_updates = live_updates is True
+
     def _relations(self) -> Sequence[str]:
         return self.tables.state_relations()
+
+    async def aclose(self) -> None:
+        """Close the pool when this store opened it, and the live updates it opened."""
+        if self._owns_updates and not self._bound and self.live_updates is not None:
+            self._owns_updates = False
+            await self.live_updates.aclose()
+        await super().aclose()
 
     # -- runs --------------------------------------------------------------------------------
     async def put_run(

@@ -15,7 +15,12 @@ import pytest
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
 from runyard._flavours import async_gather
-from runyard.errors import LeaseLostError, StateConflictError, StateNotFoundError
+from runyard.errors import (
+    InvalidArgumentError,
+    LeaseLostError,
+    StateConflictError,
+    StateNotFoundError,
+)
 from runyard.events import EventConflictError, RunEvent
 from runyard.keys import InvalidIdentifierError
 from runyard.models import RunKey
@@ -254,6 +259,29 @@ class AsyncEventLogConformance:
             await log.finalize(KEY, status="paused", event_type="done", event_data={})
         run = await log.get_run(KEY)
         assert run is not None and run.version == 1
+        assert await log.read_events(KEY) == []
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("status", ["", "bad\x00status", 7])
+    async def test_finalize_refuses_a_status_no_store_accepts_before_sending(
+        self, store: AsyncStateStore, status: Any
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await self._run(log)
+        with pytest.raises(InvalidArgumentError) as caught:
+            await log.finalize(KEY, status=status, event_type="done", event_data={})
+        assert caught.value.argument == "status"
+        run = await log.get_run(KEY)
+        assert run is not None and (run.version, run.status) == (1, "running")
+        assert await log.read_events(KEY) == []
+
+    @pytest.mark.asyncio
+    async def test_append_event_refuses_a_bad_type_naming_it(self, store: AsyncStateStore) -> None:
+        log = _log(store)
+        await self._run(log)
+        with pytest.raises(InvalidArgumentError) as caught:
+            await log.append_event(KEY, "", {})
+        assert caught.value.argument == "type"
         assert await log.read_events(KEY) == []
 
     @pytest.mark.asyncio

@@ -10,12 +10,15 @@ from runyard._sync.postgres.executor import (
 )
 from runyard._sync.postgres.queue import PostgresWorkQueue
 from runyard._sync.postgres.state import PostgresStateStore
+from runyard._sync.postgres.updates import PostgresSubscription, PostgresUpdates
 
 __all__ = [
     "BoundExecutor",
     "Executor",
     "PostgresExecutionStore",
     "PostgresStateStore",
+    "PostgresSubscription",
+    "PostgresUpdates",
     "PostgresWorkQueue",
     "PsycopgExecutor",
 ]

@@ -86,6 +86,11 @@ class _PostgresAdapter(Closing):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(tables={self.tables!r}, bound={self._bound})"
 
+    @property
+    def executor(self) -> Executor:
+        """What the statements run on: pass it to another adapter's ``open()`` to share it."""
+        return self._executor
+
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def open(cls, source: Source, **options: Any) -> Self:

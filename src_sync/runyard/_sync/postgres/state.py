@@ -10,8 +10,9 @@ from typing import Any
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard._sync.pager import RunIteration
-from runyard._sync.postgres._adapter import _PostgresAdapter
+from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard._sync.postgres.events import PostgresEvents
+from runyard._sync.postgres.updates import PostgresUpdates, own_updates
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -57,8 +58,28 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         deployment="multi_server",
     )
 
+    def __init__(
+        self,
+        source: Source,
+        *,
+        live_updates: bool | PostgresUpdates | None = None,
+        **options: Any,
+    ) -> None:
+        """``live_updates``: None/False poll; True opens a LISTEN connection of its own (closed
+        by close()); an PostgresUpdates instance is shared and left open."""
+        super().__init__(source, **options)
+        self.live_updates = own_updates(live_updates, source, self.tables)
+        self._owns_updates = live_updates is True
+
     def _relations(self) -> Sequence[str]:
         return self.tables.state_relations()
+
+    def close(self) -> None:
+        """Close the pool when this store opened it, and the live updates it opened."""
+        if self._owns_updates and not self._bound and self.live_updates is not None:
+            self._owns_updates = False
+            self.live_updates.close()
+        super().close()
 
     # -- runs --------------------------------------------------------------------------------
     def put_run(

@@ -16,7 +16,12 @@ import pytest
 from runyard._flavours import gather
 from runyard._sync.event_protocol import EventLogStore
 from runyard._sync.protocols import StateStore
-from runyard.errors import LeaseLostError, StateConflictError, StateNotFoundError
+from runyard.errors import (
+    InvalidArgumentError,
+    LeaseLostError,
+    StateConflictError,
+    StateNotFoundError,
+)
 from runyard.events import EventConflictError, RunEvent
 from runyard.keys import InvalidIdentifierError
 from runyard.models import RunKey
@@ -227,6 +232,27 @@ class EventLogConformance:
             log.finalize(KEY, status="paused", event_type="done", event_data={})
         run = log.get_run(KEY)
         assert run is not None and run.version == 1
+        assert log.read_events(KEY) == []
+
+    @pytest.mark.parametrize("status", ["", "bad\x00status", 7])
+    def test_finalize_refuses_a_status_no_store_accepts_before_sending(
+        self, store: StateStore, status: Any
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        self._run(log)
+        with pytest.raises(InvalidArgumentError) as caught:
+            log.finalize(KEY, status=status, event_type="done", event_data={})
+        assert caught.value.argument == "status"
+        run = log.get_run(KEY)
+        assert run is not None and (run.version, run.status) == (1, "running")
+        assert log.read_events(KEY) == []
+
+    def test_append_event_refuses_a_bad_type_naming_it(self, store: StateStore) -> None:
+        log = _log(store)
+        self._run(log)
+        with pytest.raises(InvalidArgumentError) as caught:
+            log.append_event(KEY, "", {})
+        assert caught.value.argument == "type"
         assert log.read_events(KEY) == []
 
     def test_finalize_of_a_missing_run_is_refused(self, store: StateStore) -> None:

@@ -1,0 +1,170 @@
+"""Event log benchmark (``make bench-events``): append throughput and follow latency.
+
+Append: ops/s of ``append_event`` on one run (concurrency 1) beside the raw driver's one round
+trip in the same run (Redis: EVALSHA of a one-line script; PostgreSQL: ``SELECT $1`` on a pool
+connection) and their ratio. Follow: the delay from ``append_event`` returning to the follower
+yielding that event, p50/p99, with live updates on (``poll_seconds`` 0.5) and polling only
+(``--poll``), the writer waiting for each event to arrive before the next. Async twin, on the
+machine's Redis (a fresh namespace, purged) and PostgreSQL (a fresh schema, dropped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+import redis
+import redis.asyncio as aioredis
+from psycopg_pool import AsyncConnectionPool
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from runyard import RunKey
+from runyard._async.event_protocol import AsyncEventLogStore
+from runyard.postgres import AsyncPostgresStateStore, StateTables, schema_sql
+from runyard.redis import AsyncRedisStateStore, RedisStoreSettings
+from runyard.redis.keys import cleanup_patterns
+
+PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'"
+Store = Callable[[bool], Any]
+
+
+async def _rate(n: int, op: Callable[[int], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        await op(i)
+    return n / (time.perf_counter() - start)
+
+
+async def _follow_delays(store: AsyncEventLogStore, samples: int, poll: float) -> list[float]:
+    """Seconds from append_event returning to the follower yielding it, one event at a time."""
+    key = RunKey("bench", uuid.uuid4().hex[:10])
+    await store.put_run(key, {}, expected_version=0)
+    arrived: asyncio.Queue[float] = asyncio.Queue()
+
+    async def follower() -> None:
+        async for event in store.follow(key, poll_seconds=poll):
+            if not event.terminal:
+                arrived.put_nowait(time.perf_counter())
+
+    task = asyncio.create_task(follower())
+    delays = []
+    for i in range(samples):
+        await store.append_event(key, "step", {"i": i})
+        sent = time.perf_counter()
+        delays.append(await asyncio.wait_for(arrived.get(), 30) - sent)
+    await store.finalize(key, status="completed", event_type="done", event_data={})
+    await asyncio.wait_for(task, 30)
+    return delays
+
+
+def _percentiles(delays: list[float]) -> dict[str, float]:
+    cuts = statistics.quantiles(delays, n=100, method="inclusive")
+    return {"p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
+
+
+@asynccontextmanager
+async def _redis(url: str) -> AsyncIterator[tuple[Store, Callable[[int], Awaitable[object]]]]:
+    client = aioredis.Redis.from_url(url, retry=AsyncRetry(NoBackoff(), 0))
+    namespace = f"bench-ev-{uuid.uuid4().hex[:8]}"
+    settings = RedisStoreSettings(namespace=namespace, durable=False)
+    sha = await client.script_load("return ARGV[1]")
+
+    def store(live: bool) -> AsyncRedisStateStore:
+        return AsyncRedisStateStore(client, settings=settings, live_updates=live)
+
+    try:
+        yield store, lambda i: client.evalsha(sha, 0, i)
+    finally:
+        for pattern in cleanup_patterns(namespace):
+            keys = [key async for key in client.scan_iter(match=pattern, count=500)]
+            for start in range(0, len(keys), 500):
+                await client.unlink(*keys[start : start + 500])
+        await client.aclose()
+
+
+@asynccontextmanager
+async def _postgres(dsn: str) -> AsyncIterator[tuple[Store, Callable[[int], Awaitable[object]]]]:
+    tables = StateTables(schema=f"bench_ev_{uuid.uuid4().hex[:8]}")
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{tables.schema}"')
+        admin.execute(schema_sql(tables))
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(dsn, min_size=2, max_size=4, open=False)
+    await pool.open(wait=True)
+
+    def store(live: bool) -> AsyncPostgresStateStore:
+        return AsyncPostgresStateStore(pool, tables=tables, live_updates=live)
+
+    async def raw(i: int) -> object:
+        async with pool.connection() as conn:
+            return await (await conn.execute("SELECT %s::int", [i])).fetchone()
+
+    try:
+        yield store, raw
+    finally:
+        await pool.close()
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{tables.schema}" CASCADE')
+
+
+async def _backend(
+    name: str, opened: Any, appends: int, samples: int, poll: float
+) -> dict[str, Any]:
+    async with opened as (make, raw):
+        polled, live = make(False), make(True)
+        key = RunKey("bench", uuid.uuid4().hex[:10])
+        await polled.put_run(key, {}, expected_version=0)
+        out: dict[str, Any] = {"raw ops/s": await _rate(appends, raw)}
+        out["append ops/s"] = await _rate(
+            appends, lambda i: polled.append_event(key, "step", {"i": i})
+        )
+        out["ratio"] = out["append ops/s"] / out["raw ops/s"]
+        out["follow live"] = _percentiles(await _follow_delays(live, samples, 0.5))
+        out["follow polling"] = _percentiles(await _follow_delays(polled, samples, poll))
+        if live.live_updates is not None:
+            await live.live_updates.aclose()
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--pg-dsn", default=os.environ.get("RUNYARD_BENCH_PG_DSN", PG_DSN))
+    parser.add_argument("--appends", type=int, default=2000, help="appends per backend")
+    parser.add_argument("--samples", type=int, default=200, help="follow latency samples")
+    parser.add_argument("--poll", type=float, default=0.1, help="poll_seconds when polling only")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    print(
+        f"runyard event-log benchmark (async twin): {args.appends} appends, {args.samples} "
+        f"follow samples, polling every {args.poll} s; {os.cpu_count()} CPUs, Python "
+        f"{sys.version.split()[0]}, redis-py {redis.__version__}, psycopg {psycopg.__version__}"
+    )
+    results: dict[str, Any] = {}
+    for name, opened in (("redis", _redis(args.redis_url)), ("postgres", _postgres(args.pg_dsn))):
+        results[name] = r = asyncio.run(
+            _backend(name, opened, args.appends, args.samples, args.poll)
+        )
+        print(
+            f"| {name} | append {r['append ops/s']:.0f}/s | raw {r['raw ops/s']:.0f}/s | "
+            f"ratio {r['ratio']:.2f} | follow live p50 {r['follow live']['p50_ms']:.2f} ms "
+            f"p99 {r['follow live']['p99_ms']:.2f} ms | follow polling p50 "
+            f"{r['follow polling']['p50_ms']:.2f} ms p99 {r['follow polling']['p99_ms']:.2f} ms |"
+        )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(results, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

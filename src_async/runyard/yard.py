@@ -1,0 +1,191 @@
+"""Yard URLs: one URL (or ``RUNYARD_URL``) names a backend and its options; parsing, no I/O.
+
+``memory://``, ``redis://``, ``rediss://``, ``redis+cluster://``, ``rediss+cluster://``,
+``postgresql://`` and ``postgres://``. runyard's own options ride in the query string
+(``?namespace=prod&durable=false&pool_size=20&live_updates=true``); every other query
+parameter is left in the URL for the driver (``sslmode=...``, ``options=...``). The password
+is kept out of every repr, error and log line: only ``redacted`` is ever shown.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from pydantic import ValidationError
+
+from runyard.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from runyard.postgres.settings import PostgresStoreSettings
+    from runyard.redis.settings import RedisStoreSettings
+
+__all__ = [
+    "ENV_VAR",
+    "YardURL",
+    "parse_yard_url",
+    "postgres_settings",
+    "redact",
+    "redis_settings",
+]
+
+ENV_VAR = "RUNYARD_URL"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def redact(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL, hidden>"
+    if password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+@dataclass(frozen=True)
+class YardURL:
+    """A parsed yard URL: ``scheme``, the query parameters, and the secret full URL."""
+
+    scheme: str
+    secret: str = field(repr=False)
+    query: tuple[tuple[str, str], ...] = field(repr=False)
+
+    @property
+    def redacted(self) -> str:
+        """The URL with its password hidden: the only form fit to show."""
+        return redact(self.secret)
+
+    def __repr__(self) -> str:
+        return f"YardURL({self.redacted!r})"
+
+    def split(
+        self, names: Collection[str], scheme: str | None = None
+    ) -> tuple[str, dict[str, str]]:
+        """(the URL without the ``names`` parameters, with ``scheme`` if given; those options).
+
+        Raises ConfigurationError for an option given twice.
+        """
+        options: dict[str, str] = {}
+        rest: list[tuple[str, str]] = []
+        for name, value in self.query:
+            if name not in names:
+                rest.append((name, value))
+            elif name in options:
+                raise ConfigurationError(f"option {name!r} is given twice in {self.redacted}")
+            else:
+                options[name] = value
+        parts = urlsplit(self.secret)
+        return urlunsplit(
+            parts._replace(scheme=scheme or parts.scheme, query=urlencode(rest, quote_via=quote))
+        ), options
+
+
+def parse_yard_url(url: str | None, known: Iterable[str]) -> YardURL:
+    """Parse ``url`` (or ``$RUNYARD_URL`` when None) for one of the ``known`` schemes.
+
+    Raises ValueError naming an unknown scheme and the known ones, and ConfigurationError when
+    no URL is given and RUNYARD_URL is not set.
+    """
+    text = url if url is not None else os.environ.get(ENV_VAR)
+    if not text:
+        raise ConfigurationError(f"no yard URL given and {ENV_VAR} is not set")
+    schemes = sorted(known)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - parses the port, raising ValueError for a bad one
+    except ValueError:
+        raise ConfigurationError(
+            "the yard URL is not a valid URL (details hidden: they would show it)"
+        ) from None
+    scheme = parts.scheme.lower()
+    if scheme not in schemes:
+        raise ValueError(
+            f"unknown yard URL scheme {scheme!r} in {redact(text)}: known schemes are "
+            + ", ".join(f"{s}://" for s in schemes)
+        )
+    return YardURL(scheme, text, tuple(parse_qsl(parts.query, keep_blank_values=True)))
+
+
+def flag(options: dict[str, str], name: str, default: bool = False) -> bool:
+    """The boolean option ``name``. Raises ConfigurationError naming it and what it accepts."""
+    value = options.pop(name, None)
+    if value is None:
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ConfigurationError(f"option {name!r} must be one of {_TRUE + _FALSE}, not {value!r}")
+
+
+def _settings(
+    cls: Any, what: str, given: dict[str, str], names: dict[str, str], **fixed: Any
+) -> Any:
+    """Build ``cls`` from the URL options ``given`` (renamed by ``names``) and ``fixed``."""
+    values = {names[k]: v for k, v in given.items()}
+    options = {names[k]: k for k in given}
+    try:
+        return cls(**values, **fixed)
+    except ValidationError as exc:
+        # Only the option names and pydantic's reasons: never the URL (it holds the password).
+        reasons = "; ".join(
+            f"option {options.get(str(e['loc'][0]), str(e['loc'][0]))!r}: {e['msg']}"
+            for e in exc.errors()
+            if e["loc"]
+        )
+        raise ConfigurationError(f"bad {what} yard URL: {reasons}") from None
+
+
+REDIS_OPTIONS = {
+    "namespace": "namespace",
+    "durable": "durable",
+    "pool_size": "max_connections",
+    "max_connections": "max_connections",
+    "socket_timeout": "socket_timeout",
+    "retry_attempts": "retry_attempts",
+    "max_value_bytes": "max_value_bytes",
+}
+
+
+def redis_settings(url: YardURL) -> tuple[str, RedisStoreSettings, bool]:
+    """(the driver's URL, the store settings, live_updates) of a ``redis*://`` yard URL."""
+    from runyard.redis.settings import RedisStoreSettings
+
+    cluster = url.scheme.endswith("+cluster")
+    scheme = url.scheme.removesuffix("+cluster")
+    dsn, options = url.split({*REDIS_OPTIONS, "live_updates"}, scheme=scheme)
+    live = flag(options, "live_updates")
+    settings = _settings(
+        RedisStoreSettings, "Redis", options, REDIS_OPTIONS, dsn=dsn, cluster=cluster
+    )
+    return dsn, settings, live
+
+
+POSTGRES_OPTIONS = {
+    "pool_size": "pool_max_size",
+    "pool_max_size": "pool_max_size",
+    "pool_min_size": "pool_min_size",
+    "pool_timeout": "pool_timeout_seconds",
+    "schema": "db_schema",
+    "table_prefix": "table_prefix",
+    "prepare": "prepare",
+    "retry_attempts": "retry_attempts",
+    "max_value_bytes": "max_value_bytes",
+}
+
+
+def postgres_settings(url: YardURL) -> tuple[PostgresStoreSettings, bool]:
+    """(the store settings, live_updates) of a ``postgres[ql]://`` yard URL."""
+    from runyard.postgres.settings import PostgresStoreSettings
+
+    dsn, options = url.split({*POSTGRES_OPTIONS, "live_updates"}, scheme="postgresql")
+    live = flag(options, "live_updates")
+    return _settings(PostgresStoreSettings, "PostgreSQL", options, POSTGRES_OPTIONS, dsn=dsn), live

@@ -1,0 +1,157 @@
+"""AsyncYard.from_url: every scheme opens its three stores; errors name what is wrong and never
+show the password."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Iterator
+
+import pytest
+from runyard import AsyncMemoryStateStore, AsyncYard, ConfigurationError, RunKey
+from runyard.postgres import StateTables
+from runyard.yard import redact
+
+from tests.support.postgres_plugin import PG_HOST, PG_PORT
+from tests.support.redis_plugin import RedisTarget, fresh_namespace
+
+KEY = RunKey("acme", "yarded")
+SECRET = "s3cret-pw-x9"
+PG_OPTIONS = "options=-c%20statement_timeout%3D30s"
+
+
+def _pg_url(tables: StateTables, scheme: str = "postgresql", password: str = "") -> str:
+    auth = f"postgres:{password}" if password else "postgres"
+    return f"{scheme}://{auth}@{PG_HOST}:{PG_PORT}/test?{PG_OPTIONS}&schema={tables.schema}"
+
+
+@pytest.fixture
+def namespace(local_redis_target: RedisTarget) -> Iterator[str]:
+    name = fresh_namespace()
+    yield name
+    local_redis_target.purge(name)
+
+
+async def _round_trip(yard: AsyncYard) -> None:
+    await yard.state.put_run(KEY, {"n": 1}, expected_version=0)
+    record = await yard.state.get_run(KEY)
+    assert record is not None and record.blob == {"n": 1}
+    item = await yard.queue.enqueue("acme", {"run": KEY.run_id})
+    assert item.payload == {"run": KEY.run_id}
+    assert await yard.executions.load("never-started") is None
+
+
+@pytest.mark.asyncio
+async def test_memory_opens_the_three_stores() -> None:
+    async with await AsyncYard.from_url("memory://?live_updates=true") as yard:
+        assert isinstance(yard.state, AsyncMemoryStateStore)
+        assert yard.state.live_updates is not None
+        await _round_trip(yard)
+
+
+@pytest.mark.asyncio
+async def test_runyard_url_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNYARD_URL", "memory://")
+    async with await AsyncYard.from_url() as yard:
+        assert isinstance(yard.state, AsyncMemoryStateStore)
+    monkeypatch.delenv("RUNYARD_URL")
+    with pytest.raises(ConfigurationError, match="RUNYARD_URL is not set"):
+        await AsyncYard.from_url()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster"])
+async def test_redis_schemes_open_with_the_query_options(
+    scheme: str, request: pytest.FixtureRequest
+) -> None:
+    fixture = "cluster_redis_target" if scheme.endswith("cluster") else "local_redis_target"
+    target: RedisTarget = request.getfixturevalue(fixture)
+    name = fresh_namespace()
+    url = f"{scheme}://{target.host}:{target.port}?namespace={name}&durable=false&pool_size=8"
+    try:
+        async with await AsyncYard.from_url(url + "&live_updates=true") as yard:
+            assert yard.state.settings.namespace == name  # type: ignore[attr-defined]
+            assert yard.state.settings.cluster is scheme.endswith("cluster")  # type: ignore[attr-defined]
+            assert yard.state.settings.max_connections == 8  # type: ignore[attr-defined]
+            assert yard.state.live_updates is not None  # type: ignore[attr-defined]
+            await _round_trip(yard)
+    finally:
+        target.purge(name)
+
+
+@pytest.mark.asyncio
+async def test_redis_preflight_runs(dedicated_redis_target: RedisTarget) -> None:
+    # The dedicated server persists nothing: durable (the default) is refused by preflight.
+    with pytest.raises(ConfigurationError, match="durable"):
+        await AsyncYard.from_url(f"redis://127.0.0.1:{dedicated_redis_target.port}")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+async def test_postgres_schemes_share_one_verified_pool(
+    scheme: str, pg_tables: StateTables
+) -> None:
+    async with await AsyncYard.from_url(_pg_url(pg_tables, scheme) + "&pool_size=3") as yard:
+        executor = yard.state.executor  # type: ignore[attr-defined]
+        assert yard.queue.executor is executor  # type: ignore[attr-defined]
+        assert yard.executions.executor is executor  # type: ignore[attr-defined]
+        assert executor.source.max_size == 3
+        await _round_trip(yard)
+
+
+@pytest.mark.asyncio
+async def test_postgres_verify_runs(pg_schema: str) -> None:
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        await AsyncYard.from_url(
+            f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?{PG_OPTIONS}&schema={pg_schema}"
+        )
+
+
+@pytest.mark.asyncio
+async def test_an_unknown_scheme_is_named_with_the_known_ones() -> None:
+    with pytest.raises(ValueError) as caught:
+        await AsyncYard.from_url(f"sqlite://user:{SECRET}@somewhere/db")
+    message = str(caught.value)
+    assert "'sqlite'" in message
+    for known in ("memory://", "redis://", "rediss://", "redis+cluster://", "postgresql://"):
+        assert known in message
+    assert SECRET not in message
+
+
+@pytest.mark.asyncio
+async def test_a_bad_option_names_it(namespace: str) -> None:
+    with pytest.raises(ConfigurationError, match="'durable'"):
+        await AsyncYard.from_url(f"redis://127.0.0.1:6379?namespace={namespace}&durable=maybe")
+
+
+@pytest.mark.asyncio
+async def test_the_password_never_shows_in_a_repr(pg_tables: StateTables) -> None:
+    async with await AsyncYard.from_url(_pg_url(pg_tables, password=SECRET)) as yard:
+        assert SECRET not in repr(yard)
+        assert "postgres:***@" in repr(yard)
+    assert SECRET not in redact(f"redis://:{SECRET}@h:1/0")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"redis://:{SECRET}@127.0.0.1:1/0?retry_attempts=1&durable=false",
+        f"postgresql://postgres:{SECRET}@127.0.0.1:1/test?{PG_OPTIONS}",
+    ],
+)
+async def test_the_password_never_shows_in_an_error_or_a_log_line(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(Exception) as caught:
+        await AsyncYard.from_url(url)
+    shown = "".join(traceback.format_exception(caught.value))
+    assert SECRET not in shown
+    assert SECRET not in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_bad_option_is_named_as_the_url_spells_it() -> None:
+    with pytest.raises(ConfigurationError, match="'pool_size'"):
+        await AsyncYard.from_url(f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?pool_size=0")
