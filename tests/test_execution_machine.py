@@ -86,7 +86,7 @@ def test_the_machine_catches_a_store_that_accepts_stale_commits() -> None:
     machine = make_execution_machine(
         lambda clock, trace_max: StoreThatSkipsTheCheck(clock=clock, trace_max=trace_max)
     )()
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"model vs store.*StoreConflict.*'ok'"):
         _stale_commit_story(machine)
     machine.teardown()
 

@@ -112,6 +112,7 @@ def make_execution_machine(
                 "trace": TraceStep(event_name="step", data={"step": step}) if trace else None,
             }
             outcomes = []
+            versions = []
             for target in (self.model, self.store):
                 exe = Execution(
                     id=execution_id,
@@ -123,11 +124,10 @@ def make_execution_machine(
                 )
                 result = _outcome(lambda t=target, e=exe: t.commit(e, **args))  # type: ignore[misc]
                 outcomes.append((result[0], len(result[1]) if result[0] == "ok" else result[1]))
-                if result[0] == "ok":
-                    assert exe.version == version + 1
-                else:
-                    assert exe.version == version
-            assert outcomes[0] == outcomes[1], outcomes
+                versions.append(exe.version)
+            assert outcomes[0] == outcomes[1], ("model vs store", outcomes)
+            expected = version + 1 if outcomes[0][0] == "ok" else version
+            assert versions == [expected, expected], ("versions after commit", versions)
             if outcomes[0][0] == "ok":
                 for _, event in args["emits"]:
                     self.source[event.id] = execution_id
