@@ -53,7 +53,7 @@ bench-executions: $(STAMP)
 	$(PYTHON) benchmarks/bench_executions.py
 
 bench-events: $(STAMP)
-	$(PYTHON) benchmarks/bench_events.py --json bench-events.json
+	$(PYTHON) -m benchmarks.bench_events --out-dir .
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

@@ -5,14 +5,14 @@ trip in the same run (Redis: EVALSHA of a one-line script; PostgreSQL: ``SELECT 
 connection) and their ratio. Follow: the delay from ``append_event`` returning to the follower
 yielding that event, p50/p99, with live updates on (``poll_seconds`` 0.5) and polling only
 (``--poll``), the writer waiting for each event to arrive before the next. Async twin, on the
-machine's Redis (a fresh namespace, purged) and PostgreSQL (a fresh schema, dropped).
+machine's Redis (a fresh namespace, purged) and PostgreSQL (a fresh schema, dropped). Writes
+``bench-events.json`` and ``bench-events.png`` (the ratios as bars) into ``--out-dir``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -33,6 +33,8 @@ from runyard._async.event_protocol import AsyncEventLogStore
 from runyard.postgres import AsyncPostgresStateStore, StateTables, schema_sql
 from runyard.redis import AsyncRedisStateStore, RedisStoreSettings
 from runyard.redis.keys import cleanup_patterns
+
+from benchmarks._report import write_report
 
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'"
 Store = Callable[[bool], Any]
@@ -142,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=2000, help="appends per backend")
     parser.add_argument("--samples", type=int, default=200, help="follow latency samples")
     parser.add_argument("--poll", type=float, default=0.1, help="poll_seconds when polling only")
-    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--out-dir", default=".", help="where bench-events.json and bench-events.png go"
+    )
     args = parser.parse_args(argv)
     print(
         f"runyard event-log benchmark (async twin): {args.appends} appends, {args.samples} "
@@ -160,9 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             f"p99 {r['follow live']['p99_ms']:.2f} ms | follow polling p50 "
             f"{r['follow polling']['p50_ms']:.2f} ms p99 {r['follow polling']['p99_ms']:.2f} ms |"
         )
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(results, out, indent=2)
+    for path in write_report("bench-events", results, out_dir=args.out_dir):
+        print(f"wrote {path}")
     return 0
 
 

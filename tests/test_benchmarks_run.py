@@ -1,14 +1,19 @@
-"""The PostgreSQL and memory benchmarks still run (tiny settings), so they cannot rot unnoticed."""
+"""The PostgreSQL, memory and event benchmarks still run (tiny settings), so they cannot rot
+unnoticed; the shared report writes its JSON and PNG."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks._report import ratios, write_report
+
 ROOT = Path(__file__).resolve().parents[1]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _run(*args: str) -> str:
@@ -33,7 +38,46 @@ def test_the_memory_benchmark_runs() -> None:
 
 
 @pytest.mark.slow
-def test_the_events_benchmark_runs(pg_server: None, local_redis_target: object) -> None:
-    out = _run("benchmarks/bench_events.py", "--appends", "20", "--samples", "5", "--poll", "0.02")
+def test_the_events_benchmark_runs(
+    pg_server: None, local_redis_target: object, tmp_path: Path
+) -> None:
+    out = _run(
+        "-m",
+        "benchmarks.bench_events",
+        "--appends",
+        "20",
+        "--samples",
+        "5",
+        "--poll",
+        "0.02",
+        "--out-dir",
+        str(tmp_path),
+    )
     assert "| redis | append" in out and "| postgres | append" in out
     assert "follow live p50" in out and "follow polling p50" in out
+    figures = json.loads((tmp_path / "bench-events.json").read_text(encoding="utf-8"))
+    assert set(figures) == {"redis", "postgres"}
+    assert all(figures[name]["ratio"] > 0 for name in figures)
+    assert (tmp_path / "bench-events.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_write_report_writes_the_figures_and_a_chart_of_the_ratios(tmp_path: Path) -> None:
+    figures = {
+        "redis": {"append ops/s": 900.0, "raw ops/s": 2000.0, "ratio": 0.45},
+        "postgres": {"claim": {"ratio": 0.8}, "depth ratio": 1.5, "p50_ms": 3.0},
+    }
+    assert list(ratios(figures)) == [
+        ("redis", 0.45),
+        ("postgres / claim", 0.8),
+        ("postgres / depth ratio", 1.5),
+    ]
+    json_path, png_path = write_report("bench-x", figures, out_dir=tmp_path / "out")
+    assert (json_path, png_path) == (tmp_path / "out/bench-x.json", tmp_path / "out/bench-x.png")
+    assert json.loads(json_path.read_text(encoding="utf-8")) == figures
+    assert png_path.read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_write_report_refuses_figures_without_a_ratio(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no '\\*ratio' figure"):
+        write_report("bench-x", {"redis": {"ops/s": 1.0}}, out_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -10,6 +10,7 @@ __all__ = [
     "LeaseLostError",
     "PoolExhaustedError",
     "QueueUnavailableError",
+    "RunFinalizedError",
     "RunLeaseHeldError",
     "RunyardError",
     "StateConflictError",
@@ -80,6 +81,26 @@ class StateConflictError(RunyardError):
         self.expected = expected
         self.actual = actual
         super().__init__(f"{what} version conflict: expected {expected}, found {actual}")
+
+
+class RunFinalizedError(RunyardError):
+    """The run is in a terminal status: ``finalize`` and ``append_event`` are refused.
+
+    A follower ends at the terminal status, so nothing may follow it in the log. A retried
+    ``finalize`` carrying the ``event_id`` of the one that ended the run is not refused: it
+    returns the stored run. Never retryable: the run stays terminal. ``run_id`` and ``status``
+    name the run and its terminal status.
+    """
+
+    retryable = False
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(
+            f"run {run_id!r} is already {status!r} (a terminal status): it takes no further "
+            "finalize or event"
+        )
 
 
 class StateNotFoundError(RunyardError):

@@ -6,8 +6,14 @@ The twins call it under the state store's lock, so append and finalize are atomi
 from __future__ import annotations
 
 from runyard._json import load_json
-from runyard.errors import StateConflictError, StateNotFoundError
-from runyard.events import EventConflictError, RunEvent, check_after, same_content
+from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
+from runyard.events import (
+    TERMINAL_STATUSES,
+    EventConflictError,
+    RunEvent,
+    check_after,
+    same_content,
+)
 from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunRecord
 
@@ -17,15 +23,18 @@ __all__ = ["MemoryEventsCore"]
 class MemoryEventsCore:
     """The event logs of one MemoryStateCore's runs."""
 
-    def __init__(self, state: MemoryStateCore) -> None:
+    def __init__(
+        self, state: MemoryStateCore, terminal_statuses: frozenset[str] = TERMINAL_STATUSES
+    ) -> None:
         self.state = state
+        self.terminal_statuses = terminal_statuses
         self._logs: dict[tuple[str, str], list[RunEvent]] = {}
-        self._ids: dict[tuple[str, str, str], int] = {}
+        self._ids: dict[tuple[str, str], dict[str, int]] = {}
 
     def _prior(self, key: RunKey, event_id: str | None, type_: str, data: str) -> RunEvent | None:
         if event_id is None:
             return None
-        seq = self._ids.get((key.tenant, key.run_id, event_id))
+        seq = self._ids.get((key.tenant, key.run_id), {}).get(event_id)
         if seq is None:
             return None
         event = self._logs[(key.tenant, key.run_id)][seq - 1]
@@ -49,8 +58,17 @@ class MemoryEventsCore:
         )
         log.append(event)
         if event_id is not None:
-            self._ids[(key.tenant, key.run_id, event_id)] = event.seq
+            self._ids.setdefault((key.tenant, key.run_id), {})[event_id] = event.seq
         return event
+
+    def _live_run(self, key: RunKey) -> RunRecord:
+        """The run, if it exists and is not terminal; else StateNotFoundError/RunFinalizedError."""
+        current = self.state.get_run(key)
+        if current is None:
+            raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        if current.status in self.terminal_statuses:
+            raise RunFinalizedError(key.run_id, current.status)
+        return current
 
     def append(
         self, key: RunKey, type_: str, data: str, *, event_id: str | None, fence: int | None
@@ -59,10 +77,17 @@ class MemoryEventsCore:
         prior = self._prior(key, event_id, type_, data)
         if prior is not None:
             return prior.model_copy()
-        if self.state.get_run(key) is None:
-            raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        self._live_run(key)
         self.state._check_fence(key, fence)
         return self._append(key, type_, data, event_id, False).model_copy()
+
+    def delete_run(self, key: RunKey, *, expected_version: int | None, fence: int | None) -> bool:
+        """Delete the run (MemoryStateCore.delete_run) and, when it existed, its log."""
+        deleted = self.state.delete_run(key, expected_version=expected_version, fence=fence)
+        if deleted:
+            self._logs.pop((key.tenant, key.run_id), None)
+            self._ids.pop((key.tenant, key.run_id), None)
+        return deleted
 
     def read(self, key: RunKey, *, after: int, limit: int) -> list[RunEvent]:
         """Events with seq > ``after``, at most ``limit``."""
@@ -87,11 +112,10 @@ class MemoryEventsCore:
             if current is None:
                 raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} is gone")
             return current
-        current = self.state.get_run(key)
-        actual = current.version if current else 0
+        actual = self._live_run(key).version
         if expected_version is not None and expected_version != actual:
             raise StateConflictError(expected_version, actual)
-        # patch_run checks existence and the fence before it changes anything.
+        # patch_run checks the fence before it changes anything.
         record = self.state.patch_run(key, CounterDelta(), status=status, fence=fence)
         self._append(key, type_, data, event_id, True)
         return record

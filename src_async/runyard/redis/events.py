@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from runyard._json import dump_json, load_json
-from runyard.errors import StateNotFoundError
+from runyard.errors import RunFinalizedError, StateNotFoundError
 from runyard.events import EventConflictError, RunEvent
 from runyard.keys import segment
 from runyard.models import RunKey
@@ -17,7 +17,14 @@ from runyard.redis.common import raise_refusal, text
 from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import LuaScript
 
-__all__ = ["EVENT_SCRIPTS", "EventKeys", "decode_entry", "entry_rest", "raise_event_refusal"]
+__all__ = [
+    "EVENT_SCRIPTS",
+    "EventKeys",
+    "decode_entry",
+    "entry_rest",
+    "raise_event_refusal",
+    "terminal_arg",
+]
 
 
 def _load(name: str) -> LuaScript:
@@ -70,6 +77,12 @@ def entry_rest(event_type: str, data_text: str, event_id: str | None, terminal: 
     return f"{'t' if terminal else 'f'}\n{head}\n{data_text}"
 
 
+def terminal_arg(terminal_statuses: frozenset[str]) -> str:
+    """The scripts' terminal-statuses argument: the statuses, sorted, NUL-joined
+    (runyard.validation.check_status refuses a status holding NUL)."""
+    return "\0".join(sorted(terminal_statuses))
+
+
 def decode_entry(key: RunKey, seq: int, entry: Any) -> RunEvent:
     """Build the RunEvent of log entry ``seq``."""
     at, flag, head, data = text(entry).split("\n", 3)
@@ -93,6 +106,8 @@ def raise_event_refusal(
     status = text(reply[0])
     if status == "not_found":
         raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+    if status == "finalized":
+        raise RunFinalizedError(key.run_id, text(reply[1]))
     if status == "event_conflict":
         raise EventConflictError(key.run_id, event_id or "", int(reply[1]))
     raise_refusal(reply, key.run_id, expected)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from runyard._async.follow import DEFAULT_POLL_SECONDS, follow_events
 from runyard._async.updates import AsyncUpdates
 from runyard._json import load_json
-from runyard.errors import StateConflictError, StateNotFoundError
+from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import (
     TERMINAL_STATUSES,
     EventConflictError,
@@ -48,6 +48,12 @@ class AsyncPostgresEvents:
     def _channel(self) -> str | None:
         return self.tables.events if self.live_updates is not None else None
 
+    def _refuse_terminal(self, key: RunKey, probe: Sequence[Any]) -> None:
+        """Raise RunFinalizedError when the probed run (``probe_run``'s row) is terminal."""
+        status = probe[4]
+        if status is not None and status in self.terminal_statuses:
+            raise RunFinalizedError(key.run_id, str(status))
+
     async def append_event(
         self,
         key: RunKey,
@@ -60,8 +66,8 @@ class AsyncPostgresEvents:
         """Append an event with the next seq in one statement; a repeated ``event_id``
         returns the stored event (so a lost reply is sent again only when it carries one).
 
-        Raises EventConflictError, StateNotFoundError, LeaseLostError, StatePersistenceError,
-        StoreOutcomeUnknown.
+        Raises EventConflictError, StateNotFoundError, RunFinalizedError (the run is in a
+        terminal status), LeaseLostError, StatePersistenceError, StoreOutcomeUnknown.
         """
         type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
@@ -75,6 +81,7 @@ class AsyncPostgresEvents:
             event_id,
             fence,
             self._channel(),
+            sorted(self.terminal_statuses),
             idempotent=event_id is not None,
         )
         if rows:
@@ -85,6 +92,7 @@ class AsyncPostgresEvents:
         probe = await self._probe(key)
         if probe is None or probe[0] is None:
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        self._refuse_terminal(key, probe)
         refusal = fence_refusal(key.run_id, fence, probe, now) if fence is not None else None
         raise refusal or StateConflictError(0, int(probe[0]))
 
@@ -106,10 +114,11 @@ class AsyncPostgresEvents:
         event_id: str | None = None,
     ) -> RunRecord:
         """Set a terminal status and append the terminal event in one statement; a lost reply
-        is settled by sending it again when it carries an ``event_id``.
+        is settled by sending it again when it carries an ``event_id`` (the retry of the
+        finalize that ended the run returns the stored run).
 
-        Raises ValueError, StateConflictError, LeaseLostError, StateNotFoundError,
-        EventConflictError, StoreOutcomeUnknown.
+        Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
+        LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
         """
         check_finalize(status, self.terminal_statuses)
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
@@ -126,6 +135,7 @@ class AsyncPostgresEvents:
             fence,
             expected_version,
             self._channel(),
+            sorted(self.terminal_statuses),
             idempotent=event_id is not None,
         )
         if rows:
@@ -139,6 +149,7 @@ class AsyncPostgresEvents:
         probe = await self._probe(key)
         if probe is None or probe[0] is None:
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
+        self._refuse_terminal(key, probe)
         actual = int(probe[0])
         refusal = run_refusal(
             key, actual if expected_version is None else expected_version, fence, probe, now

@@ -26,6 +26,7 @@ from runyard.redis.events import (
     decode_entry,
     entry_rest,
     raise_event_refusal,
+    terminal_arg,
 )
 from runyard.redis.flavours import AsyncRedisClient
 from runyard.redis.settings import RedisStoreSettings
@@ -67,15 +68,16 @@ class AsyncRedisEvents:
         """Append an event with the next seq, in one script; a repeated ``event_id`` returns
         the stored event (so a lost reply is sent again only when it carries one).
 
-        Raises EventConflictError, StateNotFoundError, LeaseLostError, StatePersistenceError,
-        StoreOutcomeUnknown (a lost reply without an ``event_id``).
+        Raises EventConflictError, StateNotFoundError, RunFinalizedError (the run is in a
+        terminal status), LeaseLostError, StatePersistenceError, StoreOutcomeUnknown (a lost
+        reply without an ``event_id``).
         """
         type_, data_text = event_body(type, data, event_id, max_bytes=self.settings.max_value_bytes)
         keys = self._event_keys(key)
         now = timestamp(self.clock.now())
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
-        args += [now, *self._hint_args(keys)]
+        args += [now, *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
         try:
             reply = await self._runner.script(
                 EVENT_SCRIPTS["append_event"],
@@ -119,10 +121,11 @@ class AsyncRedisEvents:
         event_id: str | None = None,
     ) -> RunRecord:
         """Set a terminal status and append the terminal event in one script; a lost reply is
-        settled by sending it again when it carries an ``event_id``.
+        settled by sending it again when it carries an ``event_id`` (the retry of the finalize
+        that ended the run returns the stored run).
 
-        Raises ValueError, StateConflictError, LeaseLostError, StateNotFoundError,
-        EventConflictError, StoreOutcomeUnknown.
+        Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
+        LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
         """
         check_finalize(status, self.terminal_statuses)
         type_, data_text = event_body(
@@ -133,6 +136,7 @@ class AsyncRedisEvents:
         args = [entry_rest(type_, data_text, event_id, True), event_id or "", fenced]
         args += [timestamp(self.clock.now()), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
+        args.append(terminal_arg(self.terminal_statuses))
         try:
             reply = await self._runner.script(
                 EVENT_SCRIPTS["finalize"], keys.script_keys(), args, idempotent=event_id is not None

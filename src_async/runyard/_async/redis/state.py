@@ -30,6 +30,7 @@ from runyard.redis.common import (
     text,
     timestamp,
 )
+from runyard.redis.events import EventKeys
 from runyard.redis.flavours import (
     AsyncRedisClient,
 )
@@ -246,7 +247,7 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
     async def delete_run(
         self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
     ) -> bool:
-        """Delete the run; return whether it existed.
+        """Delete the run and its event log (one script); return whether it existed.
 
         Raises StateConflictError, LeaseLostError, StoreOutcomeUnknown.
         """
@@ -257,7 +258,8 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
             timestamp(self.clock.now()),
             key.run_id,
         ]
-        keys = [k.run(key.run_id), k.runs, k.lease(key.run_id)]
+        log = EventKeys(self.settings.namespace, key.tenant, key.run_id)
+        keys = [k.run(key.run_id), k.runs, k.lease(key.run_id), log.log, log.ids]
         try:
             reply = await self._runner.script(
                 STATE_SCRIPTS["delete_run"], keys, args, idempotent=False

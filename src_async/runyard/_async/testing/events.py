@@ -14,10 +14,12 @@ import pytest
 
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
+from runyard._async.testing.event_lifecycle import AsyncEventLifecycleCases
 from runyard._flavours import async_gather
 from runyard.errors import (
     InvalidArgumentError,
     LeaseLostError,
+    RunFinalizedError,
     StateConflictError,
     StateNotFoundError,
 )
@@ -43,7 +45,7 @@ async def _collect(store: AsyncEventLogStore, key: RunKey, after: int = 0) -> li
     return [event async for event in store.follow(key, after=after, poll_seconds=POLL)]
 
 
-class AsyncEventLogConformance:
+class AsyncEventLogConformance(AsyncEventLifecycleCases):
     """Mixed into AsyncStateStoreConformance; uses its ``store`` fixture and ``advance``."""
 
     def advance(self, seconds: float) -> None:
@@ -336,8 +338,13 @@ class AsyncEventLogConformance:
         async def follower() -> None:
             followed.extend(await _collect(log, KEY))
 
+        refused: list[int] = []
+
         async def appender(i: int) -> None:
-            await log.append_event(KEY, "step", {"i": i})
+            try:
+                await log.append_event(KEY, "step", {"i": i})
+            except RunFinalizedError:
+                refused.append(i)  # it lost the race to the terminal write
 
         async def finisher() -> None:
             await log.finalize(KEY, status="completed", event_type="done", event_data={})
@@ -346,11 +353,11 @@ class AsyncEventLogConformance:
         calls[1:1] = [partial(appender, i) for i in range(16)]
         await async_gather(calls)
         log_now = await log.read_events(KEY)
-        terminal = next(e for e in log_now if e.terminal)
-        # Every event written before the terminal one, and the terminal one, once, in order.
-        assert followed == log_now[: len(followed)]
-        assert [e.seq for e in followed][: terminal.seq] == list(range(1, terminal.seq + 1))
-        assert followed[terminal.seq - 1] == terminal
+        # The terminal event ends the log, and the follower got all of it, once, in order.
+        assert log_now[-1].terminal
+        assert followed == log_now
+        assert [e.seq for e in followed] == list(range(1, len(log_now) + 1))
+        assert len(log_now) + len(refused) == 17
 
     @pytest.mark.asyncio
     async def test_live_updates_on_and_off_yield_the_same_sequence(

@@ -27,17 +27,22 @@ _NOTIFY = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({cha
     json_build_array($1::text, $2::text, i.seq)::text)::text) END"""
 
 EVENT_TEMPLATES: dict[str, str] = {
-    # $1 tenant $2 run_id $3 type $4 data $5 now $6 event_id $7 fence $8 channel (NULL: none).
-    # The appended event, or the event a retried event_id stored; no row: refused (probe_run).
+    # $1 tenant $2 run_id $3 type $4 data $5 now $6 event_id $7 fence $8 channel (NULL: none)
+    # $9 terminal statuses. The appended event, or the event a retried event_id stored; no
+    # row: refused (probe_run). The run row is locked FOR SHARE while not terminal, so a
+    # concurrent finalize either waits for this append or is seen by it (no event after it).
     "append_event": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$7", now="$5")
     + ", "
     + _PRIOR.format(event_cols=_EVENT_COLS, events="{events}", event_id="$6")
-    + ", "
+    + """, live AS (
+    SELECT 1 FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text
+      AND (r.status IS NULL OR r.status <> ALL($9::text[]))
+    FOR SHARE
+), """
     + _HEAD.format(
         event_heads="{event_heads}",
-        source="""{runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text
-      AND NOT EXISTS (SELECT 1 FROM prior)
+        source="""live WHERE NOT EXISTS (SELECT 1 FROM prior)
       AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))""",
     )
     + """, inserted AS (
@@ -55,7 +60,9 @@ SELECT i.*, """
 UNION ALL
 SELECT p.*, 0 FROM prior p""",
     # $1 tenant $2 run_id $3 status $4 type $5 data $6 now $7 event_id $8 fence
-    # $9 expected version (NULL: any) $10 channel. The run as written and the event's seq; or
+    # $9 expected version (NULL: any) $10 channel $11 terminal statuses: a run already in one
+    # is left alone (the row lock makes a concurrent second finalize see the first's status).
+    # The run as written and the event's seq; or
     # the run as it is with the prior event's type and data (a retried event_id); no row:
     # refused, nothing changed (probe_run explains it).
     "finalize": "WITH "
@@ -65,6 +72,7 @@ SELECT p.*, 0 FROM prior p""",
     + """, updated AS (
     UPDATE {runs} AS r SET status = $3::text, version = r.version + 1, updated_at = $6::float8
     WHERE r.tenant = $1::text AND r.run_id = $2::text AND NOT EXISTS (SELECT 1 FROM prior)
+      AND (r.status IS NULL OR r.status <> ALL($11::text[]))
       AND ($9::bigint IS NULL OR r.version = $9::bigint)
       AND ($8::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
     RETURNING {run_cols_r}

@@ -67,19 +67,30 @@ WHERE r.tenant = $1::text AND r.run_id = $2::text
   AND r.iterations + $6::bigint <= 9007199254740991
   AND r."cursor" + $7::bigint <= 9007199254740991
 RETURNING {run_cols_r}""",
-    # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now
+    # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now. The run and, with
+    # it, its event log (events and head row, so seqs restart at 1 for a run made again).
     "delete_run": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$4", now="$5")
-    + """
-DELETE FROM {runs} AS r
-WHERE r.tenant = $1::text AND r.run_id = $2::text
-  AND ($3::bigint IS NULL OR r.version = $3::bigint)
-  AND ($4::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
-RETURNING r.version""",
-    # $1 tenant $2 run_id: the run's version and its lease, to explain a refused write
+    + """, deleted AS (
+    DELETE FROM {runs} AS r
+    WHERE r.tenant = $1::text AND r.run_id = $2::text
+      AND ($3::bigint IS NULL OR r.version = $3::bigint)
+      AND ($4::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
+    RETURNING r.version
+), dropped_events AS (
+    DELETE FROM {events} e
+    WHERE e.tenant = $1::text AND e.run_id = $2::text AND EXISTS (SELECT 1 FROM deleted)
+), dropped_head AS (
+    DELETE FROM {event_heads} h
+    WHERE h.tenant = $1::text AND h.run_id = $2::text AND EXISTS (SELECT 1 FROM deleted)
+)
+SELECT d.version FROM deleted d""",
+    # $1 tenant $2 run_id: the run's version and its lease, to explain a refused write, and
+    # its status (a refused event write: the run may be terminal)
     "probe_run": """
 SELECT (SELECT r.version FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text),
-       l.epoch, l.holder, l.expires_at
+       l.epoch, l.holder, l.expires_at,
+       (SELECT r.status FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text)
 FROM (SELECT 1) AS one
 LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text""",
     "get_run": """

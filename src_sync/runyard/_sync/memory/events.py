@@ -34,7 +34,9 @@ class MemoryEvents:
         # Built on first use, under the store's lock, so the store's __init__ stays as it is.
         events: MemoryEventsCore | None = self.__dict__.get("_events_core")
         if events is None:
-            events = self.__dict__["_events_core"] = MemoryEventsCore(self._core)
+            events = self.__dict__["_events_core"] = MemoryEventsCore(
+                self._core, self.terminal_statuses
+            )
         return events
 
     def _hint(self, key: RunKey) -> None:
@@ -52,7 +54,8 @@ class MemoryEvents:
     ) -> RunEvent:
         """Append an event (the next seq); a repeated ``event_id`` returns the stored one.
 
-        Raises EventConflictError, StateNotFoundError, LeaseLostError, StatePersistenceError.
+        Raises EventConflictError, StateNotFoundError, RunFinalizedError (the run is in a
+        terminal status), LeaseLostError, StatePersistenceError.
         """
         type_, text = event_body(type, data, event_id, max_bytes=self._core.max_value_bytes)
         with self._lock:
@@ -76,10 +79,11 @@ class MemoryEvents:
         fence: int | None = None,
         event_id: str | None = None,
     ) -> RunRecord:
-        """Set a terminal status and append the terminal event atomically.
+        """Set a terminal status and append the terminal event atomically; a retried
+        ``event_id`` returns the stored run.
 
-        Raises ValueError, StateConflictError, LeaseLostError, StateNotFoundError,
-        EventConflictError.
+        Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
+        LeaseLostError, StateNotFoundError, EventConflictError.
         """
         check_finalize(status, self.terminal_statuses)
         type_, text = event_body(

@@ -92,9 +92,12 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
     def delete_run(
         self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
     ) -> bool:
-        """Delete the run; return whether it existed. Raises StateConflictError."""
+        """Delete the run and its event log; return whether it existed.
+
+        Raises StateConflictError, LeaseLostError.
+        """
         with self._lock:
-            return self._core.delete_run(key, expected_version=expected_version, fence=fence)
+            return self._events().delete_run(key, expected_version=expected_version, fence=fence)
 
     def list_runs(
         self,

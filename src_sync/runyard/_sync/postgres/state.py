@@ -211,7 +211,10 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
     def delete_run(
         self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
     ) -> bool:
-        """Delete the run; return whether it existed. Raises StateConflictError, LeaseLostError."""
+        """Delete the run and its event log (one statement); return whether it existed.
+
+        Raises StateConflictError, LeaseLostError.
+        """
         now = self._now()
         rows = self._fetch(
             "delete_run", key.tenant, key.run_id, expected_version, fence, now, idempotent=False

@@ -32,6 +32,7 @@ from runyard.redis.common import (
     text,
     timestamp,
 )
+from runyard.redis.events import EventKeys
 from runyard.redis.flavours import (
     RedisClient,
 )
@@ -244,7 +245,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
     def delete_run(
         self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
     ) -> bool:
-        """Delete the run; return whether it existed.
+        """Delete the run and its event log (one script); return whether it existed.
 
         Raises StateConflictError, LeaseLostError, StoreOutcomeUnknown.
         """
@@ -255,7 +256,8 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
             timestamp(self.clock.now()),
             key.run_id,
         ]
-        keys = [k.run(key.run_id), k.runs, k.lease(key.run_id)]
+        log = EventKeys(self.settings.namespace, key.tenant, key.run_id)
+        keys = [k.run(key.run_id), k.runs, k.lease(key.run_id), log.log, log.ids]
         try:
             reply = self._runner.script(STATE_SCRIPTS["delete_run"], keys, args, idempotent=False)
         except ReplyLost as lost:

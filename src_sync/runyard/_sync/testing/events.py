@@ -16,9 +16,11 @@ import pytest
 from runyard._flavours import gather
 from runyard._sync.event_protocol import EventLogStore
 from runyard._sync.protocols import StateStore
+from runyard._sync.testing.event_lifecycle import EventLifecycleCases
 from runyard.errors import (
     InvalidArgumentError,
     LeaseLostError,
+    RunFinalizedError,
     StateConflictError,
     StateNotFoundError,
 )
@@ -44,7 +46,7 @@ def _collect(store: EventLogStore, key: RunKey, after: int = 0) -> list[RunEvent
     return [event for event in store.follow(key, after=after, poll_seconds=POLL)]
 
 
-class EventLogConformance:
+class EventLogConformance(EventLifecycleCases):
     """Mixed into StateStoreConformance; uses its ``store`` fixture and ``advance``."""
 
     def advance(self, seconds: float) -> None:
@@ -300,8 +302,13 @@ class EventLogConformance:
         def follower() -> None:
             followed.extend(_collect(log, KEY))
 
+        refused: list[int] = []
+
         def appender(i: int) -> None:
-            log.append_event(KEY, "step", {"i": i})
+            try:
+                log.append_event(KEY, "step", {"i": i})
+            except RunFinalizedError:
+                refused.append(i)  # it lost the race to the terminal write
 
         def finisher() -> None:
             log.finalize(KEY, status="completed", event_type="done", event_data={})
@@ -310,11 +317,11 @@ class EventLogConformance:
         calls[1:1] = [partial(appender, i) for i in range(16)]
         gather(calls)
         log_now = log.read_events(KEY)
-        terminal = next(e for e in log_now if e.terminal)
-        # Every event written before the terminal one, and the terminal one, once, in order.
-        assert followed == log_now[: len(followed)]
-        assert [e.seq for e in followed][: terminal.seq] == list(range(1, terminal.seq + 1))
-        assert followed[terminal.seq - 1] == terminal
+        # The terminal event ends the log, and the follower got all of it, once, in order.
+        assert log_now[-1].terminal
+        assert followed == log_now
+        assert [e.seq for e in followed] == list(range(1, len(log_now) + 1))
+        assert len(log_now) + len(refused) == 17
 
     def test_live_updates_on_and_off_yield_the_same_sequence(self, store: StateStore) -> None:
         polled = _log(store, "atomic_finalize")

@@ -1,5 +1,6 @@
--- Deletes a run (optionally only at an expected version, fenced); its epoch survives.
--- KEYS: run, runs index, lease
+-- Deletes a run and its event log (optionally only at an expected version, fenced); its
+-- epoch survives.
+-- KEYS: run, runs index, lease, event log, event ids
 -- ARGV: expected_version ('' any), fence ('' none), now, run id
 local run_key, index_key, lease_key = KEYS[1], KEYS[2], KEYS[3]
 local version = redis.call('HGET', run_key, 'version')
@@ -16,6 +17,6 @@ local fenced = fence_error(lease_key, ARGV[2], ARGV[3])
 if fenced then
   return fenced
 end
-redis.call('DEL', run_key)
+redis.call('DEL', run_key, KEYS[4], KEYS[5])
 redis.call('ZREM', index_key, ARGV[4])
 return {'ok', 1}

@@ -30,3 +30,13 @@ local function push_event(log_key, ids_key, event_id, rest, now, channel, comman
   end
   return seq
 end
+
+-- The run's status when it is one of the terminal statuses (NUL-joined: a status has no
+-- NUL), else nil.
+local function terminal_status(run_key, terminal_statuses)
+  local status = redis.call('HGET', run_key, 'status')
+  if status and string.find('\0' .. terminal_statuses .. '\0', '\0' .. status .. '\0', 1, true) then
+    return status
+  end
+  return nil
+end

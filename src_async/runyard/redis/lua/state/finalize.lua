@@ -1,7 +1,8 @@
 -- Sets a terminal status and appends the terminal event, or changes nothing.
 -- KEYS: run, lease, log, event ids
 -- ARGV: rest, event_id ('' none), fence ('' none), now, channel ('' none), publish command,
---       status, expected_version ('' none)
+--       status, expected_version ('' none), terminal statuses (NUL-joined): a run
+--       already in one of them is refused, unless this is the retry of its event_id
 local run_key, lease_key, log_key, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prior = prior_event(ids_key, log_key, ARGV[2], ARGV[1])
 if prior and prior[1] == 'event_conflict' then
@@ -12,6 +13,10 @@ if actual == 0 then
   return {'not_found'}
 end
 if not prior then
+  local ended = terminal_status(run_key, ARGV[9])
+  if ended then
+    return {'finalized', ended}
+  end
   if ARGV[8] ~= '' and tonumber(ARGV[8]) ~= actual then
     return {'conflict', actual}
   end

@@ -1,0 +1,125 @@
+"""AsyncEventLifecycleCases: the event-log cases about a run's end, mixed into the kit.
+
+A run in a terminal status takes no further ``finalize`` (bar the retry of the one that ended
+it) and no further event: followers end there. ``delete_run`` takes the run's log with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runyard._async.event_protocol import AsyncEventLogStore
+from runyard._async.protocols import AsyncStateStore
+from runyard.errors import RunFinalizedError, StateConflictError
+from runyard.models import RunKey
+
+__all__ = ["AsyncEventLifecycleCases"]
+
+KEY = RunKey("acme", "ending")
+
+
+def _log(store: AsyncStateStore, capability: str = "event_log") -> AsyncEventLogStore:
+    if not getattr(store.capabilities, capability):
+        pytest.skip(f"{type(store).__name__} does not declare {capability}")
+    assert isinstance(store, AsyncEventLogStore)
+    return store
+
+
+async def _finalized(log: AsyncEventLogStore) -> None:
+    await log.put_run(KEY, {"step": 0}, expected_version=0)
+    await log.append_event(KEY, "step", {"i": 1}, event_id="step-1")
+    await log.finalize(
+        KEY, status="completed", event_type="done", event_data={"ok": True}, event_id="fin-1"
+    )
+
+
+class AsyncEventLifecycleCases:
+    """The end of a run's log: refusals after the terminal status, and ``delete_run``."""
+
+    @pytest.mark.asyncio
+    async def test_a_second_finalize_of_a_terminal_run_is_refused(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await _finalized(log)
+        for event_id in ("fin-2", None):
+            with pytest.raises(RunFinalizedError) as caught:
+                await log.finalize(
+                    KEY,
+                    status="error",
+                    event_type="failed",
+                    event_data={},
+                    expected_version=2,
+                    event_id=event_id,
+                )
+            assert (caught.value.run_id, caught.value.status) == (KEY.run_id, "completed")
+            assert not caught.value.retryable
+        run = await log.get_run(KEY)
+        assert run is not None and (run.status, run.version) == ("completed", 2)
+        assert [e.event_id for e in await log.read_events(KEY)] == ["step-1", "fin-1"]
+
+    @pytest.mark.asyncio
+    async def test_the_retry_of_the_ending_finalize_returns_the_stored_run(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await _finalized(log)
+        again = await log.finalize(
+            KEY, status="completed", event_type="done", event_data={"ok": True}, event_id="fin-1"
+        )
+        assert (again.status, again.version) == ("completed", 2)
+        assert [e.seq for e in await log.read_events(KEY)] == [1, 2]
+
+    @pytest.mark.asyncio
+    async def test_finalize_of_a_run_put_in_a_terminal_status_is_refused(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        await log.put_run(KEY, {"step": 1}, expected_version=1, status="cancelled")
+        with pytest.raises(RunFinalizedError) as caught:
+            await log.finalize(KEY, status="completed", event_type="done", event_data={})
+        assert caught.value.status == "cancelled"
+        run = await log.get_run(KEY)
+        assert run is not None and (run.status, run.version) == ("cancelled", 2)
+        assert await log.read_events(KEY) == []
+
+    @pytest.mark.asyncio
+    async def test_an_append_after_the_terminal_status_is_refused(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await _finalized(log)
+        for event_id in ("late", None):
+            with pytest.raises(RunFinalizedError) as caught:
+                await log.append_event(KEY, "step", {"i": 2}, event_id=event_id)
+            assert (caught.value.run_id, caught.value.status) == (KEY.run_id, "completed")
+        # The retry of an append stored before the end still returns its event.
+        retried = await log.append_event(KEY, "step", {"i": 1}, event_id="step-1")
+        assert retried.seq == 1
+        assert [(e.seq, e.terminal) for e in await log.read_events(KEY)] == [
+            (1, False),
+            (2, True),
+        ]
+
+    @pytest.mark.asyncio
+    async def test_delete_run_deletes_its_event_log(self, store: AsyncStateStore) -> None:
+        log = _log(store)
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        await log.append_event(KEY, "step", {"i": 1}, event_id="e-1")
+        await log.append_event(KEY, "step", {"i": 2})
+        with pytest.raises(StateConflictError):
+            await log.delete_run(KEY, expected_version=7)
+        assert len(await log.read_events(KEY)) == 2
+        assert await log.delete_run(KEY)
+        assert await log.read_events(KEY) == []
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        assert await log.read_events(KEY) == []
+        # The old event ids went with the log: "e-1" is a new event, with other content.
+        first = await log.append_event(KEY, "other", {"new": True}, event_id="e-1")
+        second = await log.append_event(KEY, "other", {"new": True})
+        assert (first.seq, second.seq) == (1, 2)
+        assert [(e.seq, e.type) for e in await log.read_events(KEY)] == [
+            (1, "other"),
+            (2, "other"),
+        ]
