@@ -1,0 +1,81 @@
+"""The SQLite driver classes, as an async/sync pair: aiosqlite and the standard ``sqlite3``.
+
+The async adapters name ``AsyncConnection``; the twin generator strips ``Async``, so the sync
+twin names ``Connection``. Both have the same shape: ``connect``, ``fetch``, ``script``,
+``close``, and the ``lock`` that keeps the transactions of the tasks (or threads) sharing the
+connection apart. Everything else (pragmas, transactions, SQL) is shared code.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiosqlite
+
+from runyard._flavours import AsyncLock, Lock
+
+__all__ = ["AsyncConnection", "Connection", "Params", "Row"]
+
+Row = tuple[Any, ...]
+Params = Mapping[str, Any] | Sequence[Any]
+
+
+class AsyncConnection:
+    """One aiosqlite connection (its own thread), in autocommit mode: transactions are the
+    explicit ``BEGIN IMMEDIATE`` ... ``COMMIT`` the adapters send, under ``lock``."""
+
+    def __init__(self, raw: aiosqlite.Connection, path: str) -> None:
+        self.raw = raw
+        self.path = path
+        self.lock = AsyncLock()
+
+    @classmethod
+    async def connect(cls, path: str, *, busy_timeout_seconds: float) -> AsyncConnection:
+        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
+        raw = await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_seconds)
+        return cls(raw, path)
+
+    async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement and return all its rows."""
+        return [tuple(r) for r in await self.raw.execute_fetchall(sql, params)]
+
+    async def script(self, sql: str) -> None:
+        """Run several statements (DDL) in one call."""
+        await self.raw.executescript(sql)
+
+    async def close(self) -> None:
+        """Close the connection (an open transaction is rolled back)."""
+        await self.raw.close()
+
+
+class Connection:
+    """One ``sqlite3`` connection, shareable between threads, in autocommit mode:
+    transactions are the explicit ``BEGIN IMMEDIATE`` ... ``COMMIT`` the adapters send,
+    under ``lock``."""
+
+    def __init__(self, raw: sqlite3.Connection, path: str) -> None:
+        self.raw = raw
+        self.path = path
+        self.lock = Lock()
+
+    @classmethod
+    def connect(cls, path: str, *, busy_timeout_seconds: float) -> Connection:
+        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
+        raw = sqlite3.connect(
+            path, isolation_level=None, timeout=busy_timeout_seconds, check_same_thread=False
+        )
+        return cls(raw, path)
+
+    def fetch(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement and return all its rows."""
+        return [tuple(r) for r in self.raw.execute(sql, params).fetchall()]
+
+    def script(self, sql: str) -> None:
+        """Run several statements (DDL) in one call."""
+        self.raw.executescript(sql)
+
+    def close(self) -> None:
+        """Close the connection (an open transaction is rolled back)."""
+        self.raw.close()
