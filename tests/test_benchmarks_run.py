@@ -1,7 +1,8 @@
-"""The PostgreSQL and memory benchmarks still run (tiny settings), so they cannot rot unnoticed."""
+"""The benchmarks still run (tiny settings), so they cannot rot unnoticed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,18 @@ def test_the_postgres_benchmark_runs(pg_server: None) -> None:
 def test_the_memory_benchmark_runs() -> None:
     out = _run("-m", "benchmarks.bench_memory")
     assert "enqueue+claim+complete" in out and "x baseline" in out
+
+
+def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
+    figures = tmp_path / "sqlite.json"
+    out = _run(
+        "benchmarks/bench_sqlite.py", "--ops", "5", "--processes", "1", "--json", str(figures)
+    )
+    assert "| sync | put_run | 1 |" in out and "| async | execution commit | 1 |" in out
+    rows = json.loads(figures.read_text())["figures"]
+    assert {(r["twin"], r["operation"]) for r in rows} == {
+        (twin, op)
+        for twin in ("sync", "async")
+        for op in ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
+    }
+    assert all(r["ratio"] > 0 for r in rows)
