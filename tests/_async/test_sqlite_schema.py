@@ -12,6 +12,7 @@ from runyard.sqlite import (
     AsyncSqliteStateStore,
     AsyncSqliteStore,
     AsyncSqliteWorkQueue,
+    SqliteStoreSettings,
     SqliteTables,
 )
 
@@ -162,3 +163,35 @@ async def test_a_store_on_a_shared_connection_leaves_it_open(tmp_path: Path) -> 
         assert (await queue.stats()).ready == 1
     finally:
         await connection.close()
+
+
+@pytest.mark.asyncio
+async def test_from_settings_opens_the_file_with_its_prefix_and_pragmas(tmp_path: Path) -> None:
+    settings = SqliteStoreSettings(
+        path=str(tmp_path / "s.db"), create_schema=True, durable=False, table_prefix="app_"
+    )
+    queue = await AsyncSqliteWorkQueue.from_settings(settings)
+    try:
+        await queue.enqueue("acme", {})
+        assert queue.tables == SqliteTables.with_prefix("app_")
+        assert await queue.connection.fetch("PRAGMA synchronous") == [(1,)]
+    finally:
+        await queue.aclose()
+    assert "app_work_items" in _tables_in(tmp_path / "s.db")
+
+
+@pytest.mark.asyncio
+async def test_without_a_clock_the_database_time_stamps_every_write(tmp_path: Path) -> None:
+    queue = await AsyncSqliteWorkQueue.open(tmp_path / "t.db", create_schema=True)
+    try:
+        item = await queue.enqueue("acme", {}, delay_seconds=0)
+        lease = await queue.claim("w1")
+        assert lease is not None
+        [(database_now,)] = await queue.connection.fetch(
+            "SELECT (julianday('now') - 2440587.5) * 86400.0"
+        )
+        assert item.enqueued_at <= lease.claimed_at <= database_now
+        assert database_now - item.enqueued_at < 60  # the same clock, not another epoch
+        assert lease.expires_at == pytest.approx(lease.claimed_at + queue.policy.lease_seconds)
+    finally:
+        await queue.aclose()

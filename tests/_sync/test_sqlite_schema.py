@@ -13,6 +13,7 @@ from runyard._sync.sqlite import connect, create_schema
 from runyard.sqlite import (
     SqliteStateStore,
     SqliteStore,
+    SqliteStoreSettings,
     SqliteTables,
     SqliteWorkQueue,
 )
@@ -153,3 +154,33 @@ def test_a_store_on_a_shared_connection_leaves_it_open(tmp_path: Path) -> None:
         assert (queue.stats()).ready == 1
     finally:
         connection.close()
+
+
+def test_from_settings_opens_the_file_with_its_prefix_and_pragmas(tmp_path: Path) -> None:
+    settings = SqliteStoreSettings(
+        path=str(tmp_path / "s.db"), create_schema=True, durable=False, table_prefix="app_"
+    )
+    queue = SqliteWorkQueue.from_settings(settings)
+    try:
+        queue.enqueue("acme", {})
+        assert queue.tables == SqliteTables.with_prefix("app_")
+        assert queue.connection.fetch("PRAGMA synchronous") == [(1,)]
+    finally:
+        queue.close()
+    assert "app_work_items" in _tables_in(tmp_path / "s.db")
+
+
+def test_without_a_clock_the_database_time_stamps_every_write(tmp_path: Path) -> None:
+    queue = SqliteWorkQueue.open(tmp_path / "t.db", create_schema=True)
+    try:
+        item = queue.enqueue("acme", {}, delay_seconds=0)
+        lease = queue.claim("w1")
+        assert lease is not None
+        [(database_now,)] = queue.connection.fetch(
+            "SELECT (julianday('now') - 2440587.5) * 86400.0"
+        )
+        assert item.enqueued_at <= lease.claimed_at <= database_now
+        assert database_now - item.enqueued_at < 60  # the same clock, not another epoch
+        assert lease.expires_at == pytest.approx(lease.claimed_at + queue.policy.lease_seconds)
+    finally:
+        queue.close()

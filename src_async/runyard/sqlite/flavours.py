@@ -23,8 +23,9 @@ Params = Mapping[str, Any] | Sequence[Any]
 
 
 class AsyncConnection:
-    """One aiosqlite connection (its own thread), in autocommit mode: transactions are the
-    explicit ``BEGIN IMMEDIATE`` ... ``COMMIT`` the adapters send, under ``lock``."""
+    """One aiosqlite connection (its own thread). The driver opens ``BEGIN IMMEDIATE`` itself
+    before the first INSERT/UPDATE/DELETE of a transaction; the adapters send it explicitly
+    before a transaction's first read, and ``COMMIT`` at the end, under ``lock``."""
 
     def __init__(self, raw: aiosqlite.Connection, path: str) -> None:
         self.raw = raw
@@ -34,7 +35,9 @@ class AsyncConnection:
     @classmethod
     async def connect(cls, path: str, *, busy_timeout_seconds: float) -> AsyncConnection:
         """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
-        raw = await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_seconds)
+        raw = await aiosqlite.connect(
+            path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds
+        )
         return cls(raw, path)
 
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
@@ -51,8 +54,9 @@ class AsyncConnection:
 
 
 class Connection:
-    """One ``sqlite3`` connection, shareable between threads, in autocommit mode:
-    transactions are the explicit ``BEGIN IMMEDIATE`` ... ``COMMIT`` the adapters send,
+    """One ``sqlite3`` connection, shareable between threads. The driver opens
+    ``BEGIN IMMEDIATE`` itself before the first INSERT/UPDATE/DELETE of a transaction; the
+    adapters send it explicitly before a transaction's first read, and ``COMMIT`` at the end,
     under ``lock``."""
 
     def __init__(self, raw: sqlite3.Connection, path: str) -> None:
@@ -64,7 +68,10 @@ class Connection:
     def connect(cls, path: str, *, busy_timeout_seconds: float) -> Connection:
         """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
         raw = sqlite3.connect(
-            path, isolation_level=None, timeout=busy_timeout_seconds, check_same_thread=False
+            path,
+            isolation_level="IMMEDIATE",
+            timeout=busy_timeout_seconds,
+            check_same_thread=False,
         )
         return cls(raw, path)
 

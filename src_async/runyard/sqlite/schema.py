@@ -10,6 +10,7 @@ from importlib import resources
 from runyard.errors import ConfigurationError
 
 __all__ = [
+    "DATABASE_NOW",
     "SCHEMA_VERSIONS",
     "SQLITE_SCHEMA",
     "SqliteTables",
@@ -131,7 +132,18 @@ SQLITE_SCHEMA = schema_sql()
 """The DDL for the default table names, versioned by the rows it writes to the schema table."""
 
 
+# The database's clock in seconds since the epoch (julianday: millisecond resolution). SQLite
+# gives every call in one statement the same 'now'.
+DATABASE_NOW = "(julianday('now') - 2440587.5) * 86400.0"
+_NOW_PARAMETER = re.compile(r":now\b")
+
+
 def render(templates: dict[str, str], tables: SqliteTables) -> dict[str, str]:
-    """Fill every template's table names (``{runs}`` ...) for ``tables``; quoted identifiers."""
+    """Fill every template's table names (``{runs}`` ...) for ``tables`` (quoted identifiers),
+    and make ``:now`` the database's time unless the caller binds one (an injected clock)."""
     names = {name: f'"{value}"' for name, value in tables.names().items()}
-    return {name: text.format_map(names).strip() for name, text in templates.items()}
+    now = f"COALESCE(:now, {DATABASE_NOW})"
+    return {
+        name: _NOW_PARAMETER.sub(now, text.format_map(names)).strip()
+        for name, text in templates.items()
+    }

@@ -36,13 +36,13 @@ INSERT INTO {executions} (execution_id, definition_id, status, version, context,
                           root_path, created_at, updated_at)
 VALUES (:execution_id, :definition_id, :status, 1, :context, :parent_id, :root_path, :now, :now)
 ON CONFLICT (execution_id) DO NOTHING
-RETURNING version""",
+RETURNING version, updated_at""",
     "update": """
 UPDATE {executions}
 SET definition_id = :definition_id, status = :status, version = version + 1,
     context = :context, parent_id = :parent_id, root_path = :root_path, updated_at = :now
 WHERE execution_id = :execution_id AND version = :expected
-RETURNING version""",
+RETURNING version, updated_at""",
     "emit": """
 INSERT INTO {outbox} (execution_id, target_id, event_id, event_name, data, created_at)
 VALUES (:execution_id, :target_id, :event_id, :event_name, :data, :now)
@@ -64,7 +64,8 @@ ON CONFLICT (execution_id) DO UPDATE SET last_index = last_index + 1
 RETURNING last_index""",
     "record_trace": """
 INSERT INTO {trace} (execution_id, idx, recorded_at, event_id, event_name, data)
-VALUES (:execution_id, :idx, :now, :event_id, :event_name, :data)""",
+VALUES (:execution_id, :idx, :now, :event_id, :event_name, :data)
+RETURNING recorded_at""",
     "trim_trace": """
 DELETE FROM {trace} WHERE execution_id = :execution_id AND idx <= :idx - :trace_max""",
     "is_processed": """

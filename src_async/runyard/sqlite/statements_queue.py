@@ -28,7 +28,7 @@ _TEMPLATES: dict[str, str] = {
     "enqueue": f"""
 INSERT INTO {{work}} (tenant, item_id, payload, priority, state, attempts, available_at,
                       enqueued_at, ready_seq, dedupe_key)
-VALUES (:tenant, :item_id, :payload, :priority, 'ready', 0, :available_at, :now,
+VALUES (:tenant, :item_id, :payload, :priority, 'ready', 0, :now + :delay, :now,
         {_NEXT_READY}, :dedupe_key)
 ON CONFLICT DO NOTHING
 RETURNING {WORK_COLUMNS}""",
@@ -43,7 +43,7 @@ LIMIT 1""",
     "claim": f"""
 UPDATE {{work}}
 SET state = 'leased', attempts = attempts + 1, worker = :worker, claimed_at = :now,
-    lease_expires_at = :expires_at,
+    lease_expires_at = :now + :lease_seconds,
     token = (SELECT c.claims + 1 FROM {{counters}} c WHERE c.id = 1)
 WHERE rowid = (
     SELECT w.rowid FROM {{work}} w
@@ -61,7 +61,7 @@ RETURNING {WORK_COLUMNS}""",
 SELECT token, state, claimed_at, lease_expires_at, attempts FROM {work}
 WHERE tenant = :tenant AND item_id = :item_id""",
     "heartbeat": f"""
-UPDATE {{work}} SET lease_expires_at = MIN(:expires_at, claimed_at + :max_lease)
+UPDATE {{work}} SET lease_expires_at = MIN(:now + :lease_seconds, claimed_at + :max_lease)
 WHERE {_LIVE}
 RETURNING {WORK_COLUMNS}""",
     "complete": f"""

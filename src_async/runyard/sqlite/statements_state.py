@@ -1,7 +1,7 @@
 """Every SQL statement of the SQLite state store, rendered once per SqliteTables (no I/O).
 
 Parameters are named (``:tenant``); table names come from SqliteTables, already checked to be
-plain identifiers. Every write runs inside the adapter's ``BEGIN IMMEDIATE`` transaction, so a
+plain identifiers; ``:now`` is the database's time unless an injected clock's is bound. Every write runs inside the adapter's ``BEGIN IMMEDIATE`` transaction, so a
 read followed by a write in one transaction sees no other writer in between.
 """
 
@@ -11,10 +11,7 @@ from functools import cache
 
 from runyard.sqlite.schema import SqliteTables, render
 
-__all__ = ["NOW", "RUN_COLUMNS", "state_statements"]
-
-# The database's clock, in seconds since the epoch (julianday: millisecond resolution).
-NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+__all__ = ["RUN_COLUMNS", "state_statements"]
 
 RUN_COLUMNS = (
     "tenant, run_id, blob, version, status, session_id, input_tokens, output_tokens, "

@@ -17,14 +17,18 @@ from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, map_error
 from runyard.sqlite.flavours import AsyncConnection, Row
 from runyard.sqlite.schema import (
+    DATABASE_NOW,
     SCHEMA_VERSIONS,
     SqliteTables,
     create_script,
     missing_schema_message,
     verify_statements,
 )
-from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS, is_memory_path
-from runyard.sqlite.statements_state import NOW
+from runyard.sqlite.settings import (
+    DEFAULT_BUSY_TIMEOUT_SECONDS,
+    SqliteStoreSettings,
+    is_memory_path,
+)
 
 __all__ = ["Source", "connect", "create_schema"]
 
@@ -66,23 +70,32 @@ async def create_schema(connection: AsyncConnection, tables: SqliteTables | None
             raise
 
 
+# The driver begins the transaction itself (BEGIN IMMEDIATE) before these; not before a read.
+_DRIVER_BEGINS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
 class _AsyncTransaction:
-    """One transaction of an adapter, under its connection's lock: ``BEGIN IMMEDIATE`` (a
-    write) or none (a read of single statements); committed on success, else rolled back."""
+    """One transaction of an adapter, under its connection's lock.
+
+    A write transaction is ``BEGIN IMMEDIATE`` (sent before a first read, else opened by the
+    driver before the first write, in the same call) ... ``COMMIT``, rolled back on any error;
+    a read transaction runs single statements. ``:now`` is the injected clock's time, or the
+    database's: pinned by ``now()`` or ``pin()`` so that every statement after sees the same.
+    """
 
     def __init__(self, adapter: _AsyncSqliteAdapter, *, write: bool) -> None:
         self._adapter = adapter
         self._connection = adapter.connection
         self._write = write
-        self._now: float | None = None
+        self._begun = False
+        clock = adapter.clock
+        self._now: float | None = None if clock is None else float(clock.now())
 
     async def __aenter__(self) -> Self:
         await self._connection.lock.__aenter__()
         try:
             if not self._adapter._verified:
                 await self._adapter._check_schema()
-            if self._write:
-                await self._send("BEGIN IMMEDIATE", ())
         except BaseException:
             await self._connection.lock.__aexit__(None, None, None)
             raise
@@ -95,15 +108,14 @@ class _AsyncTransaction:
         tb: TracebackType | None,
     ) -> None:
         try:
-            if self._write:
-                if exc is None:
-                    try:
-                        await self._send("COMMIT", ())
-                    except BaseException:
-                        await self._rollback()
-                        raise
-                else:
+            if exc is None and self._connection.raw.in_transaction:
+                try:
+                    await self._send("COMMIT", ())
+                except BaseException:
                     await self._rollback()
+                    raise
+            else:
+                await self._rollback()
         finally:
             await self._connection.lock.__aexit__(None, None, None)
 
@@ -122,16 +134,31 @@ class _AsyncTransaction:
 
     async def fetch(self, name: str, **params: Any) -> list[Row]:
         """Run the adapter's statement ``name`` with named ``params``; return its rows."""
-        return await self._send(self._adapter._sql[name], params)
+        sql = self._adapter._sql[name]
+        if self._write and not self._begun:
+            self._begun = True
+            if not sql.startswith(_DRIVER_BEGINS):
+                await self._send("BEGIN IMMEDIATE", ())
+        return await self._send(sql, params)
+
+    def stamp(self) -> float | None:
+        """The time to bind as ``:now``: the clock's or the pinned one; None lets each
+        statement read the database's."""
+        return self._now
+
+    def pin(self, now: float) -> float:
+        """Use ``now`` (a time a statement of this transaction returned) from here on."""
+        if self._now is None:
+            self._now = float(now)
+        return self._now
 
     async def now(self) -> float:
-        """The injected clock's time, else the database's (read once per transaction)."""
+        """The injected clock's time, else the database's (read once, then pinned)."""
         if self._now is None:
-            clock = self._adapter.clock
-            if clock is not None:
-                self._now = float(clock.now())
-            else:
-                self._now = float((await self._send(NOW, ()))[0][0])
+            if self._write and not self._begun:
+                self._begun = True
+                await self._send("BEGIN IMMEDIATE", ())
+            self._now = float((await self._send(f"SELECT {DATABASE_NOW}", ()))[0][0])
         return self._now
 
 
@@ -217,6 +244,19 @@ class _AsyncSqliteAdapter(AsyncClosing):
                 await connection.close()
             raise
         return adapter
+
+    @classmethod
+    async def from_settings(cls, settings: SqliteStoreSettings, **options: Any) -> Self:
+        """Open the store on ``settings.path`` with its tables, pragmas and limits (see open)."""
+        options.setdefault("tables", settings.tables())
+        options.setdefault("max_value_bytes", settings.max_value_bytes)
+        return await cls.open(
+            settings.path,
+            create_schema=settings.create_schema,
+            durable=settings.durable,
+            busy_timeout_seconds=settings.busy_timeout_seconds,
+            **options,
+        )
 
     # -- verify ------------------------------------------------------------------------------
     async def verify(self) -> None:

@@ -127,14 +127,15 @@ class AsyncSqliteStore(_AsyncSqliteAdapter):
             "root_path": snapshot.root_path,
         }
         async with self._write() as tx:
-            now = await tx.now()
             if expected == 0:
-                written = await tx.fetch("create", now=now, **fields)
+                written = await tx.fetch("create", now=tx.stamp(), **fields)
             else:
-                written = await tx.fetch("update", now=now, expected=expected, **fields)
+                written = await tx.fetch("update", now=tx.stamp(), expected=expected, **fields)
             if not written:
                 found = await tx.fetch("version", execution_id=snapshot.id)
                 raise StoreConflict(snapshot.id, expected, int(found[0][0]) if found else 0)
+            # Everything else this commit writes carries the execution's update time.
+            now = tx.pin(written[0][1])
             seqs = []
             for target_id, event in plan.emits:
                 rows = await tx.fetch(
@@ -178,13 +179,12 @@ class AsyncSqliteStore(_AsyncSqliteAdapter):
     async def _record_trace(
         self, tx: _AsyncTransaction, execution_id: str, step: TraceStep, data: str
     ) -> TraceEntry:
-        now = await tx.now()
         index = int((await tx.fetch("next_trace_index", execution_id=execution_id))[0][0])
-        await tx.fetch(
+        recorded = await tx.fetch(
             "record_trace",
             execution_id=execution_id,
             idx=index,
-            now=now,
+            now=tx.stamp(),
             event_id=step.event_id,
             event_name=step.event_name,
             data=data,
@@ -194,7 +194,7 @@ class AsyncSqliteStore(_AsyncSqliteAdapter):
         )
         return TraceEntry(
             index=index,
-            recorded_at=now,
+            recorded_at=float(recorded[0][0]),
             event_id=step.event_id,
             event_name=step.event_name,
             data=load_json(data),

@@ -65,15 +65,14 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         async with self._write() as tx:
-            now = await tx.now()
             if fence is not None:
-                await self._check_fence(tx, key, fence, now, expected_version)
+                await self._check_fence(tx, key, fence, await tx.now(), expected_version)
             params = {
                 "tenant": key.tenant,
                 "run_id": key.run_id,
                 "blob": text,
                 "session_id": session_id,
-                "now": now,
+                "now": tx.stamp(),
             }
             if expected_version == 0:
                 rows = await tx.fetch("create_run", status=status or DEFAULT_STATUS, **params)
@@ -117,11 +116,10 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
         Concurrent patches all land. Raises StateNotFoundError, LeaseLostError.
         """
         async with self._write() as tx:
-            now = await tx.now()
             if fence is not None:
                 probe = await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
                 if probe[0][0] is not None:
-                    await self._check_fence(tx, key, fence, now, None)
+                    await self._check_fence(tx, key, fence, await tx.now(), None)
             rows = await tx.fetch(
                 "patch_run",
                 tenant=key.tenant,
@@ -132,7 +130,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                 iterations=delta.iterations,
                 cursor=delta.cursor,
                 status=status or None,
-                now=now,
+                now=tx.stamp(),
             )
             if not rows:
                 raise StateNotFoundError(
@@ -202,7 +200,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")
         async with self._write() as tx:
             params = {"tenant": tenant, "session_id": session_id, "blob": text}
-            now = await tx.now()
+            now = tx.stamp()
             if expected_version == 0:
                 rows = await tx.fetch("create_session", now=now, **params)
             else:

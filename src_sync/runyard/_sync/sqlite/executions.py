@@ -127,14 +127,15 @@ class SqliteStore(_SqliteAdapter):
             "root_path": snapshot.root_path,
         }
         with self._write() as tx:
-            now = tx.now()
             if expected == 0:
-                written = tx.fetch("create", now=now, **fields)
+                written = tx.fetch("create", now=tx.stamp(), **fields)
             else:
-                written = tx.fetch("update", now=now, expected=expected, **fields)
+                written = tx.fetch("update", now=tx.stamp(), expected=expected, **fields)
             if not written:
                 found = tx.fetch("version", execution_id=snapshot.id)
                 raise StoreConflict(snapshot.id, expected, int(found[0][0]) if found else 0)
+            # Everything else this commit writes carries the execution's update time.
+            now = tx.pin(written[0][1])
             seqs = []
             for target_id, event in plan.emits:
                 rows = tx.fetch(
@@ -178,13 +179,12 @@ class SqliteStore(_SqliteAdapter):
     def _record_trace(
         self, tx: _Transaction, execution_id: str, step: TraceStep, data: str
     ) -> TraceEntry:
-        now = tx.now()
         index = int((tx.fetch("next_trace_index", execution_id=execution_id))[0][0])
-        tx.fetch(
+        recorded = tx.fetch(
             "record_trace",
             execution_id=execution_id,
             idx=index,
-            now=now,
+            now=tx.stamp(),
             event_id=step.event_id,
             event_name=step.event_name,
             data=data,
@@ -192,7 +192,7 @@ class SqliteStore(_SqliteAdapter):
         tx.fetch("trim_trace", execution_id=execution_id, idx=index, trace_max=self._trace_max)
         return TraceEntry(
             index=index,
-            recorded_at=now,
+            recorded_at=float(recorded[0][0]),
             event_id=step.event_id,
             event_name=step.event_name,
             data=load_json(data),

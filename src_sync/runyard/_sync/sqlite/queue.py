@@ -70,14 +70,13 @@ class SqliteWorkQueue(_SqliteAdapter):
             raise ValueError(f"delay_seconds must not be negative, not {delay_seconds!r}")
         text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
         with self._write() as tx:
-            now = tx.now()
             ids = {"tenant": tenant, "item_id": item_id, "dedupe_key": dedupe_key}
             rows = tx.fetch(
                 "enqueue",
                 payload=text,
                 priority=priority,
-                available_at=now + delay_seconds,
-                now=now,
+                delay=float(delay_seconds),
+                now=tx.stamp(),
                 **ids,
             )
             if not rows:
@@ -91,10 +90,13 @@ class SqliteWorkQueue(_SqliteAdapter):
         claim; the schema's trigger advances the turn.
         """
         validate_identifier(worker, "worker")
+        # A new lease runs lease_seconds (QueuePolicy keeps max_lease_seconds at least that).
         with self._write() as tx:
-            now = tx.now()
             rows = tx.fetch(
-                "claim", worker=worker, now=now, expires_at=self.policy.lease_expiry(now, now)
+                "claim",
+                worker=worker,
+                now=tx.stamp(),
+                lease_seconds=float(self.policy.lease_seconds),
             )
         return decode_lease(rows[0]) if rows else None
 
@@ -119,19 +121,18 @@ class SqliteWorkQueue(_SqliteAdapter):
             return self._heartbeat(tx, tenant, item_id, token)
 
     def _heartbeat(self, tx: _Transaction, tenant: str, item_id: str, token: int) -> Lease:
-        now = tx.now()
         rows = tx.fetch(
             "heartbeat",
             tenant=tenant,
             item_id=item_id,
             token=token,
-            now=now,
-            expires_at=now + float(self.policy.lease_seconds),
+            now=tx.stamp(),
+            lease_seconds=float(self.policy.lease_seconds),
             **self._limits(),
         )
         if rows:
             return decode_lease(rows[0])
-        raise self._refused(tx, tenant, item_id, token, now)
+        raise self._refused(tx, tenant, item_id, token, tx.now())
 
     def complete(self, tenant: str, item_id: str, *, token: int) -> None:
         """Finish the item (deleting it and freeing its dedupe key), fenced on ``token``.
@@ -141,10 +142,9 @@ class SqliteWorkQueue(_SqliteAdapter):
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
         with self._write() as tx:
-            now = tx.now()
             ids = {"tenant": tenant, "item_id": item_id, "token": token}
-            if not tx.fetch("complete", now=now, **ids, **self._limits()):
-                raise self._refused(tx, tenant, item_id, token, now)
+            if not tx.fetch("complete", now=tx.stamp(), **ids, **self._limits()):
+                raise self._refused(tx, tenant, item_id, token, tx.now())
 
     def fail(
         self,

@@ -67,15 +67,14 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         with self._write() as tx:
-            now = tx.now()
             if fence is not None:
-                self._check_fence(tx, key, fence, now, expected_version)
+                self._check_fence(tx, key, fence, tx.now(), expected_version)
             params = {
                 "tenant": key.tenant,
                 "run_id": key.run_id,
                 "blob": text,
                 "session_id": session_id,
-                "now": now,
+                "now": tx.stamp(),
             }
             if expected_version == 0:
                 rows = tx.fetch("create_run", status=status or DEFAULT_STATUS, **params)
@@ -119,11 +118,10 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
         Concurrent patches all land. Raises StateNotFoundError, LeaseLostError.
         """
         with self._write() as tx:
-            now = tx.now()
             if fence is not None:
                 probe = tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
                 if probe[0][0] is not None:
-                    self._check_fence(tx, key, fence, now, None)
+                    self._check_fence(tx, key, fence, tx.now(), None)
             rows = tx.fetch(
                 "patch_run",
                 tenant=key.tenant,
@@ -134,7 +132,7 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
                 iterations=delta.iterations,
                 cursor=delta.cursor,
                 status=status or None,
-                now=now,
+                now=tx.stamp(),
             )
             if not rows:
                 raise StateNotFoundError(
@@ -204,7 +202,7 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")
         with self._write() as tx:
             params = {"tenant": tenant, "session_id": session_id, "blob": text}
-            now = tx.now()
+            now = tx.stamp()
             if expected_version == 0:
                 rows = tx.fetch("create_session", now=now, **params)
             else:
