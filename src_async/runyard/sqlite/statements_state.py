@@ -1,8 +1,9 @@
 """Every SQL statement of the SQLite state store, rendered once per SqliteTables (no I/O).
 
 Parameters are named (``:tenant``); table names come from SqliteTables, already checked to be
-plain identifiers; ``:now`` is the database's time unless an injected clock's is bound. Every write runs inside the adapter's ``BEGIN IMMEDIATE`` transaction, so a
-read followed by a write in one transaction sees no other writer in between.
+plain identifiers; ``:now`` is the database's time unless an injected clock's is bound. Every
+write runs inside the adapter's ``BEGIN IMMEDIATE`` transaction, so a read followed by a write
+in one transaction sees no other writer in between.
 """
 
 from __future__ import annotations
