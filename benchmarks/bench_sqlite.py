@@ -1,9 +1,10 @@
 """SQLite benchmark (`make bench-sqlite`): ops/s of both twins beside a raw sqlite3 write.
 
 Every cell runs on a fresh file in a temporary directory (WAL, ``synchronous=FULL``: the
-stores' durable default) and is compared with a baseline measured right before it, at the same
-process count, on a file with the same pragmas: a raw ``sqlite3`` single-row UPDATE followed
-by COMMIT. Operations: put_run (CAS update), patch_run, enqueue, claim+complete (two writes)
+stores' durable default) and is compared with a baseline measured in the same run, on the same
+file, in the same processes: a raw ``sqlite3`` single-row UPDATE followed by COMMIT. The twin and
+the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time drifts
+by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue, claim+complete (two writes)
 and an execution commit (CAS plus one outbox entry), each for the sync and the async twin, in
 1 and 4 processes on one file (4 processes: total ops / wall time). Prints a Markdown table;
 ``--json`` also writes the figures there.
@@ -41,27 +42,17 @@ SINGLE_STATEMENT = ("put_run", "patch_run", "enqueue")
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def _raw(path: str, me: int, n: int) -> None:
-    conn = sqlite3.connect(path, timeout=30)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    for _ in range(n):
-        conn.execute("UPDATE bench SET n = n + 1 WHERE id = ?", (me,))
-        conn.commit()
-    conn.close()
+CHUNK = 20  # ops per turn: the store and the raw write take turns, so both see the same disk
 
 
 def _prepare(path: str, operation: str, workers: int, n: int) -> None:
-    """Fill the file with what ``operation`` needs before the clock starts."""
-    if operation == "raw":
-        conn = sqlite3.connect(path)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("CREATE TABLE bench (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
-        conn.executemany("INSERT INTO bench VALUES (?, 0)", [(i,) for i in range(workers)])
-        conn.commit()
-        conn.close()
-        return
+    """Create the schema, the raw write's table and what ``operation`` needs, untimed."""
     create_schema(path)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE bench (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
+    conn.executemany("INSERT INTO bench VALUES (?, 0)", [(i,) for i in range(workers)])
+    conn.commit()
+    conn.close()
     if operation in ("put_run", "patch_run"):
         state = SqliteStateStore.open(path)
         for me in range(workers):
@@ -74,108 +65,162 @@ def _prepare(path: str, operation: str, workers: int, n: int) -> None:
         queue.close()
 
 
-def _sync_ops(path: str, operation: str, me: int, n: int) -> None:
-    key = RunKey("bench", f"run-{me}")
-    if operation in ("put_run", "patch_run"):
-        state = SqliteStateStore.open(path)
-        for version in range(1, n + 1):
-            if operation == "put_run":
-                state.put_run(key, {"step": version}, expected_version=version)
-            else:
-                state.patch_run(key, CounterDelta(input_tokens=1, iterations=1))
-        state.close()
-    elif operation in ("enqueue", "claim+complete"):
-        queue = SqliteWorkQueue.open(path)
-        for i in range(n):
-            if operation == "enqueue":
-                queue.enqueue(f"tenant-{i % 16}", {"i": i})
-            else:
-                lease = queue.claim(f"w{me}")
+class _Raw:
+    """The baseline: one single-row UPDATE and COMMIT on the same file, same pragmas."""
+
+    def __init__(self, path: str, me: int) -> None:
+        self.conn = sqlite3.connect(path, timeout=30)
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.me = me
+
+    def run(self, k: int) -> None:
+        for _ in range(k):
+            self.conn.execute("UPDATE bench SET n = n + 1 WHERE id = ?", (self.me,))
+            self.conn.commit()
+
+
+class _Sync:
+    """``k`` operations of the sync twin per call."""
+
+    def __init__(self, path: str, operation: str, me: int) -> None:
+        self.operation, self.me, self.done = operation, me, 0
+        self.key = RunKey("bench", f"run-{me}")
+        self.exe = Execution(id=f"exe-{me}", definition_id="bench")
+        self.state = SqliteStateStore.open(path)
+        self.queue = SqliteWorkQueue.open(path)
+        self.store = SqliteStore.open(path)
+
+    def run(self, k: int) -> None:
+        for _ in range(k):
+            self.done += 1
+            i = self.done
+            if self.operation == "put_run":
+                self.state.put_run(self.key, {"step": i}, expected_version=i)
+            elif self.operation == "patch_run":
+                self.state.patch_run(self.key, CounterDelta(input_tokens=1, iterations=1))
+            elif self.operation == "enqueue":
+                self.queue.enqueue(f"tenant-{i % 16}", {"i": i})
+            elif self.operation == "claim+complete":
+                lease = self.queue.claim(f"w{self.me}")
                 assert lease is not None
-                queue.complete(lease.tenant, lease.item_id, token=lease.token)
-        queue.close()
-    else:
-        store = SqliteStore.open(path)
-        exe = Execution(id=f"exe-{me}", definition_id="bench")
-        for i in range(n):
-            exe.context["i"] = i
-            store.commit(exe, emits=[("target", Event(id=f"e-{me}-{i}", name="tick"))])
-        store.close()
+                self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
+            else:
+                self.exe.context["i"] = i
+                event = Event(id=f"e-{self.me}-{i}", name="tick")
+                self.store.commit(self.exe, emits=[("target", event)])
+
+    def close(self) -> None:
+        for store in (self.state, self.queue, self.store):
+            store.close()
 
 
-async def _async_ops(path: str, operation: str, me: int, n: int) -> None:
-    key = RunKey("bench", f"run-{me}")
-    if operation in ("put_run", "patch_run"):
-        state = await AsyncSqliteStateStore.open(path)
-        for version in range(1, n + 1):
-            if operation == "put_run":
-                await state.put_run(key, {"step": version}, expected_version=version)
-            else:
-                await state.patch_run(key, CounterDelta(input_tokens=1, iterations=1))
-        await state.aclose()
-    elif operation in ("enqueue", "claim+complete"):
-        queue = await AsyncSqliteWorkQueue.open(path)
-        for i in range(n):
-            if operation == "enqueue":
-                await queue.enqueue(f"tenant-{i % 16}", {"i": i})
-            else:
-                lease = await queue.claim(f"w{me}")
+class _Async:
+    """``k`` operations of the async twin per call."""
+
+    def __init__(self, operation: str, me: int) -> None:
+        self.operation, self.me, self.done = operation, me, 0
+        self.key = RunKey("bench", f"run-{me}")
+        self.exe = Execution(id=f"exe-{me}", definition_id="bench")
+
+    async def open(self, path: str) -> None:
+        self.state = await AsyncSqliteStateStore.open(path)
+        self.queue = await AsyncSqliteWorkQueue.open(path)
+        self.store = await AsyncSqliteStore.open(path)
+
+    async def run(self, k: int) -> None:
+        for _ in range(k):
+            self.done += 1
+            i = self.done
+            if self.operation == "put_run":
+                await self.state.put_run(self.key, {"step": i}, expected_version=i)
+            elif self.operation == "patch_run":
+                await self.state.patch_run(self.key, CounterDelta(input_tokens=1, iterations=1))
+            elif self.operation == "enqueue":
+                await self.queue.enqueue(f"tenant-{i % 16}", {"i": i})
+            elif self.operation == "claim+complete":
+                lease = await self.queue.claim(f"w{self.me}")
                 assert lease is not None
-                await queue.complete(lease.tenant, lease.item_id, token=lease.token)
-        await queue.aclose()
-    else:
-        store = await AsyncSqliteStore.open(path)
-        exe = Execution(id=f"exe-{me}", definition_id="bench")
-        for i in range(n):
-            exe.context["i"] = i
-            await store.commit(exe, emits=[("target", Event(id=f"e-{me}-{i}", name="tick"))])
-        await store.aclose()
+                await self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
+            else:
+                self.exe.context["i"] = i
+                event = Event(id=f"e-{self.me}-{i}", name="tick")
+                await self.store.commit(self.exe, emits=[("target", event)])
+
+    async def close(self) -> None:
+        for store in (self.state, self.queue, self.store):
+            await store.aclose()
 
 
-def _run(path: str, operation: str, twin: str, me: int, n: int) -> None:
-    if operation == "raw":
-        _raw(path, me, n)
-    elif twin == "sync":
-        _sync_ops(path, operation, me, n)
-    else:
-        asyncio.run(_async_ops(path, operation, me, n))
+def _sync_turns(path: str, operation: str, me: int, n: int) -> tuple[float, float]:
+    raw, twin = _Raw(path, me), _Sync(path, operation, me)
+    raw_seconds = twin_seconds = 0.0
+    for start in range(0, n, CHUNK):
+        k = min(CHUNK, n - start)
+        t0 = time.perf_counter()
+        raw.run(k)
+        t1 = time.perf_counter()
+        twin.run(k)
+        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + time.perf_counter() - t1
+    twin.close()
+    return raw_seconds, twin_seconds
+
+
+async def _async_turns(path: str, operation: str, me: int, n: int) -> tuple[float, float]:
+    raw, twin = _Raw(path, me), _Async(operation, me)
+    await twin.open(path)
+    raw_seconds = twin_seconds = 0.0
+    for start in range(0, n, CHUNK):
+        k = min(CHUNK, n - start)
+        t0 = time.perf_counter()
+        raw.run(k)
+        t1 = time.perf_counter()
+        await twin.run(k)
+        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + time.perf_counter() - t1
+    await twin.close()
+    return raw_seconds, twin_seconds
+
+
+def _turns(path: str, operation: str, twin: str, me: int, n: int) -> tuple[float, float]:
+    if twin == "sync":
+        return _sync_turns(path, operation, me, n)
+    return asyncio.run(_async_turns(path, operation, me, n))
 
 
 def _child(path: str, operation: str, twin: str, me: int, n: int, pipe: Pipe) -> None:
-    pipe.send("ready")  # imports done: the clock starts when every child is ready
+    pipe.send("ready")  # imports done: every child starts when all are ready
     pipe.recv()
-    start = time.perf_counter()
-    _run(path, operation, twin, me, n)
-    pipe.send(time.perf_counter() - start)
+    pipe.send(_turns(path, operation, twin, me, n))
 
 
-def measure(operation: str, twin: str, workers: int, n: int) -> float:
-    """Ops/s of ``operation`` in ``workers`` processes on one new file (1: this process)."""
+def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, float]:
+    """(twin ops/s, raw ops/s) of ``operation`` in ``workers`` processes on one new file.
+
+    Each process takes turns of CHUNK operations between the raw write and the twin; a side's
+    rate is all processes' operations over the mean time a process spent on that side.
+    """
     with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
         path = str(Path(tmp) / "bench.db")
         _prepare(path, operation, workers, n)
         if workers == 1:
-            start = time.perf_counter()
-            _run(path, operation, twin, 0, n)
-            return n / (time.perf_counter() - start)
-        pipes = [SPAWN.Pipe() for _ in range(workers)]
-        children = [
-            SPAWN.Process(target=_child, args=(path, operation, twin, me, n, pipes[me][1]))
-            for me in range(workers)
-        ]
-        for child in children:
-            child.start()
-        for parent, _ in pipes:
-            parent.recv()
-        start = time.perf_counter()
-        for parent, _ in pipes:
-            parent.send("go")
-        for parent, _ in pipes:
-            parent.recv()
-        elapsed = time.perf_counter() - start
-        for child in children:
-            child.join()
-        return workers * n / elapsed
+            times = [_turns(path, operation, twin, 0, n)]
+        else:
+            pipes = [SPAWN.Pipe() for _ in range(workers)]
+            children = [
+                SPAWN.Process(target=_child, args=(path, operation, twin, me, n, pipes[me][1]))
+                for me in range(workers)
+            ]
+            for child in children:
+                child.start()
+            for parent, _ in pipes:
+                parent.recv()
+            for parent, _ in pipes:
+                parent.send("go")
+            times = [parent.recv() for parent, _ in pipes]
+            for child in children:
+                child.join()
+        raw_seconds = sum(t[0] for t in times) / workers
+        twin_seconds = sum(t[1] for t in times) / workers
+        return workers * n / twin_seconds, workers * n / raw_seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,9 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     for workers in args.processes:
         for twin in ("sync", "async"):
             for operation in OPERATIONS:
-                # The baseline is measured right before each cell: the disk's fsync time drifts.
-                raw = measure("raw", "sync", workers, args.ops)
-                rate = measure(operation, twin, workers, args.ops)
+                rate, raw = measure(operation, twin, workers, args.ops)
                 figures.append(
                     {
                         "twin": twin,

@@ -22,6 +22,13 @@ Row = tuple[Any, ...]
 Params = Mapping[str, Any] | Sequence[Any]
 
 
+def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
+    rows = [tuple(r) for r in raw.execute(sql, params).fetchall()]
+    if rows and raw.in_transaction:
+        raw.commit()
+    return rows
+
+
 class AsyncConnection:
     """One aiosqlite connection (its own thread). The driver opens ``BEGIN IMMEDIATE`` itself
     before the first INSERT/UPDATE/DELETE of a transaction; the adapters send it explicitly
@@ -43,6 +50,15 @@ class AsyncConnection:
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
         return [tuple(r) for r in await self.raw.execute_fetchall(sql, params)]
+
+    async def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement; when it returns rows, commit the transaction in the same call."""
+        # One trip to aiosqlite's thread instead of two: its private _execute runs a function
+        # there (aiosqlite has no public way to run two statements in one trip).
+        rows: list[Row] = await self.raw._execute(  # type: ignore[no-untyped-call]
+            _fetch_then_commit, self.raw._conn, sql, params
+        )
+        return rows
 
     async def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
@@ -78,6 +94,10 @@ class Connection:
     def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
         return [tuple(r) for r in self.raw.execute(sql, params).fetchall()]
+
+    def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement; when it returns rows, commit the transaction in the same call."""
+        return _fetch_then_commit(self.raw, sql, params)
 
     def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""

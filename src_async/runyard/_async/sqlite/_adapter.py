@@ -123,8 +123,10 @@ class _AsyncTransaction:
         if self._connection.raw.in_transaction:
             await self._connection.fetch("ROLLBACK")
 
-    async def _send(self, sql: str, params: Any) -> list[Row]:
+    async def _send(self, sql: str, params: Any, *, last: bool = False) -> list[Row]:
         try:
+            if last:
+                return await self._connection.fetch_then_commit(sql, params)
             return await self._connection.fetch(sql, params)
         except Exception as exc:
             error = map_error(exc, self._adapter._kind, self._adapter.busy_timeout_seconds)
@@ -134,12 +136,20 @@ class _AsyncTransaction:
 
     async def fetch(self, name: str, **params: Any) -> list[Row]:
         """Run the adapter's statement ``name`` with named ``params``; return its rows."""
+        return await self._fetch(name, params, last=False)
+
+    async def finish(self, name: str, **params: Any) -> list[Row]:
+        """Run the statement ``name`` and, when it returns rows, commit in the same call: the
+        transaction is over (a write that returns nothing leaves it open to explain why)."""
+        return await self._fetch(name, params, last=self._write)
+
+    async def _fetch(self, name: str, params: dict[str, Any], *, last: bool) -> list[Row]:
         sql = self._adapter._sql[name]
         if self._write and not self._begun:
             self._begun = True
             if not sql.startswith(_DRIVER_BEGINS):
                 await self._send("BEGIN IMMEDIATE", ())
-        return await self._send(sql, params)
+        return await self._send(sql, params, last=last)
 
     def stamp(self) -> float | None:
         """The time to bind as ``:now``: the clock's or the pinned one; None lets each

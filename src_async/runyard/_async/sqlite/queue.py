@@ -69,7 +69,7 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
         async with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "dedupe_key": dedupe_key}
-            rows = await tx.fetch(
+            rows = await tx.finish(
                 "enqueue",
                 payload=text,
                 priority=priority,
@@ -90,7 +90,7 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         validate_identifier(worker, "worker")
         # A new lease runs lease_seconds (QueuePolicy keeps max_lease_seconds at least that).
         async with self._write() as tx:
-            rows = await tx.fetch(
+            rows = await tx.finish(
                 "claim",
                 worker=worker,
                 now=tx.stamp(),
@@ -143,7 +143,7 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         validate_identifier(item_id, "item_id")
         async with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "token": token}
-            if not await tx.fetch("complete", now=tx.stamp(), **ids, **self._limits()):
+            if not await tx.finish("complete", now=tx.stamp(), **ids, **self._limits()):
                 raise await self._refused(tx, tenant, item_id, token, await tx.now())
 
     async def fail(

@@ -75,9 +75,9 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                 "now": tx.stamp(),
             }
             if expected_version == 0:
-                rows = await tx.fetch("create_run", status=status or DEFAULT_STATUS, **params)
+                rows = await tx.finish("create_run", status=status or DEFAULT_STATUS, **params)
             else:
-                rows = await tx.fetch(
+                rows = await tx.finish(
                     "update_run", status=status or None, expected=expected_version, **params
                 )
             if rows:
@@ -120,7 +120,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                 probe = await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
                 if probe[0][0] is not None:
                     await self._check_fence(tx, key, fence, await tx.now(), None)
-            rows = await tx.fetch(
+            rows = await tx.finish(
                 "patch_run",
                 tenant=key.tenant,
                 run_id=key.run_id,
@@ -202,9 +202,9 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
             params = {"tenant": tenant, "session_id": session_id, "blob": text}
             now = tx.stamp()
             if expected_version == 0:
-                rows = await tx.fetch("create_session", now=now, **params)
+                rows = await tx.finish("create_session", now=now, **params)
             else:
-                rows = await tx.fetch(
+                rows = await tx.finish(
                     "update_session", now=now, expected=expected_version, **params
                 )
             if rows:

@@ -122,8 +122,10 @@ class _Transaction:
         if self._connection.raw.in_transaction:
             self._connection.fetch("ROLLBACK")
 
-    def _send(self, sql: str, params: Any) -> list[Row]:
+    def _send(self, sql: str, params: Any, *, last: bool = False) -> list[Row]:
         try:
+            if last:
+                return self._connection.fetch_then_commit(sql, params)
             return self._connection.fetch(sql, params)
         except Exception as exc:
             error = map_error(exc, self._adapter._kind, self._adapter.busy_timeout_seconds)
@@ -133,12 +135,20 @@ class _Transaction:
 
     def fetch(self, name: str, **params: Any) -> list[Row]:
         """Run the adapter's statement ``name`` with named ``params``; return its rows."""
+        return self._fetch(name, params, last=False)
+
+    def finish(self, name: str, **params: Any) -> list[Row]:
+        """Run the statement ``name`` and, when it returns rows, commit in the same call: the
+        transaction is over (a write that returns nothing leaves it open to explain why)."""
+        return self._fetch(name, params, last=self._write)
+
+    def _fetch(self, name: str, params: dict[str, Any], *, last: bool) -> list[Row]:
         sql = self._adapter._sql[name]
         if self._write and not self._begun:
             self._begun = True
             if not sql.startswith(_DRIVER_BEGINS):
                 self._send("BEGIN IMMEDIATE", ())
-        return self._send(sql, params)
+        return self._send(sql, params, last=last)
 
     def stamp(self) -> float | None:
         """The time to bind as ``:now``: the clock's or the pinned one; None lets each

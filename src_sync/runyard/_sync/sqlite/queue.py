@@ -71,7 +71,7 @@ class SqliteWorkQueue(_SqliteAdapter):
         text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
         with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "dedupe_key": dedupe_key}
-            rows = tx.fetch(
+            rows = tx.finish(
                 "enqueue",
                 payload=text,
                 priority=priority,
@@ -92,7 +92,7 @@ class SqliteWorkQueue(_SqliteAdapter):
         validate_identifier(worker, "worker")
         # A new lease runs lease_seconds (QueuePolicy keeps max_lease_seconds at least that).
         with self._write() as tx:
-            rows = tx.fetch(
+            rows = tx.finish(
                 "claim",
                 worker=worker,
                 now=tx.stamp(),
@@ -143,7 +143,7 @@ class SqliteWorkQueue(_SqliteAdapter):
         validate_identifier(item_id, "item_id")
         with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "token": token}
-            if not tx.fetch("complete", now=tx.stamp(), **ids, **self._limits()):
+            if not tx.finish("complete", now=tx.stamp(), **ids, **self._limits()):
                 raise self._refused(tx, tenant, item_id, token, tx.now())
 
     def fail(

@@ -77,9 +77,9 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
                 "now": tx.stamp(),
             }
             if expected_version == 0:
-                rows = tx.fetch("create_run", status=status or DEFAULT_STATUS, **params)
+                rows = tx.finish("create_run", status=status or DEFAULT_STATUS, **params)
             else:
-                rows = tx.fetch(
+                rows = tx.finish(
                     "update_run", status=status or None, expected=expected_version, **params
                 )
             if rows:
@@ -122,7 +122,7 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
                 probe = tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
                 if probe[0][0] is not None:
                     self._check_fence(tx, key, fence, tx.now(), None)
-            rows = tx.fetch(
+            rows = tx.finish(
                 "patch_run",
                 tenant=key.tenant,
                 run_id=key.run_id,
@@ -204,9 +204,9 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
             params = {"tenant": tenant, "session_id": session_id, "blob": text}
             now = tx.stamp()
             if expected_version == 0:
-                rows = tx.fetch("create_session", now=now, **params)
+                rows = tx.finish("create_session", now=now, **params)
             else:
-                rows = tx.fetch("update_session", now=now, expected=expected_version, **params)
+                rows = tx.finish("update_session", now=now, expected=expected_version, **params)
             if rows:
                 return decode_session(rows[0])
             found = tx.fetch("session_version", tenant=tenant, session_id=session_id)
