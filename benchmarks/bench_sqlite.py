@@ -4,10 +4,11 @@ Every cell runs on a fresh file in a temporary directory (WAL, ``synchronous=FUL
 stores' durable default) and is compared with a baseline measured in the same run, on the same
 file, in the same processes: a raw ``sqlite3`` single-row UPDATE followed by COMMIT. The twin and
 the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time drifts
-by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue, claim+complete (two writes)
-and an execution commit (CAS plus one outbox entry), each for the sync and the async twin, in
-1 and 4 processes on one file (4 processes: total ops / wall time). Prints a Markdown table;
-``--json`` also writes the figures there.
+by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
+claim+complete (two writes) and an execution commit (CAS plus one outbox entry), each for the
+sync and the async twin, in 1 and 4 processes on one file (4 processes: every process takes
+turns; a side's rate is all operations over the mean time a process spent on it). Prints a
+Markdown table; ``--json`` also writes the figures there.
 """
 
 from __future__ import annotations
