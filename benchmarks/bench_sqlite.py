@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from runyard import CounterDelta, RunKey
 from runyard.execution_models import Event, Execution
 from runyard.sqlite import (
@@ -78,6 +79,25 @@ class _Raw:
         for _ in range(k):
             self.conn.execute("UPDATE bench SET n = n + 1 WHERE id = ?", (self.me,))
             self.conn.commit()
+
+
+class _RawAsync:
+    """The async baseline: the same UPDATE and COMMIT through aiosqlite (two thread trips)."""
+
+    def __init__(self, me: int) -> None:
+        self.me = me
+
+    async def open(self, path: str) -> None:
+        self.conn = await aiosqlite.connect(path, timeout=30)
+        await self.conn.execute("PRAGMA synchronous = FULL")
+
+    async def run(self, k: int) -> None:
+        for _ in range(k):
+            await self.conn.execute("UPDATE bench SET n = n + 1 WHERE id = ?", (self.me,))
+            await self.conn.commit()
+
+    async def close(self) -> None:
+        await self.conn.close()
 
 
 class _Sync:
@@ -152,7 +172,10 @@ class _Async:
             await store.aclose()
 
 
-def _sync_turns(path: str, operation: str, me: int, n: int) -> tuple[float, float]:
+Seconds = tuple[float, float, float]  # raw sqlite3, twin, raw aiosqlite (async twin only)
+
+
+def _sync_turns(path: str, operation: str, me: int, n: int) -> Seconds:
     raw, twin = _Raw(path, me), _Sync(path, operation, me)
     raw_seconds = twin_seconds = 0.0
     for start in range(0, n, CHUNK):
@@ -163,25 +186,31 @@ def _sync_turns(path: str, operation: str, me: int, n: int) -> tuple[float, floa
         twin.run(k)
         raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + time.perf_counter() - t1
     twin.close()
-    return raw_seconds, twin_seconds
+    return raw_seconds, twin_seconds, 0.0
 
 
-async def _async_turns(path: str, operation: str, me: int, n: int) -> tuple[float, float]:
-    raw, twin = _Raw(path, me), _Async(operation, me)
+async def _async_turns(path: str, operation: str, me: int, n: int) -> Seconds:
+    raw, twin, raw_async = _Raw(path, me), _Async(operation, me), _RawAsync(me)
     await twin.open(path)
-    raw_seconds = twin_seconds = 0.0
+    await raw_async.open(path)
+    raw_seconds = twin_seconds = raw_async_seconds = 0.0
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
         t0 = time.perf_counter()
         raw.run(k)
         t1 = time.perf_counter()
         await twin.run(k)
-        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + time.perf_counter() - t1
+        t2 = time.perf_counter()
+        await raw_async.run(k)
+        raw_seconds += t1 - t0
+        twin_seconds += t2 - t1
+        raw_async_seconds += time.perf_counter() - t2
     await twin.close()
-    return raw_seconds, twin_seconds
+    await raw_async.close()
+    return raw_seconds, twin_seconds, raw_async_seconds
 
 
-def _turns(path: str, operation: str, twin: str, me: int, n: int) -> tuple[float, float]:
+def _turns(path: str, operation: str, twin: str, me: int, n: int) -> Seconds:
     if twin == "sync":
         return _sync_turns(path, operation, me, n)
     return asyncio.run(_async_turns(path, operation, me, n))
@@ -193,8 +222,9 @@ def _child(path: str, operation: str, twin: str, me: int, n: int, pipe: Pipe) ->
     pipe.send(_turns(path, operation, twin, me, n))
 
 
-def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, float]:
-    """(twin ops/s, raw ops/s) of ``operation`` in ``workers`` processes on one new file.
+def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, float, float | None]:
+    """(twin, raw sqlite3, raw aiosqlite) ops/s of ``operation`` in ``workers`` processes on
+    one new file (raw aiosqlite: the async twin only).
 
     Each process takes turns of CHUNK operations between the raw write and the twin; a side's
     rate is all processes' operations over the mean time a process spent on that side.
@@ -219,9 +249,12 @@ def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, flo
             times = [parent.recv() for parent, _ in pipes]
             for child in children:
                 child.join()
-        raw_seconds = sum(t[0] for t in times) / workers
-        twin_seconds = sum(t[1] for t in times) / workers
-        return workers * n / twin_seconds, workers * n / raw_seconds
+        raw, twin_, raw_async = (sum(t[i] for t in times) / workers for i in range(3))
+        return (
+            workers * n / twin_,
+            workers * n / raw,
+            workers * n / raw_async if raw_async else None,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,13 +269,16 @@ def main(argv: list[str] | None = None) -> int:
         "WAL + synchronous=FULL, temp dir "
         f"{tempfile.gettempdir()}"
     )
-    print("\n| twin | operation | processes | ops/s | raw UPDATE+COMMIT ops/s | ratio |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "\n| twin | operation | processes | ops/s | raw sqlite3 UPDATE+COMMIT ops/s | ratio "
+        "| raw aiosqlite ops/s | ratio |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     figures: list[dict[str, Any]] = []
     for workers in args.processes:
         for twin in ("sync", "async"):
             for operation in OPERATIONS:
-                rate, raw = measure(operation, twin, workers, args.ops)
+                rate, raw, raw_async = measure(operation, twin, workers, args.ops)
                 figures.append(
                     {
                         "twin": twin,
@@ -251,12 +287,23 @@ def main(argv: list[str] | None = None) -> int:
                         "ops_per_second": round(rate, 1),
                         "raw_ops_per_second": round(raw, 1),
                         "ratio": round(rate / raw, 3),
+                        "raw_aiosqlite_ops_per_second": (
+                            None if raw_async is None else round(raw_async, 1)
+                        ),
+                        "ratio_to_aiosqlite": (
+                            None if raw_async is None else round(rate / raw_async, 3)
+                        ),
                         "single_statement": operation in SINGLE_STATEMENT,
                     }
                 )
+                versus_async = (
+                    "| - | - |"
+                    if raw_async is None
+                    else f"| {raw_async:,.0f} | {rate / raw_async:.2f} |"
+                )
                 print(
                     f"| {twin} | {operation} | {workers} | {rate:,.0f} | {raw:,.0f} "
-                    f"| {rate / raw:.2f} |"
+                    f"| {rate / raw:.2f} {versus_async}"
                 )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

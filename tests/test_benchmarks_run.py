@@ -46,3 +46,4 @@ def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
         for op in ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
     }
     assert all(r["ratio"] > 0 for r in rows)
+    assert all((r["ratio_to_aiosqlite"] is None) == (r["twin"] == "sync") for r in rows)
