@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any
 
 from runyard._flavours import AsyncLock, Lock
+from runyard.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 __all__ = ["AsyncConnection", "Connection", "Params", "Row"]
 
@@ -41,7 +43,18 @@ class AsyncConnection:
 
     @classmethod
     async def connect(cls, path: str, *, busy_timeout_seconds: float) -> AsyncConnection:
-        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
+        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock.
+
+        Raises ConfigurationError when aiosqlite is not installed (the sync twin needs only
+        the standard library).
+        """
+        try:
+            import aiosqlite
+        except ImportError:
+            raise ConfigurationError(
+                "the async SQLite twin needs aiosqlite: pip install 'runyard[sqlite]' "
+                "(the sync twin, SqliteStateStore ..., needs only the standard library)"
+            ) from None
         raw = await aiosqlite.connect(
             path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds
         )
