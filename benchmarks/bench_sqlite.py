@@ -6,9 +6,9 @@ file, in the same processes: a raw ``sqlite3`` single-row UPDATE followed by COM
 the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time drifts
 by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
 claim+complete (two writes) and an execution commit (CAS plus one outbox entry), each for the
-sync and the async twin, in 1 and 4 processes on one file (4 processes: every process takes
-turns; a side's rate is all operations over the mean time a process spent on it). Prints a
-Markdown table; ``--json`` also writes the figures there.
+sync and the async twin, in 1 and 4 processes on one file (4 processes: all on the same side
+at once, a barrier between turns; a side's rate is all operations over the wall time of its
+turns). Prints a Markdown table; ``--json`` also writes the figures there.
 """
 
 from __future__ import annotations
@@ -175,81 +175,95 @@ class _Async:
 Seconds = tuple[float, float, float]  # raw sqlite3, twin, raw aiosqlite (async twin only)
 
 
-def _sync_turns(path: str, operation: str, me: int, n: int) -> Seconds:
+class _Phases:
+    """Every process starts each turn together; a turn's time runs to the last one's end."""
+
+    def __init__(self, barrier: Any) -> None:
+        self.barrier = barrier
+
+    def mark(self) -> float:
+        if self.barrier is not None:
+            self.barrier.wait()
+        return time.perf_counter()
+
+
+def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
     raw, twin = _Raw(path, me), _Sync(path, operation, me)
     raw_seconds = twin_seconds = 0.0
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
-        t0 = time.perf_counter()
+        t0 = phases.mark()
         raw.run(k)
-        t1 = time.perf_counter()
+        t1 = phases.mark()
         twin.run(k)
-        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + time.perf_counter() - t1
+        t2 = phases.mark()
+        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + t2 - t1
     twin.close()
     return raw_seconds, twin_seconds, 0.0
 
 
-async def _async_turns(path: str, operation: str, me: int, n: int) -> Seconds:
+async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
     raw, twin, raw_async = _Raw(path, me), _Async(operation, me), _RawAsync(me)
     await twin.open(path)
     await raw_async.open(path)
     raw_seconds = twin_seconds = raw_async_seconds = 0.0
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
-        t0 = time.perf_counter()
+        t0 = phases.mark()
         raw.run(k)
-        t1 = time.perf_counter()
+        t1 = phases.mark()
         await twin.run(k)
-        t2 = time.perf_counter()
+        t2 = phases.mark()
         await raw_async.run(k)
+        t3 = phases.mark()
         raw_seconds += t1 - t0
         twin_seconds += t2 - t1
-        raw_async_seconds += time.perf_counter() - t2
+        raw_async_seconds += t3 - t2
     await twin.close()
     await raw_async.close()
     return raw_seconds, twin_seconds, raw_async_seconds
 
 
-def _turns(path: str, operation: str, twin: str, me: int, n: int) -> Seconds:
+def _turns(path: str, operation: str, twin: str, me: int, n: int, barrier: Any) -> Seconds:
+    phases = _Phases(barrier)
     if twin == "sync":
-        return _sync_turns(path, operation, me, n)
-    return asyncio.run(_async_turns(path, operation, me, n))
+        return _sync_turns(path, operation, me, n, phases)
+    return asyncio.run(_async_turns(path, operation, me, n, phases))
 
 
-def _child(path: str, operation: str, twin: str, me: int, n: int, pipe: Pipe) -> None:
-    pipe.send("ready")  # imports done: every child starts when all are ready
-    pipe.recv()
-    pipe.send(_turns(path, operation, twin, me, n))
+def _child(path: str, operation: str, twin: str, me: int, n: int, barrier: Any, pipe: Pipe) -> None:
+    pipe.send(_turns(path, operation, twin, me, n, barrier))
 
 
 def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, float, float | None]:
     """(twin, raw sqlite3, raw aiosqlite) ops/s of ``operation`` in ``workers`` processes on
     one new file (raw aiosqlite: the async twin only).
 
-    Each process takes turns of CHUNK operations between the raw write and the twin; a side's
-    rate is all processes' operations over the mean time a process spent on that side.
+    The processes take turns of CHUNK operations between the raw write and the twin, all
+    processes on the same side at once (a barrier between turns); a side's rate is all
+    processes' operations over the wall time of its turns.
     """
     with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
         path = str(Path(tmp) / "bench.db")
         _prepare(path, operation, workers, n)
         if workers == 1:
-            times = [_turns(path, operation, twin, 0, n)]
+            times = [_turns(path, operation, twin, 0, n, None)]
         else:
-            pipes = [SPAWN.Pipe() for _ in range(workers)]
+            barrier = SPAWN.Barrier(workers)
+            pipes = [SPAWN.Pipe(duplex=False) for _ in range(workers)]
             children = [
-                SPAWN.Process(target=_child, args=(path, operation, twin, me, n, pipes[me][1]))
+                SPAWN.Process(
+                    target=_child, args=(path, operation, twin, me, n, barrier, pipes[me][1])
+                )
                 for me in range(workers)
             ]
             for child in children:
                 child.start()
-            for parent, _ in pipes:
-                parent.recv()
-            for parent, _ in pipes:
-                parent.send("go")
-            times = [parent.recv() for parent, _ in pipes]
+            times = [receiver.recv() for receiver, _ in pipes]
             for child in children:
                 child.join()
-        raw, twin_, raw_async = (sum(t[i] for t in times) / workers for i in range(3))
+        # Every process measured the same turns (barriers), so any one's times are the wall times.
+        raw, twin_, raw_async = (max(t[i] for t in times) for i in range(3))
         return (
             workers * n / twin_,
             workers * n / raw,
