@@ -51,6 +51,7 @@ async def run_demo(
             await queue.enqueue(key.tenant, {"run": run_id, "tokens": 100 + n % 7})
 
     finished_by: dict[str, str] = {}
+    claimed: list[tuple[int, str]] = []  # (fencing token, tenant): tokens count the claims
 
     async def handle(lease: Lease) -> None:
         name, _, owner = lease.tenant.rpartition("~")
@@ -62,7 +63,7 @@ async def run_demo(
         finished_by[lease.item_id] = lease.worker
         if name == "crash":
             return
-        result.served.append(name)
+        claimed.append((lease.token, name))
         if on_served is not None:
             on_served(name)
 
@@ -74,6 +75,8 @@ async def run_demo(
         return await async_gather([partial(w.run_until_idle) for w in workers])
 
     reports = await serve()
+    # The order of service is the order of the claims, whatever the workers' threads did next.
+    result.served = [name for _, name in sorted(claimed)]
     result.completed = sum(r.completed for r in reports)
     result.failed = sum(r.failed for r in reports)
     for tenant, _ in plan.tenants:

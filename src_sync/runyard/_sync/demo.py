@@ -53,6 +53,7 @@ def run_demo(
             queue.enqueue(key.tenant, {"run": run_id, "tokens": 100 + n % 7})
 
     finished_by: dict[str, str] = {}
+    claimed: list[tuple[int, str]] = []  # (fencing token, tenant): tokens count the claims
 
     def handle(lease: Lease) -> None:
         name, _, owner = lease.tenant.rpartition("~")
@@ -64,7 +65,7 @@ def run_demo(
         finished_by[lease.item_id] = lease.worker
         if name == "crash":
             return
-        result.served.append(name)
+        claimed.append((lease.token, name))
         if on_served is not None:
             on_served(name)
 
@@ -75,6 +76,8 @@ def run_demo(
         return gather([partial(w.run_until_idle) for w in workers])
 
     reports = serve()
+    # The order of service is the order of the claims, whatever the workers' threads did next.
+    result.served = [name for _, name in sorted(claimed)]
     result.completed = sum(r.completed for r in reports)
     result.failed = sum(r.failed for r in reports)
     for tenant, _ in plan.tenants:
