@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
-BENCHES := bench-memory bench-redis bench-postgres bench-executions bench-events
+BENCHES := bench-memory bench-redis bench-postgres bench-executions bench-events bench-sqlite
 
 .PHONY: setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
 
@@ -54,6 +54,9 @@ bench-executions: $(STAMP)
 
 bench-events: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_events --out-dir .
+
+bench-sqlite: $(STAMP)
+	$(PYTHON) benchmarks/bench_sqlite.py --json benchmarks/results/sqlite.json
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

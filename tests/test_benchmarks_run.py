@@ -1,5 +1,5 @@
-"""The PostgreSQL, memory and event benchmarks still run (tiny settings), so they cannot rot
-unnoticed; the shared report writes its JSON and PNG."""
+"""The benchmarks still run (tiny settings), so they cannot rot unnoticed; the shared report
+writes its JSON and PNG."""
 
 from __future__ import annotations
 
@@ -81,3 +81,19 @@ def test_write_report_refuses_figures_without_a_ratio(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no '\\*ratio' figure"):
         write_report("bench-x", {"redis": {"ops/s": 1.0}}, out_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
+    figures = tmp_path / "sqlite.json"
+    out = _run(
+        "benchmarks/bench_sqlite.py", "--ops", "5", "--processes", "1", "--json", str(figures)
+    )
+    assert "| sync | put_run | 1 |" in out and "| async | execution commit | 1 |" in out
+    rows = json.loads(figures.read_text())["figures"]
+    assert {(r["twin"], r["operation"]) for r in rows} == {
+        (twin, op)
+        for twin in ("sync", "async")
+        for op in ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
+    }
+    assert all(r["ratio"] > 0 for r in rows)
+    assert all((r["ratio_to_aiosqlite"] is None) == (r["twin"] == "sync") for r in rows)

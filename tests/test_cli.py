@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from runyard.cli.app import app
 from runyard.cli.demo import DemoPlan, DemoResult
 from typer.testing import CliRunner
+
+
+@pytest.fixture(autouse=True)
+def _in_a_temporary_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's default database (sqlite:///runyard.db) lands in the test's own folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RUNYARD_URL", raising=False)
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
@@ -48,3 +56,30 @@ def test_the_console_script_explains_a_missing_cli_extra() -> None:
     result = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True)
     assert result.returncode == 2
     assert "pip install 'runyard[cli]'" in result.stderr and "typer" in result.stderr
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_demo_on_the_default_sqlite_file_finishes_a_killed_workers_items_exactly_once(
+    flavour: str, tmp_path: Path
+) -> None:
+    args = ["demo", "--flavour", flavour, "--noisy-items", "20", "--quiet-items", "2"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert (tmp_path / "runyard.db").exists()
+    said = " ".join(first.output.split())  # rich wraps long lines
+    assert "held 3 of 6 items and was killed with SIGKILL" in said
+    assert "6 of 6 done exactly once, 0 twice, 0 lost, 0 left" in said
+    again = CliRunner().invoke(app, args)  # the same file again: earlier demos stay apart
+    assert again.exit_code == 0, again.output
+    assert "all 28 items done" in " ".join(again.output.split())
+
+
+def test_demo_on_memory_shows_no_crash_scene() -> None:
+    result = CliRunner().invoke(app, ["demo", "--url", "memory://", "--noisy-items", "10"])
+    assert result.exit_code == 0, result.output
+    assert "SIGKILL" not in result.output
+
+
+def test_demo_refuses_an_unsupported_url_naming_what_is_supported() -> None:
+    result = CliRunner().invoke(app, ["demo", "--url", "redis://localhost"])
+    assert result.exit_code == 2 and "sqlite:///path" in result.output

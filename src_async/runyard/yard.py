@@ -13,7 +13,7 @@ import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
@@ -24,15 +24,19 @@ if TYPE_CHECKING:
     from runyard.redis.settings import RedisStoreSettings
 
 __all__ = [
+    "DEFAULT_URL",
     "ENV_VAR",
     "YardURL",
+    "default_url",
     "parse_yard_url",
     "postgres_settings",
     "redact",
     "redis_settings",
+    "sqlite_path",
 ]
 
 ENV_VAR = "RUNYARD_URL"
+DEFAULT_URL = "sqlite:///runyard.db"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -88,15 +92,22 @@ class YardURL:
         ), options
 
 
-def parse_yard_url(url: str | None, known: Iterable[str]) -> YardURL:
-    """Parse ``url`` (or ``$RUNYARD_URL`` when None) for one of the ``known`` schemes.
+def default_url(environ: dict[str, str] | None = None) -> str:
+    """``RUNYARD_URL`` when set and not empty, else the embedded default
+    ``sqlite:///runyard.db`` (a file in the working directory)."""
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    return value.strip() or DEFAULT_URL
 
-    Raises ValueError naming an unknown scheme and the known ones, and ConfigurationError when
-    no URL is given and RUNYARD_URL is not set.
+
+def parse_yard_url(url: str | None, known: Iterable[str]) -> YardURL:
+    """Parse ``url`` (or ``default_url()`` when None) for one of the ``known`` schemes.
+
+    Raises ValueError naming an unknown scheme and the known ones, ConfigurationError for an
+    empty or malformed URL (without showing it).
     """
-    text = url if url is not None else os.environ.get(ENV_VAR)
+    text = url if url is not None else default_url()
     if not text:
-        raise ConfigurationError(f"no yard URL given and {ENV_VAR} is not set")
+        raise ConfigurationError("the yard URL is empty")
     schemes = sorted(known)
     try:
         parts = urlsplit(text)
@@ -189,3 +200,16 @@ def postgres_settings(url: YardURL) -> tuple[PostgresStoreSettings, bool]:
     dsn, options = url.split({*POSTGRES_OPTIONS, "live_updates"}, scheme="postgresql")
     live = flag(options, "live_updates")
     return _settings(PostgresStoreSettings, "PostgreSQL", options, POSTGRES_OPTIONS, dsn=dsn), live
+
+
+def sqlite_path(url: YardURL) -> str:
+    """The database path of a ``sqlite:`` URL: ``sqlite:///runyard.db`` is relative to the working
+    directory, ``sqlite:////var/lib/app.db`` absolute, ``sqlite://`` or ``sqlite:///:memory:``
+    a private in-memory database. Raises ConfigurationError for a host or a query."""
+    parts = urlsplit(url.secret)
+    if parts.netloc or parts.query or parts.fragment:
+        raise ConfigurationError(
+            f"{url.redacted}: a sqlite URL has no host, query or fragment (sqlite:///path)"
+        )
+    path = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
+    return path or ":memory:"

@@ -15,7 +15,14 @@ from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
 from runyard.clock import Clock
 from runyard.policy import QueuePolicy
-from runyard.yard import YardURL, flag, parse_yard_url, postgres_settings, redis_settings
+from runyard.yard import (
+    YardURL,
+    flag,
+    parse_yard_url,
+    postgres_settings,
+    redis_settings,
+    sqlite_path,
+)
 
 __all__ = ["OPENERS", "AsyncYard", "Opener", "YardOptions"]
 
@@ -140,6 +147,31 @@ async def _open_postgres(url: YardURL, options: YardOptions) -> AsyncYard:
     return AsyncYard(state, queue, executions, url=url, closers=[state.aclose])
 
 
+async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
+    from runyard._async.sqlite import (
+        AsyncSqliteStateStore,
+        AsyncSqliteStore,
+        AsyncSqliteWorkQueue,
+        connect,
+        create_schema,
+    )
+
+    connection = await connect(sqlite_path(url))
+    try:
+        # A new (empty) database gets the schema; one holding other tables must have it.
+        if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
+            await create_schema(connection)
+        state = await AsyncSqliteStateStore.open(connection, clock=options.clock)
+        queue = await AsyncSqliteWorkQueue.open(
+            connection, clock=options.clock, policy=options.policy
+        )
+        executions = await AsyncSqliteStore.open(connection, clock=options.clock)
+    except BaseException:
+        await connection.close()
+        raise
+    return AsyncYard(state, queue, executions, url=url, closers=[connection.close])
+
+
 Opener = Callable[[YardURL, YardOptions], Awaitable[AsyncYard]]
 OPENERS: dict[str, Opener] = {
     "memory": _open_memory,
@@ -148,5 +180,6 @@ OPENERS: dict[str, Opener] = {
     "redis+cluster": _open_redis,
     "rediss+cluster": _open_redis,
     "postgresql": _open_postgres,
+    "sqlite": _open_sqlite,
     "postgres": _open_postgres,
 }

@@ -7,6 +7,8 @@ from enum import Enum
 from typing import Annotated, Any
 
 from runyard.cli.demo import DemoPlan, DemoResult
+from runyard.errors import ConfigurationError
+from runyard.yard import default_url
 
 __all__ = ["app"]
 
@@ -23,21 +25,21 @@ class Flavour(str, Enum):
     async_ = "async"
 
 
-def _run(plan: DemoPlan, flavour: Flavour, progress: Any, task: Any) -> DemoResult:
+def _run(plan: DemoPlan, flavour: Flavour, url: str, progress: Any, task: Any) -> DemoResult:
     def served(_tenant: str) -> None:
         progress.advance(task)
 
     if flavour is Flavour.sync:
         from runyard._sync.cli.demo import run_demo as run_sync
 
-        return run_sync(plan, "sync", served)
+        return run_sync(plan, "sync", served, url=url)
     from runyard._async.cli.demo import run_demo as run_async
 
-    return asyncio.run(run_async(plan, "async", served))
+    return asyncio.run(run_async(plan, "async", served, url=url))
 
 
-def _table(result: DemoResult) -> Table:
-    table = Table(title=f"runyard demo ({result.flavour} twin, memory backend)")
+def _table(result: DemoResult, url: str) -> Table:
+    table = Table(title=f"runyard demo ({result.flavour} twin, {url})")
     for column in ("tenant", "items", "done", "first served", "last served", "median"):
         table.add_column(column, justify="right" if column != "tenant" else "left")
     table.add_column("FIFO would serve", justify="right")
@@ -62,9 +64,17 @@ def demo(
     quiet_tenants: Annotated[int, typer.Option(min=1, help="how many quiet tenants")] = 4,
     quiet_items: Annotated[int, typer.Option(min=1, help="items per quiet tenant")] = 10,
     workers: Annotated[int, typer.Option(min=1, help="concurrent workers")] = 4,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="where the stores live (default: $RUNYARD_URL, else sqlite:///runyard.db)"
+        ),
+    ] = None,
 ) -> None:
-    """Enqueue work for a noisy tenant and quiet ones, serve it, and show nobody starved."""
+    """Enqueue work for a noisy tenant and quiet ones, serve it, and show nobody starved; on a
+    SQLite file, also kill a worker process holding leases and show its items finished."""
     console = Console()
+    url = url or default_url()
     try:
         plan = DemoPlan(
             noisy_items=noisy_items,
@@ -83,8 +93,12 @@ def demo(
     )
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("serving", total=plan.total)
-        result = _run(plan, flavour, progress, task)
-    console.print(_table(result))
+        try:
+            result = _run(plan, flavour, url, progress, task)
+        except ConfigurationError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from None
+    console.print(_table(result, url))
     if result.completed != plan.total or result.quiet_tenants_starved():
         console.print("[red]quiet tenants waited behind the noisy one[/red]")
         raise typer.Exit(1)
@@ -93,6 +107,18 @@ def demo(
         f"all {plan.total} items done; every quiet tenant was finished by item #{quiet_done} "
         f"of {plan.total} (FIFO would have kept them waiting until #{plan.total})."
     )
+    crash = result.crash
+    if crash is not None:
+        finishers = ", ".join(f"{w} {n}" for w, n in sorted(crash.finished_by.items()))
+        console.print(
+            f"crash: worker process {crash.pid} held {len(crash.held)} of {crash.items} items "
+            f"and was killed with SIGKILL; once its leases lapsed they were finished by "
+            f"{finishers}: {crash.done_once} of {crash.items} done exactly once, "
+            f"{crash.done_twice} twice, {crash.lost} lost, {crash.left_in_queue} left."
+        )
+        if not crash.ok:
+            console.print("[red]the killed worker's items were not all finished exactly once[/red]")
+            raise typer.Exit(1)
 
 
 app = typer.Typer(help="runyard: durable run state and work queues.", no_args_is_help=True)

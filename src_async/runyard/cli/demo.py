@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from runyard.cli.crash import CrashReport
+
 __all__ = ["DemoPlan", "DemoResult", "TenantReport"]
 
 
@@ -61,6 +63,7 @@ class DemoResult:
     tokens: dict[str, int] = field(default_factory=dict)
     completed: int = 0
     failed: int = 0
+    crash: CrashReport | None = None
 
     def reports(self) -> list[TenantReport]:
         """One report per tenant, with where plain FIFO would have served it for comparison."""

@@ -17,7 +17,14 @@ from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.protocols import StateStore, WorkQueue
 from runyard.clock import Clock
 from runyard.policy import QueuePolicy
-from runyard.yard import YardURL, flag, parse_yard_url, postgres_settings, redis_settings
+from runyard.yard import (
+    YardURL,
+    flag,
+    parse_yard_url,
+    postgres_settings,
+    redis_settings,
+    sqlite_path,
+)
 
 __all__ = ["OPENERS", "Opener", "Yard", "YardOptions"]
 
@@ -138,6 +145,29 @@ def _open_postgres(url: YardURL, options: YardOptions) -> Yard:
     return Yard(state, queue, executions, url=url, closers=[state.close])
 
 
+def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
+    from runyard._sync.sqlite import (
+        SqliteStateStore,
+        SqliteStore,
+        SqliteWorkQueue,
+        connect,
+        create_schema,
+    )
+
+    connection = connect(sqlite_path(url))
+    try:
+        # A new (empty) database gets the schema; one holding other tables must have it.
+        if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
+            create_schema(connection)
+        state = SqliteStateStore.open(connection, clock=options.clock)
+        queue = SqliteWorkQueue.open(connection, clock=options.clock, policy=options.policy)
+        executions = SqliteStore.open(connection, clock=options.clock)
+    except BaseException:
+        connection.close()
+        raise
+    return Yard(state, queue, executions, url=url, closers=[connection.close])
+
+
 Opener = Callable[[YardURL, YardOptions], Yard]
 OPENERS: dict[str, Opener] = {
     "memory": _open_memory,
@@ -146,5 +176,6 @@ OPENERS: dict[str, Opener] = {
     "redis+cluster": _open_redis,
     "rediss+cluster": _open_redis,
     "postgresql": _open_postgres,
+    "sqlite": _open_sqlite,
     "postgres": _open_postgres,
 }

@@ -1,49 +1,107 @@
-"""The demo's work: tenants enqueue, workers serve them fairly, runs count their tokens."""
+"""The demo's work: tenants enqueue, workers serve them fairly, runs count their tokens; on a
+SQLite file, a worker process killed mid-run and another worker finishing its items."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from functools import partial
 
-from runyard._async.memory import AsyncMemoryStateStore, AsyncMemoryWorkQueue
-from runyard._async.worker.loop import AsyncWorker
+from runyard._async.pager import AsyncRunPager
+from runyard._async.worker import AsyncWorker
+from runyard._async.yard import AsyncYard
 from runyard._flavours import async_gather, async_sleep
+from runyard.cli.crash import (
+    CRASH_ITEMS,
+    DEMO_POLICY,
+    HELD_BY_THE_KILLED,
+    CrashReport,
+    kill,
+    shows_a_crash,
+    start_doomed_worker,
+)
 from runyard.cli.demo import DemoPlan, DemoResult
 from runyard.models import CounterDelta, Lease, RunKey
+from runyard.worker.outcomes import WorkerReport
 
 __all__ = ["run_demo"]
 
 
 async def run_demo(
-    plan: DemoPlan, flavour: str, on_served: Callable[[str], None] | None = None
+    plan: DemoPlan,
+    flavour: str,
+    on_served: Callable[[str], None] | None = None,
+    *,
+    url: str = "memory://",
 ) -> DemoResult:
-    """Enqueue the plan's work on the memory backend and serve it with ``plan.workers`` workers."""
+    """Enqueue the plan's work on the stores ``url`` names and serve it with ``plan.workers``
+    workers; on a SQLite file, then show a killed worker's items finished by another.
+
+    Every run of the demo works in tenants of its own (``noisy~<id>``), so a file that earlier
+    demos used keeps their data apart.
+    """
     result = DemoResult(plan=plan, flavour=flavour)
-    queue = AsyncMemoryWorkQueue()
-    store = AsyncMemoryStateStore()
+    demo_id = uuid.uuid4().hex[:8]
+    yard = await AsyncYard.from_url(url, policy=DEMO_POLICY)
+    store, queue = yard.state, yard.queue
     for tenant, items in plan.tenants:
         for n in range(items):
             run_id = f"run-{n}"
-            await store.put_run(RunKey(tenant, run_id), {"prompt": n}, expected_version=0)
-            await queue.enqueue(tenant, {"run": run_id, "tokens": 100 + n % 7})
+            key = RunKey(f"{tenant}~{demo_id}", run_id)
+            await store.put_run(key, {"prompt": n}, expected_version=0)
+            await queue.enqueue(key.tenant, {"run": run_id, "tokens": 100 + n % 7})
+
+    finished_by: dict[str, str] = {}
+    claimed: list[tuple[int, str]] = []  # (fencing token, tenant): tokens count the claims
 
     async def handle(lease: Lease) -> None:
-        result.served.append(lease.tenant)
+        name, _, owner = lease.tenant.rpartition("~")
         await async_sleep(plan.work_seconds)
         delta = CounterDelta(input_tokens=lease.item.payload["tokens"], iterations=1)
         await store.patch_run(RunKey(lease.tenant, lease.item.payload["run"]), delta, status="done")
+        if owner != demo_id:
+            return  # an item an earlier demo left behind: finished, not counted here
+        finished_by[lease.item_id] = lease.worker
+        if name == "crash":
+            return
+        claimed.append((lease.token, name))
         if on_served is not None:
-            on_served(lease.tenant)
+            on_served(name)
 
-    workers = [
-        AsyncWorker(queue, f"worker-{n}", handle, poll_seconds=0.01) for n in range(plan.workers)
-    ]
-    reports = await async_gather([partial(w.run_until_idle) for w in workers])
+    async def serve() -> list[WorkerReport]:
+        workers = [
+            AsyncWorker(queue, f"worker-{n}", handle, poll_seconds=0.01)
+            for n in range(plan.workers)
+        ]
+        return await async_gather([partial(w.run_until_idle) for w in workers])
+
+    reports = await serve()
+    # The order of service is the order of the claims, whatever the workers' threads did next.
+    result.served = [name for _, name in sorted(claimed)]
     result.completed = sum(r.completed for r in reports)
     result.failed = sum(r.failed for r in reports)
     for tenant, _ in plan.tenants:
-        async for run in store.iter_runs(tenant):
+        async for run in AsyncRunPager(store, f"{tenant}~{demo_id}"):
             result.tokens[tenant] = result.tokens.get(tenant, 0) + run.input_tokens
-    await queue.aclose()
-    await store.aclose()
+    if shows_a_crash(url):
+        tenant = f"crash~{demo_id}"
+        for n in range(CRASH_ITEMS):
+            await store.put_run(RunKey(tenant, f"run-{n}"), {"prompt": n}, expected_version=0)
+            await queue.enqueue(tenant, {"run": f"run-{n}", "tokens": 1}, item_id=f"crash-{n}")
+        doomed = start_doomed_worker(url, flavour, HELD_BY_THE_KILLED)
+        crash = CrashReport(tenant=tenant, pid=doomed.pid, held=doomed.held)
+        kill(doomed)
+        await async_sleep(DEMO_POLICY.lease_seconds + 0.2)  # the killed worker's leases lapse
+        await serve()
+        for n in range(CRASH_ITEMS):
+            stored = await store.get_run(RunKey(tenant, f"run-{n}"))
+            done = stored.iterations if stored is not None else 0
+            crash.done_once += done == 1
+            crash.done_twice += done > 1
+            crash.left_in_queue += await queue.get_item(tenant, f"crash-{n}") is not None
+        for item_id in crash.held:
+            worker = finished_by.get(item_id, "nobody")
+            crash.finished_by[worker] = crash.finished_by.get(worker, 0) + 1
+        result.crash = crash
+    await yard.aclose()
     return result

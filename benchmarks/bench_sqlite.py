@@ -1,0 +1,330 @@
+"""SQLite benchmark (`make bench-sqlite`): ops/s of both twins beside a raw sqlite3 write.
+
+Every cell runs on a fresh file in a temporary directory (WAL, ``synchronous=FULL``: the
+stores' durable default) and is compared with a baseline measured in the same run, on the same
+file, in the same processes: a raw ``sqlite3`` single-row UPDATE followed by COMMIT. The twin and
+the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time drifts
+by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
+claim+complete (two writes) and an execution commit (CAS plus one outbox entry), each for the
+sync and the async twin, in 1 and 4 processes on one file (4 processes: all on the same side
+at once, a barrier between turns; a side's rate is all operations over the wall time of its
+turns). Prints a Markdown table; ``--json`` also writes the figures there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection as Pipe
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from runyard import CounterDelta, RunKey
+from runyard.executions.models import Event, Execution
+from runyard.sqlite import (
+    AsyncSqliteStateStore,
+    AsyncSqliteStore,
+    AsyncSqliteWorkQueue,
+    SqliteStateStore,
+    SqliteStore,
+    SqliteWorkQueue,
+    create_schema,
+)
+
+OPERATIONS = ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
+SINGLE_STATEMENT = ("put_run", "patch_run", "enqueue")
+SPAWN = multiprocessing.get_context("spawn")
+
+
+CHUNK = 20  # ops per turn: the store and the raw write take turns, so both see the same disk
+
+
+def _prepare(path: str, operation: str, workers: int, n: int) -> None:
+    """Create the schema, the raw write's table and what ``operation`` needs, untimed."""
+    create_schema(path)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE bench (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
+    conn.executemany("INSERT INTO bench VALUES (?, 0)", [(i,) for i in range(workers)])
+    conn.commit()
+    conn.close()
+    if operation in ("put_run", "patch_run"):
+        state = SqliteStateStore.open(path)
+        for me in range(workers):
+            state.put_run(RunKey("bench", f"run-{me}"), {"step": 0}, expected_version=0)
+        state.close()
+    elif operation == "claim+complete":
+        queue = SqliteWorkQueue.open(path)
+        for i in range(workers * n):
+            queue.enqueue(f"tenant-{i % 16}", {"i": i})
+        queue.close()
+
+
+class _Raw:
+    """The baseline: one single-row UPDATE and COMMIT on the same file, same pragmas."""
+
+    def __init__(self, path: str, me: int) -> None:
+        self.conn = sqlite3.connect(path, timeout=30)
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.me = me
+
+    def run(self, k: int) -> None:
+        for _ in range(k):
+            self.conn.execute("UPDATE bench SET n = n + 1 WHERE id = ?", (self.me,))
+            self.conn.commit()
+
+
+class _RawAsync:
+    """The async baseline: the same UPDATE and COMMIT through aiosqlite (two thread trips)."""
+
+    def __init__(self, me: int) -> None:
+        self.me = me
+
+    async def open(self, path: str) -> None:
+        self.conn = await aiosqlite.connect(path, timeout=30)
+        await self.conn.execute("PRAGMA synchronous = FULL")
+
+    async def run(self, k: int) -> None:
+        for _ in range(k):
+            await self.conn.execute("UPDATE bench SET n = n + 1 WHERE id = ?", (self.me,))
+            await self.conn.commit()
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+class _Sync:
+    """``k`` operations of the sync twin per call."""
+
+    def __init__(self, path: str, operation: str, me: int) -> None:
+        self.operation, self.me, self.done = operation, me, 0
+        self.key = RunKey("bench", f"run-{me}")
+        self.exe = Execution(id=f"exe-{me}", definition_id="bench")
+        self.state = SqliteStateStore.open(path)
+        self.queue = SqliteWorkQueue.open(path)
+        self.store = SqliteStore.open(path)
+
+    def run(self, k: int) -> None:
+        for _ in range(k):
+            self.done += 1
+            i = self.done
+            if self.operation == "put_run":
+                self.state.put_run(self.key, {"step": i}, expected_version=i)
+            elif self.operation == "patch_run":
+                self.state.patch_run(self.key, CounterDelta(input_tokens=1, iterations=1))
+            elif self.operation == "enqueue":
+                self.queue.enqueue(f"tenant-{i % 16}", {"i": i})
+            elif self.operation == "claim+complete":
+                lease = self.queue.claim(f"w{self.me}")
+                assert lease is not None
+                self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
+            else:
+                self.exe.context["i"] = i
+                event = Event(id=f"e-{self.me}-{i}", name="tick")
+                self.store.commit(self.exe, emits=[("target", event)])
+
+    def close(self) -> None:
+        for store in (self.state, self.queue, self.store):
+            store.close()
+
+
+class _Async:
+    """``k`` operations of the async twin per call."""
+
+    def __init__(self, operation: str, me: int) -> None:
+        self.operation, self.me, self.done = operation, me, 0
+        self.key = RunKey("bench", f"run-{me}")
+        self.exe = Execution(id=f"exe-{me}", definition_id="bench")
+
+    async def open(self, path: str) -> None:
+        self.state = await AsyncSqliteStateStore.open(path)
+        self.queue = await AsyncSqliteWorkQueue.open(path)
+        self.store = await AsyncSqliteStore.open(path)
+
+    async def run(self, k: int) -> None:
+        for _ in range(k):
+            self.done += 1
+            i = self.done
+            if self.operation == "put_run":
+                await self.state.put_run(self.key, {"step": i}, expected_version=i)
+            elif self.operation == "patch_run":
+                await self.state.patch_run(self.key, CounterDelta(input_tokens=1, iterations=1))
+            elif self.operation == "enqueue":
+                await self.queue.enqueue(f"tenant-{i % 16}", {"i": i})
+            elif self.operation == "claim+complete":
+                lease = await self.queue.claim(f"w{self.me}")
+                assert lease is not None
+                await self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
+            else:
+                self.exe.context["i"] = i
+                event = Event(id=f"e-{self.me}-{i}", name="tick")
+                await self.store.commit(self.exe, emits=[("target", event)])
+
+    async def close(self) -> None:
+        for store in (self.state, self.queue, self.store):
+            await store.aclose()
+
+
+Seconds = tuple[float, float, float]  # raw sqlite3, twin, raw aiosqlite (async twin only)
+
+
+class _Phases:
+    """Every process starts each turn together; a turn's time runs to the last one's end."""
+
+    def __init__(self, barrier: Any) -> None:
+        self.barrier = barrier
+
+    def mark(self) -> float:
+        if self.barrier is not None:
+            self.barrier.wait()
+        return time.perf_counter()
+
+
+def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
+    raw, twin = _Raw(path, me), _Sync(path, operation, me)
+    raw_seconds = twin_seconds = 0.0
+    for start in range(0, n, CHUNK):
+        k = min(CHUNK, n - start)
+        t0 = phases.mark()
+        raw.run(k)
+        t1 = phases.mark()
+        twin.run(k)
+        t2 = phases.mark()
+        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + t2 - t1
+    twin.close()
+    return raw_seconds, twin_seconds, 0.0
+
+
+async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
+    raw, twin, raw_async = _Raw(path, me), _Async(operation, me), _RawAsync(me)
+    await twin.open(path)
+    await raw_async.open(path)
+    raw_seconds = twin_seconds = raw_async_seconds = 0.0
+    for start in range(0, n, CHUNK):
+        k = min(CHUNK, n - start)
+        t0 = phases.mark()
+        raw.run(k)
+        t1 = phases.mark()
+        await twin.run(k)
+        t2 = phases.mark()
+        await raw_async.run(k)
+        t3 = phases.mark()
+        raw_seconds += t1 - t0
+        twin_seconds += t2 - t1
+        raw_async_seconds += t3 - t2
+    await twin.close()
+    await raw_async.close()
+    return raw_seconds, twin_seconds, raw_async_seconds
+
+
+def _turns(path: str, operation: str, twin: str, me: int, n: int, barrier: Any) -> Seconds:
+    phases = _Phases(barrier)
+    if twin == "sync":
+        return _sync_turns(path, operation, me, n, phases)
+    return asyncio.run(_async_turns(path, operation, me, n, phases))
+
+
+def _child(path: str, operation: str, twin: str, me: int, n: int, barrier: Any, pipe: Pipe) -> None:
+    pipe.send(_turns(path, operation, twin, me, n, barrier))
+
+
+def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, float, float | None]:
+    """(twin, raw sqlite3, raw aiosqlite) ops/s of ``operation`` in ``workers`` processes on
+    one new file (raw aiosqlite: the async twin only).
+
+    The processes take turns of CHUNK operations between the raw write and the twin, all
+    processes on the same side at once (a barrier between turns); a side's rate is all
+    processes' operations over the wall time of its turns.
+    """
+    with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
+        path = str(Path(tmp) / "bench.db")
+        _prepare(path, operation, workers, n)
+        if workers == 1:
+            times = [_turns(path, operation, twin, 0, n, None)]
+        else:
+            barrier = SPAWN.Barrier(workers)
+            pipes = [SPAWN.Pipe(duplex=False) for _ in range(workers)]
+            children = [
+                SPAWN.Process(
+                    target=_child, args=(path, operation, twin, me, n, barrier, pipes[me][1])
+                )
+                for me in range(workers)
+            ]
+            for child in children:
+                child.start()
+            times = [receiver.recv() for receiver, _ in pipes]
+            for child in children:
+                child.join()
+        # Every process measured the same turns (barriers), so any one's times are the wall times.
+        raw, twin_, raw_async = (max(t[i] for t in times) for i in range(3))
+        return (
+            workers * n / twin_,
+            workers * n / raw,
+            workers * n / raw_async if raw_async else None,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ops", type=int, default=400, help="operations per process per cell")
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    print(
+        f"runyard SQLite benchmark: {args.ops} ops per process per cell, {os.cpu_count()} CPUs, "
+        f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}, "
+        "WAL + synchronous=FULL, temp dir "
+        f"{tempfile.gettempdir()}"
+    )
+    print(
+        "\n| twin | operation | processes | ops/s | raw sqlite3 UPDATE+COMMIT ops/s | ratio "
+        "| raw aiosqlite ops/s | ratio |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    figures: list[dict[str, Any]] = []
+    for workers in args.processes:
+        for twin in ("sync", "async"):
+            for operation in OPERATIONS:
+                rate, raw, raw_async = measure(operation, twin, workers, args.ops)
+                figures.append(
+                    {
+                        "twin": twin,
+                        "operation": operation,
+                        "processes": workers,
+                        "ops_per_second": round(rate, 1),
+                        "raw_ops_per_second": round(raw, 1),
+                        "ratio": round(rate / raw, 3),
+                        "raw_aiosqlite_ops_per_second": (
+                            None if raw_async is None else round(raw_async, 1)
+                        ),
+                        "ratio_to_aiosqlite": (
+                            None if raw_async is None else round(rate / raw_async, 3)
+                        ),
+                        "single_statement": operation in SINGLE_STATEMENT,
+                    }
+                )
+                versus_async = (
+                    "| - | - |"
+                    if raw_async is None
+                    else f"| {raw_async:,.0f} | {rate / raw_async:.2f} |"
+                )
+                print(
+                    f"| {twin} | {operation} | {workers} | {rate:,.0f} | {raw:,.0f} "
+                    f"| {rate / raw:.2f} {versus_async}"
+                )
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"figures": figures}, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""What the SQLite stores share: opening the file, transactions, verify, and time."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from types import TracebackType
+from typing import Any, ClassVar
+
+from typing_extensions import Self
+
+from runyard._async.closing import AsyncClosing
+from runyard._checks import DEFAULT_MAX_VALUE_BYTES
+from runyard.capabilities import StoreCapabilities
+from runyard.clock import Clock
+from runyard.errors import ConfigurationError
+from runyard.sqlite.errors import Kind, map_error
+from runyard.sqlite.flavours import AsyncConnection, Row
+from runyard.sqlite.schema import (
+    DATABASE_NOW,
+    SCHEMA_VERSIONS,
+    SqliteTables,
+    create_script,
+    missing_schema_message,
+    verify_statements,
+)
+from runyard.sqlite.settings import (
+    DEFAULT_BUSY_TIMEOUT_SECONDS,
+    SqliteStoreSettings,
+    is_memory_path,
+)
+
+__all__ = ["Source", "connect", "create_schema"]
+
+Source = str | os.PathLike[str] | AsyncConnection
+
+
+async def connect(
+    path: str | os.PathLike[str],
+    *,
+    durable: bool = True,
+    busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+) -> AsyncConnection:
+    """Open the database at ``path`` in WAL mode with ``synchronous=FULL`` (``NORMAL`` when not
+    ``durable``) and the busy timeout; several stores may share the returned connection."""
+    if not busy_timeout_seconds > 0:
+        raise ConfigurationError(
+            f"busy_timeout_seconds must be positive, not {busy_timeout_seconds!r}"
+        )
+    connection = await AsyncConnection.connect(
+        os.fspath(path), busy_timeout_seconds=busy_timeout_seconds
+    )
+    try:
+        await connection.fetch("PRAGMA journal_mode = WAL")
+        await connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+    except BaseException:
+        await connection.close()
+        raise
+    return connection
+
+
+async def create_schema(connection: AsyncConnection, tables: SqliteTables | None = None) -> None:
+    """Create runyard's tables on ``connection`` unless they exist, in one transaction."""
+    async with connection.lock:
+        try:
+            await connection.script(create_script(tables))
+        except BaseException:
+            if connection.raw.in_transaction:
+                await connection.fetch("ROLLBACK")
+            raise
+
+
+# The driver begins the transaction itself (BEGIN IMMEDIATE) before these; not before a read.
+_DRIVER_BEGINS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+class _AsyncTransaction:
+    """One transaction of an adapter, under its connection's lock.
+
+    A write transaction is ``BEGIN IMMEDIATE`` (sent before a first read, else opened by the
+    driver before the first write, in the same call) ... ``COMMIT``, rolled back on any error;
+    a read transaction runs single statements. ``:now`` is the injected clock's time, or the
+    database's: pinned by ``now()`` or ``pin()`` so that every statement after sees the same.
+    """
+
+    def __init__(self, adapter: _AsyncSqliteAdapter, *, write: bool) -> None:
+        self._adapter = adapter
+        self._connection = adapter.connection
+        self._write = write
+        self._begun = False
+        clock = adapter.clock
+        self._now: float | None = None if clock is None else float(clock.now())
+
+    async def __aenter__(self) -> Self:
+        await self._connection.lock.__aenter__()
+        try:
+            if not self._adapter._verified:
+                await self._adapter._check_schema()
+        except BaseException:
+            await self._connection.lock.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc is None and self._connection.raw.in_transaction:
+                try:
+                    await self._send("COMMIT", ())
+                except BaseException:
+                    await self._rollback()
+                    raise
+            else:
+                await self._rollback()
+        finally:
+            await self._connection.lock.__aexit__(None, None, None)
+
+    async def _rollback(self) -> None:
+        if self._connection.raw.in_transaction:
+            await self._connection.fetch("ROLLBACK")
+
+    async def _send(self, sql: str, params: Any, *, last: bool = False) -> list[Row]:
+        try:
+            if last:
+                return await self._connection.fetch_then_commit(sql, params)
+            return await self._connection.fetch(sql, params)
+        except Exception as exc:
+            error = map_error(exc, self._adapter._kind, self._adapter.busy_timeout_seconds)
+            if error is None:
+                raise
+            raise error from exc
+
+    async def fetch(self, name: str, **params: Any) -> list[Row]:
+        """Run the adapter's statement ``name`` with named ``params``; return its rows."""
+        return await self._fetch(name, params, last=False)
+
+    async def finish(self, name: str, **params: Any) -> list[Row]:
+        """Run the statement ``name`` and, when it returns rows, commit in the same call: the
+        transaction is over (a write that returns nothing leaves it open to explain why)."""
+        return await self._fetch(name, params, last=self._write)
+
+    async def _fetch(self, name: str, params: dict[str, Any], *, last: bool) -> list[Row]:
+        sql = self._adapter._sql[name]
+        if self._write and not self._begun:
+            self._begun = True
+            if not sql.startswith(_DRIVER_BEGINS):
+                await self._send("BEGIN IMMEDIATE", ())
+        return await self._send(sql, params, last=last)
+
+    def stamp(self) -> float | None:
+        """The time to bind as ``:now``: the clock's or the pinned one; None lets each
+        statement read the database's."""
+        return self._now
+
+    def pin(self, now: float) -> float:
+        """Use ``now`` (a time a statement of this transaction returned) from here on."""
+        if self._now is None:
+            self._now = float(now)
+        return self._now
+
+    async def now(self) -> float:
+        """The injected clock's time, else the database's (read once, then pinned)."""
+        if self._now is None:
+            if self._write and not self._begun:
+                self._begun = True
+                await self._send("BEGIN IMMEDIATE", ())
+            self._now = float((await self._send(f"SELECT {DATABASE_NOW}", ()))[0][0])
+        return self._now
+
+
+class _AsyncSqliteAdapter(AsyncClosing):
+    """The plumbing of a SQLite adapter; subclasses add the protocol's methods.
+
+    Build it with ``await open(path)`` (which also creates the schema when ``create_schema``
+    and verifies it), or on a connection from ``connect(path)`` that several stores share.
+    """
+
+    _kind: ClassVar[Kind]
+    capabilities: StoreCapabilities
+
+    def __init__(
+        self,
+        connection: AsyncConnection,
+        *,
+        tables: SqliteTables | None = None,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+        close_connection: bool = False,
+    ) -> None:
+        if not isinstance(connection, AsyncConnection):
+            raise ConfigurationError(
+                f"a SQLite store is built on a connection from runyard.sqlite connect(path), "
+                f"not {type(connection).__name__}; or call open(path)"
+            )
+        if not isinstance(max_value_bytes, int) or max_value_bytes < 1:
+            raise ConfigurationError(
+                f"max_value_bytes must be a positive int, not {max_value_bytes!r}"
+            )
+        self.connection = connection
+        self.tables = tables or SqliteTables()
+        self.clock = clock
+        self.max_value_bytes = max_value_bytes
+        self.busy_timeout_seconds = busy_timeout_seconds
+        self._owns_connection = close_connection
+        self._verified = False
+        self._sql: dict[str, str] = {}
+        if is_memory_path(connection.path):
+            self.capabilities = dataclasses.replace(
+                type(self).capabilities, deployment="single_process"
+            )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={self.connection.path!r}, tables={self.tables!r})"
+
+    @classmethod
+    async def open(
+        cls,
+        source: Source,
+        *,
+        create_schema: bool = False,
+        durable: bool = True,
+        busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+        **options: Any,
+    ) -> Self:
+        """Open the store on a path (owning the connection) or on a shared connection.
+
+        Creates runyard's schema first when ``create_schema``, then verifies it. Raises
+        ConfigurationError naming the repair when a table is missing or at another version.
+        """
+        if isinstance(source, AsyncConnection):
+            connection, owned = source, False
+        else:
+            connection = await connect(
+                source, durable=durable, busy_timeout_seconds=busy_timeout_seconds
+            )
+            owned = True
+        try:
+            adapter = cls(
+                connection,
+                busy_timeout_seconds=busy_timeout_seconds,
+                close_connection=owned,
+                **options,
+            )
+            if create_schema:
+                await _create(connection, adapter.tables)
+            await adapter.verify()
+        except BaseException:
+            if owned:
+                await connection.close()
+            raise
+        return adapter
+
+    @classmethod
+    async def from_settings(cls, settings: SqliteStoreSettings, **options: Any) -> Self:
+        """Open the store on ``settings.path`` with its tables, pragmas and limits (see open)."""
+        options.setdefault("tables", settings.tables())
+        options.setdefault("max_value_bytes", settings.max_value_bytes)
+        return await cls.open(
+            settings.path,
+            create_schema=settings.create_schema,
+            durable=settings.durable,
+            busy_timeout_seconds=settings.busy_timeout_seconds,
+            **options,
+        )
+
+    # -- verify ------------------------------------------------------------------------------
+    async def verify(self) -> None:
+        """Check that the tables this store needs exist at the schema version it was written for.
+
+        Raises ConfigurationError naming the missing table or the version and the repair.
+        """
+        async with self.connection.lock:
+            await self._check_schema()
+
+    async def _check_schema(self) -> None:
+        where = self.connection.path
+        tables_sql, versions_sql = verify_statements(self.tables)
+        present = {row[0] for row in await self.connection.fetch(tables_sql)}
+        for name in self.tables.relations(self._kind):
+            if name not in present:
+                raise ConfigurationError(
+                    missing_schema_message(f"table {name} does not exist", where)
+                )
+        versions = {str(r[0]): int(r[1]) for r in await self.connection.fetch(versions_sql)}
+        found, wanted = versions.get(self._kind), SCHEMA_VERSIONS[self._kind]
+        if found != wanted:
+            raise ConfigurationError(
+                f"{self.tables.schema_table} in {where} says component {self._kind!r} is at "
+                f"schema version {found}, but this runyard was written for version {wanted}: "
+                "migrate the file (runyard.sqlite.SQLITE_SCHEMA, see docs/sqlite.md) or "
+                "install the matching runyard"
+            )
+        self._verified = True
+
+    # -- transactions ------------------------------------------------------------------------
+    def _write(self) -> _AsyncTransaction:
+        return _AsyncTransaction(self, write=True)
+
+    def _read(self) -> _AsyncTransaction:
+        return _AsyncTransaction(self, write=False)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the connection when this store opened it (``open(path)``); else nothing."""
+        if self._owns_connection:
+            self._owns_connection = False
+            await self.connection.close()
+
+
+async def _create(connection: AsyncConnection, tables: SqliteTables) -> None:
+    await create_schema(connection, tables)

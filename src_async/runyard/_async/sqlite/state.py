@@ -1,0 +1,297 @@
+"""AsyncSqliteStateStore: runs, sessions and fenced run leases in a SQLite file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runyard._async.pager import AsyncRunIteration
+from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
+from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
+from runyard._json import dump_json
+from runyard.capabilities import StoreCapabilities
+from runyard.errors import (
+    LeaseLostError,
+    RunLeaseHeldError,
+    StateConflictError,
+    StateInUseError,
+    StateNotFoundError,
+)
+from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.sqlite.rows import (
+    decode_run,
+    decode_run_lease,
+    decode_session,
+    fence_refusal,
+)
+from runyard.sqlite.statements_state import state_statements
+
+__all__ = ["AsyncSqliteStateStore"]
+
+
+class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
+    """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
+
+    ``await AsyncSqliteStateStore.open("runs.db", create_schema=True)``; several processes on
+    one host may share the file. Time is the database's unless a ``clock`` is injected.
+    """
+
+    _kind = "state"
+    capabilities = StoreCapabilities(
+        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="single_host"
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sql = state_statements(self.tables)
+
+    # -- runs --------------------------------------------------------------------------------
+    async def put_run(
+        self,
+        key: RunKey,
+        blob: Any,
+        *,
+        expected_version: int,
+        status: str | None = None,
+        session_id: str | None = None,
+        fence: int | None = None,
+    ) -> RunRecord:
+        """Write the run iff its version is ``expected_version`` (0 creates it).
+
+        Raises StateConflictError(expected, actual), LeaseLostError for a stale ``fence``,
+        StatePersistenceError for a value that is not storable JSON (before writing).
+        """
+        text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
+        async with self._write() as tx:
+            if fence is not None:
+                await self._check_fence(tx, key, fence, await tx.now(), expected_version)
+            params = {
+                "tenant": key.tenant,
+                "run_id": key.run_id,
+                "blob": text,
+                "session_id": session_id,
+                "now": tx.stamp(),
+            }
+            if expected_version == 0:
+                rows = await tx.finish("create_run", status=status or DEFAULT_STATUS, **params)
+            else:
+                rows = await tx.finish(
+                    "update_run", status=status or None, expected=expected_version, **params
+                )
+            if rows:
+                return decode_run(rows[0])
+            probe = await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
+            raise StateConflictError(expected_version, int(probe[0][0] or 0))
+
+    async def _check_fence(
+        self,
+        tx: _AsyncTransaction,
+        key: RunKey,
+        fence: int,
+        now: float,
+        expected_version: int | None,
+    ) -> int:
+        """Refuse (version first, then fence) inside the write; return the stored version."""
+        probe = (await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id))[0]
+        actual = int(probe[0] or 0)
+        if expected_version is not None and actual != expected_version:
+            raise StateConflictError(expected_version, actual)
+        refusal = fence_refusal(key.run_id, fence, probe[1:] if probe[1] is not None else None, now)
+        if refusal is not None:
+            raise refusal
+        return actual
+
+    async def patch_run(
+        self,
+        key: RunKey,
+        delta: CounterDelta,
+        *,
+        status: str | None = None,
+        fence: int | None = None,
+    ) -> RunRecord:
+        """Add ``delta`` to the counter columns and bump the version.
+
+        Concurrent patches all land. Raises StateNotFoundError, LeaseLostError.
+        """
+        async with self._write() as tx:
+            if fence is not None:
+                probe = await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
+                if probe[0][0] is not None:
+                    await self._check_fence(tx, key, fence, await tx.now(), None)
+            rows = await tx.finish(
+                "patch_run",
+                tenant=key.tenant,
+                run_id=key.run_id,
+                input_tokens=delta.input_tokens,
+                output_tokens=delta.output_tokens,
+                cost_micros=delta.cost_micros,
+                iterations=delta.iterations,
+                cursor=delta.cursor,
+                status=status or None,
+                now=tx.stamp(),
+            )
+            if not rows:
+                raise StateNotFoundError(
+                    f"run {key.run_id!r} of tenant {key.tenant!r} does not exist"
+                )
+            return decode_run(rows[0])
+
+    async def get_run(self, key: RunKey) -> RunRecord | None:
+        """Return the run, or None."""
+        async with self._read() as tx:
+            rows = await tx.fetch("get_run", tenant=key.tenant, run_id=key.run_id)
+        return decode_run(rows[0]) if rows else None
+
+    async def delete_run(
+        self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
+    ) -> bool:
+        """Delete the run; return whether it existed. Raises StateConflictError, LeaseLostError."""
+        async with self._write() as tx:
+            probe = (await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id))[0]
+            if probe[0] is None:
+                if expected_version:
+                    raise StateConflictError(expected_version, 0)
+                return False
+            if expected_version is not None and expected_version != int(probe[0]):
+                raise StateConflictError(expected_version, int(probe[0]))
+            if fence is not None:
+                await self._check_fence(tx, key, fence, await tx.now(), None)
+            await tx.fetch("delete_run", tenant=key.tenant, run_id=key.run_id)
+            return True
+
+    async def list_runs(
+        self,
+        tenant: str,
+        *,
+        status: str | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """Return a page of the tenant's runs in creation order (by ``seq``)."""
+        validate_identifier(tenant, "tenant")
+        check_limit(limit)
+        after = decode_cursor(cursor)
+        async with self._read() as tx:
+            rows = await tx.fetch(
+                "list_runs",
+                tenant=tenant,
+                after=after,
+                status=status,
+                session_id=session_id,
+                limit=limit + 1,
+            )
+        items = [decode_run(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        return RunPage(items=items, next_cursor=encode_cursor(items[-1].seq) if more else None)
+
+    # -- sessions ----------------------------------------------------------------------------
+    async def put_session(
+        self, tenant: str, session_id: str, blob: Any, *, expected_version: int
+    ) -> SessionRecord:
+        """Write the session iff its version is ``expected_version`` (0 creates it).
+
+        Raises StateConflictError, StatePersistenceError.
+        """
+        validate_identifier(tenant, "tenant")
+        validate_identifier(session_id, "session_id")
+        text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")
+        async with self._write() as tx:
+            params = {"tenant": tenant, "session_id": session_id, "blob": text}
+            now = tx.stamp()
+            if expected_version == 0:
+                rows = await tx.finish("create_session", now=now, **params)
+            else:
+                rows = await tx.finish(
+                    "update_session", now=now, expected=expected_version, **params
+                )
+            if rows:
+                return decode_session(rows[0])
+            found = await tx.fetch("session_version", tenant=tenant, session_id=session_id)
+            actual = int(found[0][0]) if found else 0
+            raise StateConflictError(expected_version, actual, what="session")
+
+    async def get_session(self, tenant: str, session_id: str) -> SessionRecord | None:
+        """Return the session, or None."""
+        validate_identifier(tenant, "tenant")
+        validate_identifier(session_id, "session_id")
+        async with self._read() as tx:
+            rows = await tx.fetch("get_session", tenant=tenant, session_id=session_id)
+        return decode_session(rows[0]) if rows else None
+
+    async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
+        """Delete the session (and its runs when ``cascade``), in one transaction.
+
+        Raises StateInUseError when it still has runs and ``cascade`` is False.
+        """
+        validate_identifier(tenant, "tenant")
+        validate_identifier(session_id, "session_id")
+        async with self._write() as tx:
+            ids = {"tenant": tenant, "session_id": session_id}
+            runs = int((await tx.fetch("count_session_runs", **ids))[0][0])
+            if runs and not cascade:
+                raise StateInUseError(
+                    f"session {session_id!r} still has {runs} run(s); "
+                    "delete them first or pass cascade=True"
+                )
+            if runs:
+                await tx.fetch("delete_session_runs", **ids)
+            deleted = await tx.fetch("delete_session", **ids)
+            return bool(deleted) or bool(runs)
+
+    # -- run leases --------------------------------------------------------------------------
+    async def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
+        """Lease the run to ``holder``: a new epoch unless ``holder`` still holds it.
+
+        Raises RunLeaseHeldError naming the live holder.
+        """
+        validate_identifier(holder, "holder")
+        ttl = check_ttl(ttl_seconds)
+        async with self._write() as tx:
+            now = await tx.now()
+            ids = {"tenant": key.tenant, "run_id": key.run_id}
+            rows = await tx.fetch("get_lease", **ids)
+            current = rows[0] if rows else None
+            if current is not None and current[2] is not None and float(current[4]) >= now:
+                if current[2] != holder:
+                    raise RunLeaseHeldError(current[2], int(current[3]), float(current[4]))
+                epoch = int(current[3])
+            else:
+                epoch = int(current[3]) + 1 if current is not None else 1
+            written = await tx.fetch(
+                "put_lease", holder=holder, epoch=epoch, expires_at=now + ttl, **ids
+            )
+            return decode_run_lease(written[0])
+
+    async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
+        """Extend a live lease, keeping its epoch. Raises LeaseLostError ("taken", "expired")."""
+        ttl = check_ttl(ttl_seconds)
+        async with self._write() as tx:
+            now = await tx.now()
+            ids = {"tenant": lease.tenant, "run_id": lease.run_id}
+            rows = await tx.fetch("get_lease", **ids)
+            if not rows or rows[0][2] is None or int(rows[0][3]) != lease.epoch:
+                raise LeaseLostError(lease.run_id, "taken")
+            if float(rows[0][4]) < now:
+                raise LeaseLostError(lease.run_id, "expired")
+            renewed = await tx.fetch("renew_lease", epoch=lease.epoch, expires_at=now + ttl, **ids)
+            return decode_run_lease(renewed[0])
+
+    async def release_lease(self, lease: RunLease) -> bool:
+        """Release the lease if it is still current; a stale release changes nothing."""
+        async with self._write() as tx:
+            rows = await tx.fetch(
+                "release_lease", tenant=lease.tenant, run_id=lease.run_id, epoch=lease.epoch
+            )
+        return bool(rows)
+
+    async def get_lease(self, key: RunKey) -> RunLease | None:
+        """Return the live lease on the run, or None."""
+        async with self._read() as tx:
+            rows = await tx.fetch("get_lease", tenant=key.tenant, run_id=key.run_id)
+            now = await tx.now()
+        if not rows or rows[0][2] is None or float(rows[0][4]) < now:
+            return None
+        return decode_run_lease(rows[0])

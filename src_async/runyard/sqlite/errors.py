@@ -1,0 +1,37 @@
+"""Mapping ``sqlite3`` errors to runyard's (no I/O)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Literal
+
+from runyard.errors import QueueUnavailableError, RunyardError, StatePersistenceError
+
+__all__ = ["Kind", "map_error"]
+
+Kind = Literal["state", "queue", "executions"]
+
+
+def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> RunyardError | None:
+    """Return the runyard error for a driver error, or None when it is not a driver error.
+
+    A write lock not obtained within the busy timeout is retryable ("contended" for state and
+    executions, QueueUnavailableError for a queue); a full disk or an I/O error is
+    "unavailable"; anything else the driver raises is not retryable ("invalid").
+    """
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        message = (
+            f"the SQLite write lock was not obtained within {busy_timeout_seconds} s "
+            f"(busy_timeout_seconds): another writer holds it; try again ({text})"
+        )
+        if kind == "queue":
+            return QueueUnavailableError(message)
+        return StatePersistenceError(message, reason="contended")
+    if isinstance(exc, sqlite3.OperationalError) and ("disk" in text or "I/O" in text):
+        if kind == "queue":
+            return QueueUnavailableError(f"SQLite could not write: {text}")
+        return StatePersistenceError(f"SQLite could not write: {text}", reason="unavailable")
+    return StatePersistenceError(f"SQLite refused the statement: {text}", reason="invalid")

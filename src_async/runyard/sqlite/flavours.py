@@ -1,0 +1,121 @@
+"""The SQLite driver classes, as an async/sync pair: aiosqlite and the standard ``sqlite3``.
+
+The async adapters name ``AsyncConnection``; the twin generator strips ``Async``, so the sync
+twin names ``Connection``. Both have the same shape: ``connect``, ``fetch``, ``script``,
+``close``, and the ``lock`` that keeps the transactions of the tasks (or threads) sharing the
+connection apart. Everything else (pragmas, transactions, SQL) is shared code.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from runyard._flavours import AsyncLock, Lock
+from runyard.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import aiosqlite
+
+__all__ = ["AsyncConnection", "Connection", "Params", "Row"]
+
+Row = tuple[Any, ...]
+Params = Mapping[str, Any] | Sequence[Any]
+
+
+def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
+    rows = [tuple(r) for r in raw.execute(sql, params).fetchall()]
+    if rows and raw.in_transaction:
+        raw.commit()
+    return rows
+
+
+class AsyncConnection:
+    """One aiosqlite connection (its own thread). The driver opens ``BEGIN IMMEDIATE`` itself
+    before the first INSERT/UPDATE/DELETE of a transaction; the adapters send it explicitly
+    before a transaction's first read, and ``COMMIT`` at the end, under ``lock``."""
+
+    def __init__(self, raw: aiosqlite.Connection, path: str) -> None:
+        self.raw = raw
+        self.path = path
+        self.lock = AsyncLock()
+
+    @classmethod
+    async def connect(cls, path: str, *, busy_timeout_seconds: float) -> AsyncConnection:
+        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock.
+
+        Raises ConfigurationError when aiosqlite is not installed (the sync twin needs only
+        the standard library).
+        """
+        try:
+            import aiosqlite
+        except ImportError:
+            raise ConfigurationError(
+                "the async SQLite twin needs aiosqlite: pip install 'runyard[sqlite]' "
+                "(the sync twin, SqliteStateStore ..., needs only the standard library)"
+            ) from None
+        raw = await aiosqlite.connect(
+            path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds
+        )
+        return cls(raw, path)
+
+    async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement and return all its rows."""
+        return [tuple(r) for r in await self.raw.execute_fetchall(sql, params)]
+
+    async def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement; when it returns rows, commit the transaction in the same call."""
+        # One trip to aiosqlite's thread instead of two: its private _execute runs a function
+        # there (aiosqlite has no public way to run two statements in one trip).
+        rows: list[Row] = await self.raw._execute(  # type: ignore[no-untyped-call]
+            _fetch_then_commit, self.raw._conn, sql, params
+        )
+        return rows
+
+    async def script(self, sql: str) -> None:
+        """Run several statements (DDL) in one call."""
+        await self.raw.executescript(sql)
+
+    async def close(self) -> None:
+        """Close the connection (an open transaction is rolled back)."""
+        await self.raw.close()
+
+
+class Connection:
+    """One ``sqlite3`` connection, shareable between threads. The driver opens
+    ``BEGIN IMMEDIATE`` itself before the first INSERT/UPDATE/DELETE of a transaction; the
+    adapters send it explicitly before a transaction's first read, and ``COMMIT`` at the end,
+    under ``lock``."""
+
+    def __init__(self, raw: sqlite3.Connection, path: str) -> None:
+        self.raw = raw
+        self.path = path
+        self.lock = Lock()
+
+    @classmethod
+    def connect(cls, path: str, *, busy_timeout_seconds: float) -> Connection:
+        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
+        raw = sqlite3.connect(
+            path,
+            isolation_level="IMMEDIATE",
+            timeout=busy_timeout_seconds,
+            check_same_thread=False,
+        )
+        return cls(raw, path)
+
+    def fetch(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement and return all its rows."""
+        return [tuple(r) for r in self.raw.execute(sql, params).fetchall()]
+
+    def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement; when it returns rows, commit the transaction in the same call."""
+        return _fetch_then_commit(self.raw, sql, params)
+
+    def script(self, sql: str) -> None:
+        """Run several statements (DDL) in one call."""
+        self.raw.executescript(sql)
+
+    def close(self) -> None:
+        """Close the connection (an open transaction is rolled back)."""
+        self.raw.close()

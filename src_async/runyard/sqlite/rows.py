@@ -1,0 +1,184 @@
+"""Rows of the SQLite stores decoded into runyard's models, and refusals explained (no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runyard._json import load_json
+from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
+from runyard.executions.models import (
+    DueTimer,
+    Event,
+    Execution,
+    OutboxEntry,
+    SpawnEntry,
+    TraceEntry,
+)
+from runyard.models import DeadLetter, Lease, RunLease, RunRecord, SessionRecord, WorkItem
+from runyard.policy import QueuePolicy
+
+__all__ = [
+    "MAX_SEQ",
+    "decode_dead_letter",
+    "decode_due_timer",
+    "decode_execution",
+    "decode_item",
+    "decode_lease",
+    "decode_outbox",
+    "decode_run",
+    "decode_run_lease",
+    "decode_session",
+    "decode_spawn",
+    "decode_trace",
+    "fence_refusal",
+    "is_seq",
+    "settle_refusal",
+]
+
+Row = Sequence[Any]
+
+MAX_SEQ = 2**63 - 1
+
+
+def decode_run(row: Row) -> RunRecord:
+    """A run from the columns of ``RUN_COLUMNS``."""
+    return RunRecord(
+        tenant=row[0],
+        run_id=row[1],
+        blob=load_json(row[2]),
+        version=row[3],
+        status=row[4],
+        session_id=row[5],
+        input_tokens=row[6],
+        output_tokens=row[7],
+        cost_micros=row[8],
+        iterations=row[9],
+        cursor=row[10],
+        created_at=row[11],
+        updated_at=row[12],
+        seq=row[13],
+    )
+
+
+def decode_session(row: Row) -> SessionRecord:
+    """A session from ``tenant, session_id, blob, version, created_at, updated_at``."""
+    return SessionRecord(
+        tenant=row[0],
+        session_id=row[1],
+        blob=load_json(row[2]),
+        version=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+    )
+
+
+def decode_run_lease(row: Row) -> RunLease:
+    """A run lease from ``tenant, run_id, holder, epoch, expires_at``."""
+    return RunLease(tenant=row[0], run_id=row[1], holder=row[2], epoch=row[3], expires_at=row[4])
+
+
+def fence_refusal(run_id: str, fence: int, lease: Row | None, now: float) -> LeaseLostError | None:
+    """Why a write carrying ``fence`` is refused, from the lease row ``(epoch, holder,
+    expires_at)`` (None: never leased), in the memory backend's order; None when it is live."""
+    epoch = int(lease[0]) if lease is not None and lease[0] is not None else 0
+    if epoch != fence:
+        return LeaseLostError(run_id, "taken")
+    if lease is None or lease[1] is None or float(lease[2]) < now:
+        return LeaseLostError(run_id, "expired")
+    return None
+
+
+def decode_item(row: Row) -> WorkItem:
+    """A work item from the columns of ``WORK_COLUMNS``."""
+    return WorkItem(
+        tenant=row[0],
+        item_id=row[1],
+        payload=load_json(row[2]),
+        priority=row[3],
+        state=row[4],
+        attempts=row[5],
+        available_at=row[6],
+        enqueued_at=row[7],
+        dedupe_key=row[8],
+        worker=row[9],
+        lease_expires_at=row[10],
+        last_error=row[11],
+    )
+
+
+def decode_lease(row: Row) -> Lease:
+    """The lease of a leased item, from the columns of ``WORK_COLUMNS``."""
+    return Lease(
+        item=decode_item(row), token=row[12], worker=row[9], claimed_at=row[13], expires_at=row[10]
+    )
+
+
+def decode_dead_letter(row: Row) -> DeadLetter:
+    """A dead letter from the columns of ``WORK_COLUMNS``."""
+    return DeadLetter(item=decode_item(row), reason=row[14], dead_at=row[15])
+
+
+def settle_refusal(
+    tenant: str, item_id: str, token: int, probe: Row | None, now: float, policy: QueuePolicy
+) -> RunyardError | None:
+    """Explain why a settle is refused from ``(token, state, claimed_at, lease_expires_at, ...)``.
+
+    The order is the memory backend's: unknown item, another token ("taken"), past the lease
+    cap ("capped"), past the expiry ("expired"). None while the lease is live and ``token``'s.
+    """
+    if probe is None:
+        return WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
+    stored_token, state, claimed_at, expires_at = probe[0], probe[1], probe[2], probe[3]
+    if state != "leased" or stored_token != token or claimed_at is None or expires_at is None:
+        return LeaseLostError(item_id, "taken")
+    if policy.renewal_capped(now, float(claimed_at)):
+        return LeaseLostError(item_id, "capped")
+    if now > float(expires_at):
+        return LeaseLostError(item_id, "expired")
+    return None
+
+
+def decode_execution(row: Row) -> Execution:
+    """An execution from the columns of ``EXECUTION_COLUMNS``."""
+    return Execution(
+        id=row[0],
+        definition_id=row[1],
+        status=row[2],
+        version=row[3],
+        context=load_json(row[4]),
+        parent_id=row[5],
+        root_path=row[6],
+        created_at=row[7],
+        updated_at=row[8],
+    )
+
+
+def decode_outbox(row: Row) -> OutboxEntry:
+    """An outbox entry from ``seq, target_id, event_id, event_name, data``."""
+    event = Event(id=row[2], name=row[3], data=load_json(row[4]))
+    return OutboxEntry(seq=row[0], target_id=row[1], event=event)
+
+
+def decode_spawn(row: Row) -> SpawnEntry:
+    """A spawn entry from ``seq, parent_id, child_id, root_path, context``."""
+    return SpawnEntry(
+        seq=row[0], parent_id=row[1], child_id=row[2], root_path=row[3], context=load_json(row[4])
+    )
+
+
+def decode_due_timer(row: Row) -> DueTimer:
+    """A due timer from ``execution_id, path, fire_at``."""
+    return DueTimer(execution_id=row[0], path=row[1], fire_at=row[2])
+
+
+def decode_trace(row: Row) -> TraceEntry:
+    """A trace entry from ``idx, recorded_at, event_id, event_name, data``."""
+    return TraceEntry(
+        index=row[0], recorded_at=row[1], event_id=row[2], event_name=row[3], data=load_json(row[4])
+    )
+
+
+def is_seq(seq: object) -> bool:
+    """Whether ``seq`` could be an outbox or spawn seq (any other value names none)."""
+    return isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= MAX_SEQ

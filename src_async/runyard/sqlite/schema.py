@@ -1,0 +1,149 @@
+"""The published SQLite schema and the table names it is rendered for (no I/O)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+
+from runyard.errors import ConfigurationError
+
+__all__ = [
+    "DATABASE_NOW",
+    "SCHEMA_VERSIONS",
+    "SQLITE_SCHEMA",
+    "SqliteTables",
+    "create_script",
+    "missing_schema_message",
+    "render",
+    "schema_sql",
+    "verify_statements",
+]
+
+# The schema version of each component this runyard was written for (rows of the schema table).
+SCHEMA_VERSIONS: dict[str, int] = {"state": 1, "queue": 1, "executions": 1}
+
+# Lower-case plain identifiers only: a name is spliced into SQL, so nothing else is accepted.
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,47}")
+
+
+def _check(name: object, what: str) -> str:
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or name.startswith("sqlite_"):
+        raise ConfigurationError(
+            f"{what}{name!r} is not a plain identifier: use 1 to 48 lower-case letters, digits "
+            "and underscores, starting with a letter or underscore (and not with 'sqlite_')"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class SqliteTables:
+    """The names of runyard's SQLite tables.
+
+    Every name must be a plain lower-case identifier; anything else raises ConfigurationError,
+    so no name can ever inject SQL.
+    """
+
+    runs: str = "runyard_runs"
+    sessions: str = "runyard_sessions"
+    run_leases: str = "runyard_run_leases"
+    work: str = "runyard_work_items"
+    turns: str = "runyard_tenant_turns"
+    counters: str = "runyard_counters"
+    schema_table: str = "runyard_schema"
+    executions: str = "runyard_executions"
+    outbox: str = "runyard_execution_outbox"
+    spawns: str = "runyard_execution_spawns"
+    processed: str = "runyard_execution_processed"
+    timers: str = "runyard_execution_timers"
+    trace: str = "runyard_execution_trace"
+    trace_heads: str = "runyard_execution_trace_heads"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check(getattr(self, f.name), f"table name {f.name}=")
+
+    @classmethod
+    def with_prefix(cls, prefix: str) -> SqliteTables:
+        """Return the default names with ``runyard_`` replaced by ``prefix``."""
+        return cls(
+            **{f.name: prefix + str(f.default).removeprefix("runyard_") for f in fields(cls)}
+        )
+
+    def names(self) -> dict[str, str]:
+        """The values that fill the braces of the schema and statement templates."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def relations(self, component: str) -> tuple[str, ...]:
+        """The tables ``component`` (state, queue or executions) needs, schema table first."""
+        by_component = {
+            "state": (self.runs, self.sessions, self.run_leases),
+            "queue": (self.work, self.turns, self.counters),
+            "executions": (
+                self.executions,
+                self.outbox,
+                self.spawns,
+                self.processed,
+                self.timers,
+                self.trace,
+                self.trace_heads,
+            ),
+        }
+        return (self.schema_table, *by_component[component])
+
+
+@cache
+def _template() -> str:
+    return resources.files("runyard.sqlite").joinpath("schema.sql").read_text("utf-8")
+
+
+def schema_sql(tables: SqliteTables | None = None) -> str:
+    """Return the DDL of runyard's SQLite schema for ``tables`` (the defaults when None).
+
+    Every statement is idempotent; apply it with ``executescript`` or your migration tool.
+    """
+    return _template().format_map((tables or SqliteTables()).names())
+
+
+def create_script(tables: SqliteTables | None = None) -> str:
+    """The schema DDL wrapped in one ``BEGIN IMMEDIATE`` transaction: all of it or nothing."""
+    return f"BEGIN IMMEDIATE;\n{schema_sql(tables)}\nCOMMIT;\n"
+
+
+def missing_schema_message(what: str, where: str) -> str:
+    """The ConfigurationError text for a database without runyard's schema, with the repair."""
+    return (
+        f"{what} in {where}: create runyard's schema first: open the store with "
+        "create_schema=True, or call runyard.sqlite.create_schema(path), or apply "
+        "runyard.sqlite.SQLITE_SCHEMA with your migration tool (see docs/sqlite.md)"
+    )
+
+
+def verify_statements(tables: SqliteTables) -> tuple[str, str]:
+    """The two reads of verify(): the tables that exist, and the schema table's versions."""
+    return (
+        "SELECT name FROM sqlite_master WHERE type = 'table'",
+        f'SELECT component, version FROM "{tables.schema_table}"',
+    )
+
+
+SQLITE_SCHEMA = schema_sql()
+"""The DDL for the default table names, versioned by the rows it writes to the schema table."""
+
+
+# The database's clock in seconds since the epoch (julianday: millisecond resolution). SQLite
+# gives every call in one statement the same 'now'.
+DATABASE_NOW = "(julianday('now') - 2440587.5) * 86400.0"
+_NOW_PARAMETER = re.compile(r":now\b")
+
+
+def render(templates: dict[str, str], tables: SqliteTables) -> dict[str, str]:
+    """Fill every template's table names (``{runs}`` ...) for ``tables`` (quoted identifiers),
+    and make ``:now`` the database's time unless the caller binds one (an injected clock)."""
+    names = {name: f'"{value}"' for name, value in tables.names().items()}
+    now = f"COALESCE(:now, {DATABASE_NOW})"
+    return {
+        name: _NOW_PARAMETER.sub(now, text.format_map(names)).strip()
+        for name, text in templates.items()
+    }

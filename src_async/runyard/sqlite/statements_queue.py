@@ -1,0 +1,122 @@
+"""Every SQL statement of the SQLite work queue, rendered once per SqliteTables (no I/O).
+
+Tenant turns and the claim counter are kept by the schema's triggers inside the writing
+statement (a new tenant's row on insert, its turn and the counter on claim), so enqueue and
+claim are one statement each inside their ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from runyard.sqlite.schema import SqliteTables, render
+
+__all__ = ["WORK_COLUMNS", "queue_statements"]
+
+WORK_COLUMNS = (
+    "tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at, "
+    "dedupe_key, worker, lease_expires_at, last_error, token, claimed_at, dead_reason, dead_at"
+)
+# The next readiness order: after every item that exists (a completed item's order is free).
+_NEXT_READY = "(SELECT COALESCE(MAX(r.ready_seq), 0) + 1 FROM {work} r)"
+# A lease that is live and ``:token``'s at ``:now`` (the memory backend's refusal order is
+# rebuilt from probe_item when this does not hold).
+_LIVE = """tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'leased'
+  AND :now < claimed_at + :max_lease AND :now <= lease_expires_at"""
+
+_TEMPLATES: dict[str, str] = {
+    "enqueue": f"""
+INSERT INTO {{work}} (tenant, item_id, payload, priority, state, attempts, available_at,
+                      enqueued_at, ready_seq, dedupe_key)
+VALUES (:tenant, :item_id, :payload, :priority, 'ready', 0, :now + :delay, :now,
+        {_NEXT_READY}, :dedupe_key)
+ON CONFLICT DO NOTHING
+RETURNING {WORK_COLUMNS}""",
+    # The stored item a repeated enqueue stands for: by id first, then by live dedupe key.
+    "find_item": f"""
+SELECT {WORK_COLUMNS} FROM {{work}}
+WHERE tenant = :tenant AND (item_id = :item_id OR dedupe_key = :dedupe_key)
+ORDER BY item_id = :item_id DESC
+LIMIT 1""",
+    # The tenant with the oldest turn that has due work, its head item, claimed in one
+    # statement; the trigger advances the counter and the tenant's turn.
+    "claim": f"""
+UPDATE {{work}}
+SET state = 'leased', attempts = attempts + 1, worker = :worker, claimed_at = :now,
+    lease_expires_at = :now + :lease_seconds,
+    token = (SELECT c.claims + 1 FROM {{counters}} c WHERE c.id = 1)
+WHERE rowid = (
+    SELECT w.rowid FROM {{work}} w
+    WHERE w.state = 'ready' AND w.available_at <= :now AND w.tenant = (
+        SELECT t.tenant FROM {{turns}} t
+        WHERE EXISTS (
+            SELECT 1 FROM {{work}} d
+            WHERE d.tenant = t.tenant AND d.state = 'ready' AND d.available_at <= :now)
+        ORDER BY t.turn, t.tenant
+        LIMIT 1)
+    ORDER BY w.priority DESC, w.available_at, w.ready_seq
+    LIMIT 1)
+RETURNING {WORK_COLUMNS}""",
+    "probe_item": """
+SELECT token, state, claimed_at, lease_expires_at, attempts FROM {work}
+WHERE tenant = :tenant AND item_id = :item_id""",
+    "heartbeat": f"""
+UPDATE {{work}} SET lease_expires_at = MIN(:now + :lease_seconds, claimed_at + :max_lease)
+WHERE {_LIVE}
+RETURNING {WORK_COLUMNS}""",
+    "complete": f"""
+DELETE FROM {{work}} WHERE {_LIVE}
+RETURNING item_id""",
+    "retry": f"""
+UPDATE {{work}}
+SET state = 'ready', available_at = :retry_at, ready_seq = {_NEXT_READY}, worker = NULL,
+    token = NULL, claimed_at = NULL, lease_expires_at = NULL,
+    last_error = COALESCE(:error, last_error)
+WHERE tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'leased'
+RETURNING {WORK_COLUMNS}""",
+    "kill": f"""
+UPDATE {{work}}
+SET state = 'dead', worker = NULL, token = NULL, claimed_at = NULL, lease_expires_at = NULL,
+    last_error = COALESCE(:error, last_error), dead_reason = :reason, dead_at = :now
+WHERE tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'leased'
+RETURNING {WORK_COLUMNS}""",
+    # Lapsed leases, oldest expiry first.
+    "lapsed": """
+SELECT tenant, item_id, token, attempts FROM {work}
+WHERE state = 'leased' AND lease_expires_at < :now
+ORDER BY lease_expires_at, token
+LIMIT :limit""",
+    # A worker's live, renewable leases, in claim order.
+    "held": """
+SELECT tenant, item_id, token FROM {work}
+WHERE worker = :worker AND state = 'leased' AND :now <= lease_expires_at
+  AND :now < claimed_at + :max_lease
+ORDER BY token
+LIMIT :limit""",
+    "dead_letters": f"""
+SELECT {WORK_COLUMNS} FROM {{work}}
+WHERE tenant = :tenant AND state = 'dead'
+ORDER BY dead_at, item_id
+LIMIT :limit""",
+    "requeue": f"""
+UPDATE {{work}}
+SET state = 'ready', attempts = 0, available_at = :now, ready_seq = {_NEXT_READY},
+    dead_reason = NULL, dead_at = NULL
+WHERE tenant = :tenant AND item_id = :item_id AND state = 'dead'
+RETURNING {WORK_COLUMNS}""",
+    "get_item": f"""
+SELECT {WORK_COLUMNS} FROM {{work}} WHERE tenant = :tenant AND item_id = :item_id""",
+    "stats": """
+SELECT COALESCE(SUM(state = 'ready' AND available_at <= :now), 0),
+       COALESCE(SUM(state = 'ready' AND available_at > :now), 0),
+       COALESCE(SUM(state = 'leased'), 0),
+       COALESCE(SUM(state = 'dead'), 0),
+       COUNT(DISTINCT CASE WHEN state = 'ready' AND available_at <= :now THEN tenant END)
+FROM {work}""",
+}
+
+
+@cache
+def queue_statements(tables: SqliteTables) -> dict[str, str]:
+    """Return the work queue's statements rendered for ``tables`` (cached per SqliteTables)."""
+    return render(_TEMPLATES, tables)

@@ -1,0 +1,105 @@
+"""Every SQL statement of the SQLite state store, rendered once per SqliteTables (no I/O).
+
+Parameters are named (``:tenant``); table names come from SqliteTables, already checked to be
+plain identifiers; ``:now`` is the database's time unless an injected clock's is bound. Every
+write runs inside the adapter's ``BEGIN IMMEDIATE`` transaction, so a read followed by a write
+in one transaction sees no other writer in between.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from runyard.sqlite.schema import SqliteTables, render
+
+__all__ = ["RUN_COLUMNS", "state_statements"]
+
+RUN_COLUMNS = (
+    "tenant, run_id, blob, version, status, session_id, input_tokens, output_tokens, "
+    'cost_micros, iterations, "cursor", created_at, updated_at, seq'
+)
+_SESSION_COLUMNS = "tenant, session_id, blob, version, created_at, updated_at"
+_LEASE_COLUMNS = "tenant, run_id, holder, epoch, expires_at"
+
+_TEMPLATES: dict[str, str] = {
+    "create_run": f"""
+INSERT INTO {{runs}} (tenant, run_id, blob, version, status, session_id, created_at, updated_at)
+VALUES (:tenant, :run_id, :blob, 1, :status, :session_id, :now, :now)
+ON CONFLICT (tenant, run_id) DO NOTHING
+RETURNING {RUN_COLUMNS}""",
+    "update_run": f"""
+UPDATE {{runs}}
+SET blob = :blob, version = version + 1, status = COALESCE(:status, status),
+    session_id = COALESCE(:session_id, session_id), updated_at = :now
+WHERE tenant = :tenant AND run_id = :run_id AND version = :expected
+RETURNING {RUN_COLUMNS}""",
+    "patch_run": f"""
+UPDATE {{runs}}
+SET input_tokens = input_tokens + :input_tokens, output_tokens = output_tokens + :output_tokens,
+    cost_micros = cost_micros + :cost_micros, iterations = iterations + :iterations,
+    "cursor" = "cursor" + :cursor, status = COALESCE(:status, status),
+    version = version + 1, updated_at = :now
+WHERE tenant = :tenant AND run_id = :run_id
+RETURNING {RUN_COLUMNS}""",
+    # The run's version (NULL: none) and its lease row: what explains a refused write.
+    "probe_run": """
+SELECT (SELECT r.version FROM {runs} r WHERE r.tenant = :tenant AND r.run_id = :run_id),
+       l.epoch, l.holder, l.expires_at
+FROM (SELECT 1) AS one
+LEFT JOIN {run_leases} l ON l.tenant = :tenant AND l.run_id = :run_id""",
+    "get_run": f"""
+SELECT {RUN_COLUMNS} FROM {{runs}} WHERE tenant = :tenant AND run_id = :run_id""",
+    "delete_run": """
+DELETE FROM {runs} WHERE tenant = :tenant AND run_id = :run_id""",
+    "list_runs": f"""
+SELECT {RUN_COLUMNS} FROM {{runs}}
+WHERE tenant = :tenant AND seq > :after
+  AND (:status IS NULL OR status = :status)
+  AND (:session_id IS NULL OR session_id = :session_id)
+ORDER BY seq
+LIMIT :limit""",
+    # -- sessions --------------------------------------------------------------------------
+    "create_session": f"""
+INSERT INTO {{sessions}} (tenant, session_id, blob, version, created_at, updated_at)
+VALUES (:tenant, :session_id, :blob, 1, :now, :now)
+ON CONFLICT (tenant, session_id) DO NOTHING
+RETURNING {_SESSION_COLUMNS}""",
+    "update_session": f"""
+UPDATE {{sessions}} SET blob = :blob, version = version + 1, updated_at = :now
+WHERE tenant = :tenant AND session_id = :session_id AND version = :expected
+RETURNING {_SESSION_COLUMNS}""",
+    "session_version": """
+SELECT version FROM {sessions} WHERE tenant = :tenant AND session_id = :session_id""",
+    "get_session": f"""
+SELECT {_SESSION_COLUMNS} FROM {{sessions}} WHERE tenant = :tenant AND session_id = :session_id""",
+    "count_session_runs": """
+SELECT count(*) FROM {runs} WHERE tenant = :tenant AND session_id = :session_id""",
+    "delete_session_runs": """
+DELETE FROM {runs} WHERE tenant = :tenant AND session_id = :session_id""",
+    "delete_session": """
+DELETE FROM {sessions} WHERE tenant = :tenant AND session_id = :session_id RETURNING 1""",
+    # -- run leases ------------------------------------------------------------------------
+    "get_lease": f"""
+SELECT {_LEASE_COLUMNS} FROM {{run_leases}} WHERE tenant = :tenant AND run_id = :run_id""",
+    "put_lease": f"""
+INSERT INTO {{run_leases}} (tenant, run_id, holder, epoch, expires_at)
+VALUES (:tenant, :run_id, :holder, :epoch, :expires_at)
+ON CONFLICT (tenant, run_id) DO UPDATE
+SET holder = excluded.holder, epoch = excluded.epoch, expires_at = excluded.expires_at
+RETURNING {_LEASE_COLUMNS}""",
+    "renew_lease": f"""
+UPDATE {{run_leases}} SET expires_at = :expires_at
+WHERE tenant = :tenant AND run_id = :run_id AND epoch = :epoch AND holder IS NOT NULL
+RETURNING {_LEASE_COLUMNS}""",
+    # The epoch row stays, so the next holder gets epoch + 1.
+    "release_lease": """
+UPDATE {run_leases} SET holder = NULL, expires_at = NULL
+WHERE tenant = :tenant AND run_id = :run_id AND epoch = :epoch AND holder IS NOT NULL
+RETURNING epoch""",
+}
+
+
+@cache
+def state_statements(tables: SqliteTables) -> dict[str, str]:
+    """Return the state store's statements rendered for ``tables`` (cached per SqliteTables)."""
+    return render(_TEMPLATES, tables)

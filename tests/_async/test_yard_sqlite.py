@@ -1,0 +1,84 @@
+"""AsyncYard.from_url on the embedded default: SQLite files, in-memory databases, the URL."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from runyard import AsyncYard, ConfigurationError, RunKey
+from runyard._async.memory import AsyncMemoryWorkQueue
+from runyard.executions import Execution
+from runyard.sqlite import AsyncSqliteWorkQueue
+
+
+@pytest.mark.asyncio
+async def test_a_new_sqlite_file_gets_the_schema_and_keeps_what_was_written(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'yard.db'}"
+    yard = await AsyncYard.from_url(url)
+    await yard.state.put_run(RunKey("acme", "r"), {"kept": True}, expected_version=0)
+    await yard.queue.enqueue("acme", {"job": 1}, item_id="job-1")
+    await yard.executions.save(Execution(id="e", definition_id="d"))
+    assert yard.queue.capabilities.deployment == "single_host"
+    await yard.aclose()
+
+    again = await AsyncYard.from_url(url)
+    try:
+        run = await again.state.get_run(RunKey("acme", "r"))
+        assert run is not None and run.blob == {"kept": True}
+        assert (await again.queue.get_item("acme", "job-1")) is not None
+        assert (await again.executions.load("e")) is not None
+    finally:
+        await again.aclose()
+
+
+@pytest.mark.asyncio
+async def test_an_existing_file_without_the_schema_is_refused_naming_the_repair(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE someone_elses (x)")
+    with pytest.raises(ConfigurationError, match="create_schema"):
+        await AsyncYard.from_url(f"sqlite:///{path}")
+
+
+@pytest.mark.asyncio
+async def test_without_a_url_the_yard_opens_runyard_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUNYARD_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    yard = await AsyncYard.from_url()
+    try:
+        assert isinstance(yard.queue, AsyncSqliteWorkQueue)
+        assert (tmp_path / "env.db").exists()
+    finally:
+        await yard.aclose()
+
+
+@pytest.mark.asyncio
+async def test_without_a_url_or_runyard_url_the_yard_opens_runyard_db_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RUNYARD_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    yard = await AsyncYard.from_url()
+    try:
+        assert (tmp_path / "runyard.db").exists()
+    finally:
+        await yard.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("url", ["memory://", "sqlite://", "sqlite:///:memory:"])
+async def test_in_process_urls_need_no_file(url: str) -> None:
+    yard = await AsyncYard.from_url(url)
+    try:
+        await yard.queue.enqueue("acme", {})
+        assert (await yard.queue.stats()).ready == 1
+        assert yard.queue.capabilities.deployment == "single_process"
+        assert isinstance(yard.queue, AsyncMemoryWorkQueue) == (url == "memory://")
+    finally:
+        await yard.aclose()

@@ -1,0 +1,101 @@
+"""Several processes on one SQLite file: exclusive claims, and a writer killed mid-transaction.
+
+The children run the sync twin (stdlib sqlite3). A kill test shows that what was committed
+survives and that no lock outlives its process; it is not a power-loss proof (see docs/sqlite.md).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sqlite3
+from collections import Counter
+from multiprocessing.connection import Connection as Pipe
+from pathlib import Path
+
+from runyard import RunKey
+from runyard.sqlite import SqliteStateStore, SqliteWorkQueue
+
+ITEMS = 400
+WORKERS = 4
+TENANTS = 7
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _claim_until_empty(path: str, worker: str, start: Pipe, results: Pipe) -> None:
+    queue = SqliteWorkQueue.open(path, busy_timeout_seconds=30)
+    start.recv()  # every worker starts claiming at once
+    done: list[int] = []
+    while (lease := queue.claim(worker)) is not None:
+        queue.complete(lease.tenant, lease.item_id, token=lease.token)
+        done.append(lease.item.payload["i"])
+    queue.close()
+    results.send(done)
+
+
+def test_four_processes_complete_every_item_exactly_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.db")
+    queue = SqliteWorkQueue.open(path, create_schema=True)
+    for i in range(ITEMS):
+        queue.enqueue(f"tenant-{i % TENANTS}", {"i": i})
+    pipes = [SPAWN.Pipe() for _ in range(WORKERS)]
+    results = [SPAWN.Pipe(duplex=False) for _ in range(WORKERS)]
+    workers = [
+        SPAWN.Process(target=_claim_until_empty, args=(path, f"w{n}", pipes[n][1], results[n][1]))
+        for n in range(WORKERS)
+    ]
+    for process in workers:
+        process.start()
+    for parent_end, _ in pipes:
+        parent_end.send("go")
+    done = [receiver.recv() for receiver, _ in results]
+    for process in workers:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    counts = Counter(i for batch in done for i in batch)
+    assert sorted(counts) == list(range(ITEMS))
+    assert set(counts.values()) == {1}
+    stats = queue.stats()
+    assert (stats.ready, stats.leased, stats.dead) == (0, 0, 0)
+    queue.close()
+
+
+def _write_then_hang(path: str, signal_parent: Pipe) -> None:
+    store = SqliteStateStore.open(path)
+    store.put_run(RunKey("acme", "committed"), {"n": 1}, expected_version=0)
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")
+    raw.execute(
+        "INSERT INTO runyard_runs (tenant, run_id, blob, version, status, created_at, updated_at)"
+        " VALUES ('acme', 'uncommitted', '{}', 1, 'running', 0, 0)"
+    )
+    signal_parent.send("holding the write lock")
+    signal_parent.recv()  # never answered: the parent kills this process here
+
+
+def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_leaves_no_lock(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "killed.db")
+    SqliteStateStore.open(path, create_schema=True).close()
+    parent_end, child_end = SPAWN.Pipe()
+    child = SPAWN.Process(target=_write_then_hang, args=(path, child_end))
+    child.start()
+    assert parent_end.recv() == "holding the write lock"
+    assert child.pid is not None
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(timeout=30)
+    assert child.exitcode == -signal.SIGKILL
+    store = SqliteStateStore.open(path, busy_timeout_seconds=10)
+    try:
+        committed = store.get_run(RunKey("acme", "committed"))
+        assert committed is not None and committed.blob == {"n": 1}
+        assert store.get_run(RunKey("acme", "uncommitted")) is None
+        # The dead writer's lock went with it: a new write transaction commits.
+        record = store.put_run(RunKey("acme", "after"), {}, expected_version=0)
+        assert record.version == 1
+        updated = store.put_run(RunKey("acme", "committed"), {"n": 2}, expected_version=1)
+        assert updated.version == 2
+    finally:
+        store.close()
