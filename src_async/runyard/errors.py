@@ -33,7 +33,14 @@ class RunyardError(Exception):
 
 
 class ConfigurationError(RunyardError):
-    """The store, its server or its arguments are set up wrongly; fix the setting and retry."""
+    """The store, its server or its arguments are set up wrongly; fix the setting and retry.
+
+    ``fields`` names the settings fields that were refused, when settings were (empty otherwise).
+    """
+
+    def __init__(self, message: str, *, fields: tuple[str, ...] = ()) -> None:
+        self.fields = fields
+        super().__init__(message)
 
 
 class InvalidArgumentError(RunyardError, ValueError):
