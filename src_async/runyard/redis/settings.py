@@ -35,6 +35,9 @@ class RedisStoreSettings(RunyardSettings):
     retry_backoff_cap: float = Field(default=2.0, ge=0)
     socket_timeout: float = Field(default=5.0, gt=0)
     max_connections: int = Field(default=64, ge=1)
+    # How long a command waits for a free connection of a full pool before PoolExhaustedError
+    # (single server, clients built by from_url; a cluster client's node pools fail at once).
+    pool_timeout_seconds: float = Field(default=5.0, gt=0)
 
     @field_validator("namespace")
     @classmethod
