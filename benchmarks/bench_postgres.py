@@ -53,7 +53,7 @@ def load_items(tables: StateTables, count: int, tenants: int = 1_000) -> None:
         conn.execute(
             f"""INSERT INTO {work} (tenant, item_id, payload, priority, state, attempts,
                                     available_at, enqueued_at)
-                SELECT 't' || (g % {tenants}), 'i' || g, '{{"n": 1}}'::jsonb, 0, 'ready', 0,
+                SELECT 't' || (g % {tenants}), 'i' || g, '{{"n":1}}', 0, 'ready', 0,
                        {NOW - 10}, {NOW - 10}
                 FROM generate_series(1, {count}) AS g"""
         )

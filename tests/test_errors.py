@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import runyard
 from runyard import errors
 
@@ -40,3 +41,16 @@ def test_lease_lost_names_the_reason() -> None:
 def test_public_names_resolve() -> None:
     for name in runyard.__all__:
         assert getattr(runyard, name) is not None, name
+
+
+def test_both_conflicts_name_the_stored_version_actual_and_found() -> None:
+    run = errors.StateConflictError(3, 5)
+    execution = errors.StoreConflict("e1", 3, 5)
+    for conflict in (run, execution):
+        assert (conflict.expected, conflict.actual, conflict.found) == (3, 5, 5)
+    # The alias is read-only: one value, never two that disagree.
+    with pytest.raises(AttributeError):
+        run.found = 9  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        execution.actual = 9  # type: ignore[misc]
+    assert (run.actual, execution.found) == (5, 5)

@@ -22,6 +22,8 @@ from runyard.executions import (
 )
 from runyard.executions.models import MAX_PATH_BYTES
 from runyard.executions.planning import check_seconds, check_trace_max, plan_commit
+from runyard.keys import InvalidIdentifierError
+from runyard.models import RunKey
 
 
 def test_default_trace_max_is_200() -> None:
@@ -39,8 +41,27 @@ def test_new_execution_starts_at_version_0_with_an_empty_context() -> None:
 @pytest.mark.parametrize("bad", ["", "nul\x00", "x" * 300, 7])
 def test_execution_refuses_bad_identifiers(field: str, bad: object) -> None:
     fields: dict[str, Any] = {"id": "e1", "definition_id": "d", field: bad}
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidIdentifierError) as caught:
         Execution(**fields)
+    assert caught.value.argument == field and not caught.value.retryable
+
+
+def test_identifiers_in_models_are_refused_like_run_keys() -> None:
+    # The same error type, and the same field naming, as RunKey("", ...) and the stores.
+    with pytest.raises(InvalidIdentifierError) as key:
+        RunKey("", "r")
+    with pytest.raises(InvalidIdentifierError) as exe:
+        Execution(id="", definition_id="d")
+    assert (key.value.argument, exe.value.argument) == ("tenant", "id")
+    exe_ok = Execution(id="e1", definition_id="d")
+    with pytest.raises(InvalidIdentifierError) as assigned:
+        exe_ok.status = ""
+    assert assigned.value.argument == "status" and exe_ok.status == "running"
+    with pytest.raises(InvalidIdentifierError):
+        SpawnIntent(child_id="")
+    # Other bad fields are still pydantic's ValidationError.
+    with pytest.raises(ValidationError):
+        Execution(id="e1", definition_id="d", version=-1)
 
 
 def test_execution_cannot_be_its_own_parent() -> None:
@@ -75,9 +96,9 @@ def test_event_needs_an_id_and_a_name_and_is_frozen() -> None:
     event = Event(id="ev-1", name="tick", data={"n": 1})
     with pytest.raises(ValidationError):
         event.name = "other"
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidIdentifierError):
         Event(id="", name="tick")
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidIdentifierError):
         Event(id="ev", name="")
 
 
@@ -110,7 +131,7 @@ def test_timer_op_refuses_inconsistent_fields(fields: dict[str, Any]) -> None:
 
 def test_trace_step_ids_are_optional_but_checked() -> None:
     assert TraceStep() == TraceStep(event_id=None, event_name=None, data=None)
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidIdentifierError):
         TraceStep(event_id="")
     with pytest.raises(ValidationError):
         TraceEntry(index=0, recorded_at=1.0)

@@ -26,9 +26,11 @@ def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
 
 def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
     assert runyard.postgres.EXPECTED_SCHEMA == EXPECTED_SCHEMA
-    assert "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 2)" in (
-        EXPECTED_SCHEMA
+    versions = (
+        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 3), ('queue', 2)"
     )
+    assert versions in EXPECTED_SCHEMA
+    assert "blob           text NOT NULL" in EXPECTED_SCHEMA
     assert "autovacuum_vacuum_scale_factor = 0.01" in EXPECTED_SCHEMA
     assert "autovacuum_vacuum_cost_delay = 0" in EXPECTED_SCHEMA
     assert "WHERE dedupe_key IS NOT NULL" in EXPECTED_SCHEMA

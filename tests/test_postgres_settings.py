@@ -29,12 +29,22 @@ def test_the_password_is_not_in_repr_str_or_dumps() -> None:
 
 
 def test_the_password_is_not_in_a_validation_error() -> None:
-    with pytest.raises(pydantic.ValidationError) as caught:
+    with pytest.raises(ConfigurationError) as caught:
         PostgresStoreSettings(dsn=DSN, max_value_bytes="lots")  # type: ignore[arg-type]
     assert PASSWORD not in str(caught.value) and PASSWORD not in repr(caught.value)
-    with pytest.raises(pydantic.ValidationError) as caught:
+    with pytest.raises(ConfigurationError) as caught:
         PostgresStoreSettings(dsn=DSN, nonsense=DSN)  # type: ignore[call-arg]
-    assert PASSWORD not in str(caught.value)
+    assert PASSWORD not in str(caught.value) and caught.value.fields == ("nonsense",)
+
+
+def test_every_bad_field_raises_one_configuration_error_naming_each() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        PostgresStoreSettings(dsn=DSN, pool_max_size=0, retry_attempts=PASSWORD)  # type: ignore[arg-type]
+    assert not isinstance(caught.value, pydantic.ValidationError)
+    assert caught.value.fields == ("retry_attempts", "pool_max_size")
+    message = str(caught.value)
+    assert "pool_max_size" in message and "retry_attempts" in message
+    assert PASSWORD not in message and caught.value.__cause__ is None
 
 
 def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,7 +56,7 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_an_unsupported_schema_version_is_refused() -> None:
-    with pytest.raises(pydantic.ValidationError, match="written for schema version"):
+    with pytest.raises(ConfigurationError, match="schema_version: this runyard was written for"):
         PostgresStoreSettings(dsn=DSN, schema_version=7)
 
 

@@ -28,9 +28,21 @@ def test_the_password_is_not_in_repr_str_or_dumps() -> None:
 
 
 def test_the_password_is_not_in_a_validation_error() -> None:
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(ConfigurationError) as caught:
         RedisStoreSettings(dsn=DSN, retry_attempts="many")
     assert PASSWORD not in str(caught.value) and PASSWORD not in repr(caught.value)
+
+
+def test_every_bad_field_raises_one_configuration_error_naming_each() -> None:
+    # A bad namespace and a bad number: one error type for both, both named.
+    with pytest.raises(ConfigurationError) as caught:
+        RedisStoreSettings(dsn=DSN, namespace="a b", max_connections=PASSWORD)
+    assert not isinstance(caught.value, ValidationError)
+    assert caught.value.fields == ("namespace", "max_connections")
+    message = str(caught.value)
+    assert "namespace: namespace 'a b' is not usable" in message
+    assert "max_connections" in message and PASSWORD not in message
+    assert caught.value.__cause__ is None
 
 
 def test_the_password_is_not_in_a_connection_error_or_log(caplog: pytest.LogCaptureFixture) -> None:

@@ -34,7 +34,14 @@ class RunyardError(Exception):
 
 
 class ConfigurationError(RunyardError):
-    """The store, its server or its arguments are set up wrongly; fix the setting and retry."""
+    """The store, its server or its arguments are set up wrongly; fix the setting and retry.
+
+    ``fields`` names the settings fields that were refused, when settings were (empty otherwise).
+    """
+
+    def __init__(self, message: str, *, fields: tuple[str, ...] = ()) -> None:
+        self.fields = fields
+        super().__init__(message)
 
 
 class InvalidArgumentError(RunyardError, ValueError):
@@ -75,12 +82,21 @@ class StoreCapabilityError(ConfigurationError):
 
 
 class StateConflictError(RunyardError):
-    """A compare-and-swap write found another version than the one it expected."""
+    """A compare-and-swap write found another version than the one it expected.
+
+    ``expected`` is the version the caller sent, ``actual`` the stored one (0: none), also
+    readable as ``found``, the name StoreConflict uses.
+    """
 
     def __init__(self, expected: int, actual: int, what: str = "run") -> None:
         self.expected = expected
         self.actual = actual
         super().__init__(f"{what} version conflict: expected {expected}, found {actual}")
+
+    @property
+    def found(self) -> int:
+        """The stored version (the same as ``actual``)."""
+        return self.actual
 
 
 class RunFinalizedError(RunyardError):
@@ -159,13 +175,22 @@ class WorkItemNotFoundError(RunyardError):
 
 
 class StoreConflict(RunyardError):
-    """An execution's stored version differs from the one the caller loaded."""
+    """An execution's stored version differs from the one the caller loaded.
+
+    ``expected`` is the version the caller loaded, ``found`` the stored one (0: none), also
+    readable as ``actual``, the name StateConflictError uses.
+    """
 
     def __init__(self, execution_id: str, expected: int, found: int) -> None:
         self.execution_id = execution_id
         self.expected = expected
         self.found = found
         super().__init__(f"execution {execution_id!r}: expected version {expected}, found {found}")
+
+    @property
+    def actual(self) -> int:
+        """The stored version (the same as ``found``)."""
+        return self.found
 
 
 class StoreOutcomeUnknown(RunyardError):

@@ -53,10 +53,32 @@ async def test_a_wrong_schema_version_is_refused(pg_tables: StateTables) -> None
         )
     pool = await open_pool()
     try:
-        with pytest.raises(ConfigurationError, match="written for version 1"):
+        with pytest.raises(ConfigurationError, match="written for version 2"):
             await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
         store = await AsyncPostgresStateStore.open(pool, tables=pg_tables)
         assert await store.get_run(RunKey("acme", "r")) is None
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> None:
+    # State version 2 and queue version 1 stored blobs and payloads as jsonb, which rewrites
+    # 1e16, -0.0 and key order: this runyard refuses them until the schema is migrated.
+    with admin_connection() as conn:
+        table = pg_tables.qualified(pg_tables.schema_table)
+        conn.execute(f"UPDATE {table} SET version = 2 WHERE component = 'state'")
+        conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'queue'")
+    pool = await open_pool()
+    try:
+        with pytest.raises(ConfigurationError) as state:
+            await AsyncPostgresStateStore.open(pool, tables=pg_tables)
+        assert "'state' is at schema version 2" in str(state.value)
+        assert "written for version 3: migrate the schema" in str(state.value)
+        with pytest.raises(ConfigurationError) as queue:
+            await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
+        assert "'queue' is at schema version 1" in str(queue.value)
+        assert "written for version 2: migrate the schema" in str(queue.value)
     finally:
         await pool.close()
 

@@ -9,13 +9,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 from typing_extensions import Self
 
-from runyard.keys import validate_identifier
+from runyard.keys import InvalidIdentifierError, validate_identifier
 
 __all__ = [
     "DEFAULT_TRACE_MAX",
@@ -44,6 +45,37 @@ MAX_PATH_BYTES = 1024
 TimerAction = Literal["schedule", "cancel"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def _identifier_refusal(exc: ValidationError) -> InvalidIdentifierError | None:
+    for error in exc.errors(include_url=False):
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, InvalidIdentifierError):
+            return cause
+    return None
+
+
+class _IdentifiedModel(BaseModel):
+    """A model whose bad identifiers raise InvalidIdentifierError naming the field, as
+    ``RunKey`` and the stores do; any other bad field raises pydantic's ValidationError."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            refusal = _identifier_refusal(exc)
+            if refusal is None:
+                raise
+            raise refusal from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            refusal = _identifier_refusal(exc)
+            if refusal is None:
+                raise
+            raise refusal from None
 
 
 def _identifier(value: object, what: str) -> str:
@@ -79,7 +111,7 @@ def _finite(value: float, what: str) -> float:
     return value
 
 
-class Execution(BaseModel):
+class Execution(_IdentifiedModel):
     """One execution of a definition: its status, context and the version CAS checks.
 
     Mutable on purpose: ``save`` and ``commit`` bump ``version`` in place on success and leave
@@ -128,7 +160,7 @@ class Execution(BaseModel):
         return self.parent_id is None
 
 
-class Event(BaseModel):
+class Event(_IdentifiedModel):
     """Something that happens to an execution: a caller-minted ``id`` (the dedupe key), a
     ``name`` the chart reacts to, and JSON ``data``."""
 
@@ -158,7 +190,7 @@ class OutboxEntry(BaseModel):
     event: Event
 
 
-class SpawnIntent(BaseModel):
+class SpawnIntent(_IdentifiedModel):
     """An element of ``commit(spawns=...)``: start ``child_id`` rooted at ``root_path``.
 
     The child runs its parent's definition from ``root_path`` with ``context``; the store
@@ -240,7 +272,7 @@ class DueTimer(BaseModel):
     fire_at: float
 
 
-class TraceStep(BaseModel):
+class TraceStep(_IdentifiedModel):
     """What to record of one step: the event handled and free-form JSON ``data``."""
 
     model_config = _FROZEN

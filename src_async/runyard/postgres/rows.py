@@ -36,7 +36,7 @@ Row = Sequence[Any]
 
 
 def _json(value: Any) -> Any:
-    # Statements select jsonb as text, so psycopg and asyncpg hand back the same str.
+    # Blobs are text columns (execution JSON is jsonb selected as text): the same str either way.
     return load_json(value)
 
 

@@ -13,7 +13,9 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
 # state 2: the run event logs (events, event_heads), see docs/events.md.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 1, "executions": 1}
+# state 3, queue 2: run and session blobs, event data and work payloads are text (the client's
+# JSON text, returned as sent) instead of jsonb.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (

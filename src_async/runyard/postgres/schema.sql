@@ -15,12 +15,15 @@ CREATE TABLE {schema_table} (
 );
 
 -- Run state --------------------------------------------------------------------------------
+-- Blobs, payloads and event data are `text` holding the JSON text the client encoded (state
+-- schema version 3, queue version 2): jsonb would rewrite 1e16 as 10000000000000000, -0.0 as 0
+-- and reorder object keys, so a value would not read back as memory and Redis return it.
 
 CREATE TABLE {runs} (
     tenant         text COLLATE "C" NOT NULL,
     run_id         text COLLATE "C" NOT NULL,
     seq            bigserial NOT NULL,
-    blob           jsonb NOT NULL,
+    blob           text NOT NULL,
     version        bigint NOT NULL CHECK (version > 0),
     status         text NOT NULL,
     session_id     text COLLATE "C",
@@ -40,7 +43,7 @@ CREATE INDEX "{runs_name}_by_session" ON {runs} (tenant, session_id) WHERE sessi
 CREATE TABLE {sessions} (
     tenant      text COLLATE "C" NOT NULL,
     session_id  text COLLATE "C" NOT NULL,
-    blob        jsonb NOT NULL,
+    blob        text NOT NULL,
     version     bigint NOT NULL CHECK (version > 0),
     created_at  double precision NOT NULL,
     updated_at  double precision NOT NULL,
@@ -66,7 +69,7 @@ CREATE SEQUENCE {turn_seq};    -- the global claim counter that tenant turns are
 CREATE TABLE {work} (
     tenant            text COLLATE "C" NOT NULL,
     item_id           text COLLATE "C" NOT NULL,
-    payload           jsonb NOT NULL,
+    payload           text NOT NULL,
     priority          bigint NOT NULL DEFAULT 0,
     state             text NOT NULL CHECK (state IN ('ready', 'leased', 'dead')),
     attempts          integer NOT NULL DEFAULT 0,
@@ -121,7 +124,7 @@ CREATE TABLE {events} (
     run_id    text COLLATE "C" NOT NULL,
     seq       bigint NOT NULL CHECK (seq > 0),
     type      text NOT NULL,
-    data      jsonb NOT NULL,
+    data      text NOT NULL,
     at        double precision NOT NULL,
     event_id  text COLLATE "C",
     terminal  boolean NOT NULL DEFAULT false,
@@ -131,7 +134,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 2), ('queue', 1);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 3), ('queue', 2);
 
 -- Execution store ---------------------------------------------------------------------------
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from runyard._checks import DEFAULT_MAX_VALUE_BYTES
+from runyard._settings import RunyardSettings
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
 
 __all__ = ["PostgresStoreSettings"]
@@ -13,11 +14,12 @@ __all__ = ["PostgresStoreSettings"]
 SUPPORTED_SCHEMA_VERSIONS = tuple(sorted(set(SCHEMA_VERSIONS.values())))
 
 
-class PostgresStoreSettings(BaseSettings):
+class PostgresStoreSettings(RunyardSettings):
     """Settings of the PostgreSQL stores, read from ``RUNYARD_POSTGRES_*`` or passed in.
 
     ``dsn`` is a SecretStr: it never appears in a repr, a JSON dump, a log line or an error
-    (``hide_input_in_errors``). Raises pydantic.ValidationError for a bad setting.
+    (``hide_input_in_errors``). Raises ConfigurationError naming every bad field (its
+    ``fields``), never the values given.
     """
 
     model_config = SettingsConfigDict(

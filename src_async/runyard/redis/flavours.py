@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis import Redis
+from redis import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool as AsyncBlockingConnectionPool
 from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
@@ -34,6 +35,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 __all__ = [
+    "AsyncBlockingConnectionPool",
     "AsyncClientStartup",
     "AsyncRedis",
     "AsyncRedisClient",
@@ -42,6 +44,7 @@ __all__ = [
     "AuthenticationError",
     "AuthenticationWrongNumberOfArgsError",
     "AuthorizationError",
+    "BlockingConnectionPool",
     "BusyLoadingError",
     "ClientStartup",
     "ClusterDownError",

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from runyard._checks import DEFAULT_MAX_VALUE_BYTES
+from runyard._settings import RunyardSettings
+from runyard.errors import ConfigurationError
 from runyard.redis.keys import validate_namespace
 
 __all__ = ["RedisStoreSettings"]
 
 
-class RedisStoreSettings(BaseSettings):
+class RedisStoreSettings(RunyardSettings):
     """Settings of a Redis store or queue, read from arguments or ``RUNYARD_REDIS_*``.
 
     ``dsn`` is a SecretStr: the password never appears in a repr, a log line or an error.
-    ``durable=False`` accepts a server that persists nothing (tests, caches).
+    ``durable=False`` accepts a server that persists nothing (tests, caches). Raises
+    ConfigurationError naming every bad field (its ``fields``), never the values given.
     """
 
     model_config = SettingsConfigDict(
@@ -32,8 +35,15 @@ class RedisStoreSettings(BaseSettings):
     retry_backoff_cap: float = Field(default=2.0, ge=0)
     socket_timeout: float = Field(default=5.0, gt=0)
     max_connections: int = Field(default=64, ge=1)
+    # How long a command waits for a free connection of a full pool before PoolExhaustedError
+    # (single server, clients built by from_url; a cluster client's node pools fail at once).
+    pool_timeout_seconds: float = Field(default=5.0, gt=0)
 
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        return validate_namespace(value)
+        try:
+            return validate_namespace(value)
+        except ConfigurationError as exc:
+            # A ValueError, so pydantic reports it with the other fields' errors.
+            raise ValueError(str(exc)) from None

@@ -104,7 +104,7 @@ class AsyncPostgresWorkQueue(_AsyncPostgresAdapter):
         """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one.
 
         One statement (safe to retry: the item id is its identity). Raises
-        StatePersistenceError for a payload jsonb would refuse, before sending.
+        StatePersistenceError for a payload no backend stores, before sending.
         """
         validate_identifier(tenant, "tenant")
         item_id, _ = item_id_or_new(item_id)

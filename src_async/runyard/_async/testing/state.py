@@ -11,6 +11,7 @@ import pytest_asyncio
 from runyard._async.pager import AsyncRunPager
 from runyard._async.protocols import AsyncStateStore
 from runyard._async.testing.events import AsyncEventLogConformance
+from runyard._async.testing.roundtrip import AsyncStateRoundTripCases
 from runyard._async.testing.validation import AsyncStateValidationCases
 from runyard._flavours import async_gather
 from runyard.capabilities import certify
@@ -30,7 +31,9 @@ __all__ = ["AsyncStateStoreConformance"]
 BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
 
 
-class AsyncStateStoreConformance(AsyncEventLogConformance, AsyncStateValidationCases):
+class AsyncStateStoreConformance(
+    AsyncEventLogConformance, AsyncStateValidationCases, AsyncStateRoundTripCases
+):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 
     ``make_store`` returns a fresh, empty store (its own namespace) whose clock ``advance``

@@ -47,7 +47,7 @@ EVENT_TEMPLATES: dict[str, str] = {
     )
     + """, inserted AS (
     INSERT INTO {events} AS e (tenant, run_id, seq, type, data, at, event_id, terminal)
-    SELECT $1::text, $2::text, head.last_seq, $3::text, $4::text::jsonb, $5::float8, $6::text,
+    SELECT $1::text, $2::text, head.last_seq, $3::text, $4::text, $5::float8, $6::text,
            false
     FROM head
     RETURNING """
@@ -80,7 +80,7 @@ SELECT p.*, 0 FROM prior p""",
     + _HEAD.format(event_heads="{event_heads}", source="updated")
     + """, inserted AS (
     INSERT INTO {events} AS e (tenant, run_id, seq, type, data, at, event_id, terminal)
-    SELECT $1::text, $2::text, head.last_seq, $4::text, $5::text::jsonb, $6::float8, $7::text,
+    SELECT $1::text, $2::text, head.last_seq, $4::text, $5::text, $6::float8, $7::text,
            true
     FROM head
     RETURNING e.seq

@@ -15,7 +15,7 @@ WITH inserted AS (
     INSERT INTO {work} AS w
         (tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at,
          dedupe_key)
-    VALUES ($1::text, $2::text, $3::text::jsonb, $4::bigint, 'ready', 0, $5::float8,
+    VALUES ($1::text, $2::text, $3::text, $4::bigint, 'ready', 0, $5::float8,
             $6::float8, $7::text)
     ON CONFLICT DO NOTHING
     RETURNING {work_cols_w}

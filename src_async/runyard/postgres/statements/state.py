@@ -25,7 +25,7 @@ STATE_TEMPLATES: dict[str, str] = {
     + FENCE.format(run_leases="{run_leases}", fence="$7", now="$6")
     + """, updated AS (
     UPDATE {runs} AS r
-    SET blob = $3::text::jsonb, version = r.version + 1, status = COALESCE($4::text, r.status),
+    SET blob = $3::text, version = r.version + 1, status = COALESCE($4::text, r.status),
         session_id = COALESCE($5::text, r.session_id), updated_at = $6::float8
     WHERE r.tenant = $1::text AND r.run_id = $2::text AND $8::bigint > 0
       AND r.version = $8::bigint
@@ -34,7 +34,7 @@ STATE_TEMPLATES: dict[str, str] = {
 ), inserted AS (
     INSERT INTO {runs} AS r
         (tenant, run_id, blob, version, status, session_id, created_at, updated_at)
-    SELECT $1::text, $2::text, $3::text::jsonb, 1, $4::text, $5::text, $6::float8, $6::float8
+    SELECT $1::text, $2::text, $3::text, 1, $4::text, $5::text, $6::float8, $6::float8
     WHERE $8::bigint = 0 AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
     ON CONFLICT (tenant, run_id) DO NOTHING
     RETURNING {run_cols_r}
@@ -110,13 +110,13 @@ LIMIT $5::bigint""",
     "put_session": """
 WITH updated AS (
     UPDATE {sessions} AS s
-    SET blob = $3::text::jsonb, version = s.version + 1, updated_at = $4::float8
+    SET blob = $3::text, version = s.version + 1, updated_at = $4::float8
     WHERE s.tenant = $1::text AND s.session_id = $2::text AND $5::bigint > 0
       AND s.version = $5::bigint
     RETURNING {session_cols_s}
 ), inserted AS (
     INSERT INTO {sessions} AS s (tenant, session_id, blob, version, created_at, updated_at)
-    SELECT $1::text, $2::text, $3::text::jsonb, 1, $4::float8, $4::float8
+    SELECT $1::text, $2::text, $3::text, 1, $4::float8, $4::float8
     WHERE $5::bigint = 0
     ON CONFLICT (tenant, session_id) DO NOTHING
     RETURNING {session_cols_s}

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 import psycopg
 import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
+from pydantic import SecretStr
 from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import sleep
 from runyard._sync.closing import Closing
@@ -38,6 +39,16 @@ from typing_extensions import Self
 __all__ = ["Source"]
 
 Source = Executor | ConnectionPool[Any] | Connection[Any]
+
+
+def _settings_options(settings: PostgresStoreSettings, options: dict[str, Any]) -> None:
+    """Fill the construction options ``settings`` gives that the caller did not pass."""
+    options.setdefault("tables", settings.tables())
+    options.setdefault("max_value_bytes", settings.max_value_bytes)
+    options.setdefault("retry_attempts", settings.retry_attempts)
+    options.setdefault("retry_backoff_seconds", settings.retry_backoff_seconds)
+    options.setdefault("schema_version", settings.schema_version)
+    options.setdefault("prepare", settings.prepare)
 
 
 class _PostgresAdapter(Closing):
@@ -93,14 +104,42 @@ class _PostgresAdapter(Closing):
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
-    def open(cls, source: Source, **options: Any) -> Self:
-        """Build the adapter on ``source`` and run verify() (direct construction skips it).
+    def open(
+        cls, source: Source, *, settings: PostgresStoreSettings | None = None, **options: Any
+    ) -> Self:
+        """Build the adapter on ``source`` (a pool, a connection or an executor you own) and
+        run verify() (direct construction skips it).
 
-        Raises ConfigurationError when the schema or the connection is not fit to use.
+        With ``settings``, its table names, limits, retry budget, schema version and ``prepare``
+        are the defaults of ``options`` (its DSN and pool sizes are not used: ``source`` is
+        already connected). Raises ConfigurationError when the schema or the connection is not
+        fit to use.
         """
+        if settings is not None:
+            _settings_options(settings, options)
         adapter = cls(source, **options)
         adapter.verify()
         return adapter
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | None = None,
+        *,
+        settings: PostgresStoreSettings | None = None,
+        **options: Any,
+    ) -> Self:
+        """Open a pool for ``url`` (or ``settings.dsn``) as from_settings() does; the adapter
+        owns the pool. Raises ConfigurationError when neither gives a DSN."""
+        if url is not None:
+            settings = (
+                PostgresStoreSettings(dsn=SecretStr(url))
+                if settings is None
+                else settings.model_copy(update={"dsn": SecretStr(url)})
+            )
+        if settings is None:
+            raise ConfigurationError("from_url needs a url or settings with a dsn")
+        return cls.from_settings(settings, **options)
 
     @classmethod
     def from_settings(cls, settings: PostgresStoreSettings, **options: Any) -> Self:
@@ -133,12 +172,7 @@ class _PostgresAdapter(Closing):
             timeout=settings.pool_timeout_seconds,
             open=False,
         )
-        options.setdefault("tables", settings.tables())
-        options.setdefault("max_value_bytes", settings.max_value_bytes)
-        options.setdefault("retry_attempts", settings.retry_attempts)
-        options.setdefault("retry_backoff_seconds", settings.retry_backoff_seconds)
-        options.setdefault("schema_version", settings.schema_version)
-        options.setdefault("prepare", settings.prepare)
+        _settings_options(settings, options)
         adapter = cls(pool, **options)
         adapter._owns_source = True
         adapter._secret = dsn

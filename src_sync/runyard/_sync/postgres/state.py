@@ -95,7 +95,7 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         """Write the run iff its version is ``expected_version`` (0 creates it), in one statement.
 
         Raises StateConflictError(expected, actual), LeaseLostError for a stale ``fence``,
-        StatePersistenceError for a value jsonb would refuse (before sending), and
+        StatePersistenceError for a value no backend stores (before sending), and
         StoreOutcomeUnknown when the reply was lost and reading back cannot settle it.
         """
         check_status(status)

@@ -22,6 +22,7 @@ from runyard.redis.common import (
     text,
 )
 from runyard.redis.flavours import (
+    BlockingConnectionPool,
     ClientStartup,
     NoBackoff,
     Redis,
@@ -44,14 +45,19 @@ logger = logging.getLogger("runyard.redis")
 def client_from_url(url: str | None, settings: RedisStoreSettings) -> RedisClient:
     """A client for ``url`` (or ``settings.dsn``) with redis-py's own retries off.
 
-    The store owns retries: redis-py's would re-send a write whose reply was lost.
+    The store owns retries: redis-py's would re-send a write whose reply was lost. A single
+    server's pool blocks: a command waits up to ``settings.pool_timeout_seconds`` for one of
+    its ``max_connections`` connections before PoolExhaustedError.
     """
     dsn = url or settings.dsn.get_secret_value()
     kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
     kwargs["retry"] = Retry(NoBackoff(), 0)
     if settings.cluster:
         return RedisCluster.from_url(dsn, **kwargs)
-    return Redis.from_url(dsn, **kwargs)
+    pool = BlockingConnectionPool.from_url(dsn, timeout=settings.pool_timeout_seconds, **kwargs)
+    client = Redis(connection_pool=pool, retry=kwargs["retry"])
+    client.auto_close_connection_pool = True  # as from_url does: closing the client closes it
+    return client
 
 
 class ScriptRunner:
@@ -60,8 +66,9 @@ class ScriptRunner:
     A command that certainly did not run (refused connection, failover in progress) is sent
     again after a doubling, jittered pause, within ``settings.retry_attempts``; past that
     budget ``unavailable(message)`` is raised. A write whose reply was lost is never sent
-    again here: it raises ReplyLost so the store can read back or give up. A full pool raises
-    PoolExhaustedError at once.
+    again here: it raises ReplyLost so the store can read back or give up. A pool with no free
+    connection raises PoolExhaustedError (a blocking pool, as from_url builds, after waiting
+    ``settings.pool_timeout_seconds``).
     """
 
     def __init__(
@@ -113,7 +120,7 @@ class ScriptRunner:
                 if kind == "pool":
                     raise PoolExhaustedError(
                         f"every connection of the pool is in use ({exc}); raise max_connections "
-                        "or lower the concurrency"
+                        "or pool_timeout_seconds, or lower the concurrency"
                     ) from exc
                 if kind == "configuration":
                     raise ConfigurationError(
