@@ -5,9 +5,13 @@ PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
 BENCHES := bench-memory bench-redis bench-postgres bench-executions
 
-.PHONY: setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
+.PHONY: system-deps setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
 
 setup: $(STAMP)
+
+# System packages the tests need (faketime: a worker whose clock runs ahead).
+system-deps:
+	command -v faketime >/dev/null || (apt-get update -qq && apt-get install -y -qq faketime)
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
