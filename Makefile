@@ -48,7 +48,7 @@ bench-memory: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_memory
 
 bench-redis: $(STAMP)
-	$(PYTHON) benchmarks/bench_redis.py
+	$(PYTHON) -m benchmarks.bench_redis
 
 bench-postgres: $(STAMP)
 	$(PYTHON) benchmarks/bench_postgres.py

@@ -143,3 +143,27 @@ async def test_adopt_over_20000_stale_entries_reads_at_most_1000_per_script(
         ranges = [c for c in counted.scripted if c.upper().startswith("ZRANGEBYLEX")]
         assert all(c.endswith(" LIMIT 0 10") for c in ranges)
         assert len(ranges) == 2001
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("payload", "split"),
+    [("x" * 62, False), ("x" * 98, True), ("é" * 200, True), ("y" * 2000, False)],
+)
+async def test_a_payload_is_split_only_to_keep_the_item_hash_small(
+    dedicated_redis_target: RedisTarget, payload: str, split: bool
+) -> None:
+    namespace = fresh_namespace()
+    client = AsyncClients.for_target(dedicated_redis_target)
+    async with AsyncRedisWorkQueue(
+        client, clock=ManualClock(), settings=_settings(namespace), owns_client=True
+    ) as queue:
+        await queue.enqueue("acme", payload, item_id="a")
+        name = QueueKeys(namespace).item("acme", "a")
+        assert (await client.hexists(name, "parts")) is split
+        if split:
+            assert await client.object("encoding", name) == b"listpack"
+        got = await queue.get_item("acme", "a")
+        assert got is not None and got.payload == payload
+        lease = await queue.claim("w")
+        assert lease is not None and lease.item.payload == payload

@@ -139,3 +139,26 @@ def test_adopt_over_20000_stale_entries_reads_at_most_1000_per_script(
         ranges = [c for c in counted.scripted if c.upper().startswith("ZRANGEBYLEX")]
         assert all(c.endswith(" LIMIT 0 10") for c in ranges)
         assert len(ranges) == 2001
+
+
+@pytest.mark.parametrize(
+    ("payload", "split"),
+    [("x" * 62, False), ("x" * 98, True), ("é" * 200, True), ("y" * 2000, False)],
+)
+def test_a_payload_is_split_only_to_keep_the_item_hash_small(
+    dedicated_redis_target: RedisTarget, payload: str, split: bool
+) -> None:
+    namespace = fresh_namespace()
+    client = Clients.for_target(dedicated_redis_target)
+    with RedisWorkQueue(
+        client, clock=ManualClock(), settings=_settings(namespace), owns_client=True
+    ) as queue:
+        queue.enqueue("acme", payload, item_id="a")
+        name = QueueKeys(namespace).item("acme", "a")
+        assert (client.hexists(name, "parts")) is split
+        if split:
+            assert client.object("encoding", name) == b"listpack"
+        got = queue.get_item("acme", "a")
+        assert got is not None and got.payload == payload
+        lease = queue.claim("w")
+        assert lease is not None and lease.item.payload == payload

@@ -11,7 +11,6 @@ from runyard.errors import ConfigurationError, StoreOutcomeUnknown
 from runyard.keys import segment, validate_identifier
 from runyard.models import DeadLetter, QueueStats, WorkItem
 from runyard.redis.common import (
-    ITEM_COLUMNS,
     ReplyLost,
     decode_dead_letter,
     decode_item,
@@ -24,6 +23,7 @@ from runyard.redis.flavours import (
     AsyncRedisClient,
     ResponseError,
 )
+from runyard.redis.items import item_values
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys
 from runyard.redis.scripts import QUEUE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
@@ -113,11 +113,9 @@ class AsyncRedisQueueReads:
         if not self._layout_checked:
             await self.check_layout()
         name = self._queue_keys.item(tenant, item_id)
-        values = await self._runner.call(
-            lambda: self._client.hmget(name, list(ITEM_COLUMNS)),
-            idempotent=True,
-        )
-        if values[2] is None:
+        fields = await self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
+        values = item_values(fields)
+        if values is None:
             return None
         return decode_item([tenant, item_id, *values])
 

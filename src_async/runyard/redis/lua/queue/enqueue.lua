@@ -16,7 +16,8 @@ if dedupe ~= '' then
   set(item, 'dedupe', dedupe)
 end
 local available = plus(now, ARGV[8])
-set(item, 'payload', ARGV[4], 'priority', ARGV[5], 'pkey', ARGV[6], 'state', 'ready',
+store_payload(item, ARGV[4])
+set(item, 'priority', ARGV[5], 'pkey', ARGV[6], 'state', 'ready',
   'attempts', 0, 'available', available, 'enqueued', now)
 redis.call('HSETNX', TURNS, tenant, redis.call('HGET', COUNTERS, 'turn') or 0)
 make_ready(item, tenant, id, available, now)

@@ -92,9 +92,45 @@ local function clear(item, ...)
   redis.call('HDEL', ikey(item), ...)
 end
 
+-- A payload of PAYLOAD_PART bytes or less is the field `payload`. A longer one, up to
+-- PAYLOAD_PARTS_MAX parts, is split into fields p1..pn (`parts` = n) of at most PAYLOAD_PART
+-- bytes each, so the item's hash stays a listpack (hash-max-listpack-value defaults to 64):
+-- about 360 bytes for a 100-byte payload instead of about 740 as a hashtable. Longer payloads
+-- stay whole (a hashtable either way; the payload dominates). items.py mirrors this.
+local PAYLOAD_PART, PAYLOAD_PARTS_MAX = 64, 16
+
+local function store_payload(item, payload)
+  if #payload <= PAYLOAD_PART or #payload > PAYLOAD_PART * PAYLOAD_PARTS_MAX then
+    set(item, 'payload', payload)
+    return
+  end
+  local flat, n = {}, 0
+  for at = 1, #payload, PAYLOAD_PART do
+    n = n + 1
+    flat[#flat + 1] = 'p' .. n
+    flat[#flat + 1] = string.sub(payload, at, at + PAYLOAD_PART - 1)
+  end
+  set(item, 'parts', n, unpack(flat))
+end
+
+local function split_payload(item)
+  local parts = get(item, 'parts')
+  if not parts then
+    return false
+  end
+  local names = {}
+  for i = 1, tonumber(parts) do
+    names[i] = 'p' .. i
+  end
+  return table.concat(redis.call('HMGET', ikey(item), unpack(names)))
+end
+
 -- The reply for one item: tenant, id, then ITEM_COLUMNS in order (false when absent).
 local function item_reply(item, tenant, id)
   local values = redis.call('HMGET', ikey(item), unpack(ITEM_COLUMNS))
+  if not values[1] then
+    values[1] = split_payload(item)
+  end
   local out = {tenant, id}
   for i = 1, #ITEM_COLUMNS do
     out[#out + 1] = values[i]
