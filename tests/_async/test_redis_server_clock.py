@@ -1,6 +1,6 @@
-"""With no clock injected, the Redis queue and execution store take its times and outbox sequences from
-the server's clock (TIME in the scripts), so a client whose clock runs fast cannot push the
-outbox sequence forward."""
+"""With no clock injected, the Redis queue and execution store take their times and outbox
+sequences from the server's clock (TIME in the scripts), so a client whose clock runs fast can
+neither move a lease nor push the outbox sequence forward; an injected clock still decides."""
 
 from __future__ import annotations
 
