@@ -5,9 +5,13 @@ PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
 BENCHES := bench-memory bench-redis bench-postgres bench-executions bench-events bench-sqlite
 
-.PHONY: setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
+.PHONY: system-deps setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
 
 setup: $(STAMP)
+
+# System packages the tests need (faketime: a worker whose clock runs ahead).
+system-deps:
+	command -v faketime >/dev/null || (apt-get update -qq && apt-get install -y -qq faketime)
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -44,7 +48,7 @@ bench-memory: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_memory
 
 bench-redis: $(STAMP)
-	$(PYTHON) benchmarks/bench_redis.py
+	$(PYTHON) -m benchmarks.bench_redis
 
 bench-postgres: $(STAMP)
 	$(PYTHON) benchmarks/bench_postgres.py

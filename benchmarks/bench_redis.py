@@ -36,6 +36,8 @@ from runyard.redis import (
 )
 from runyard.redis.keys import cleanup_patterns
 
+from benchmarks.redis_memory import bytes_per_item
+
 RAW_SCRIPT = "return ARGV[1]"
 
 
@@ -197,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         help="use the redis-server on this port (only the benchmark's own keys are touched)",
     )
     parser.add_argument("--ops", type=int, default=4000, help="operations per cell")
+    parser.add_argument(
+        "--items", type=int, default=20_000, help="queued items for the bytes-per-item figure"
+    )
     args = parser.parse_args(argv)
     process = workdir = None
     port = args.port
@@ -226,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
                         f"{twin:<6} {concurrency:>4}  {op:<15} {cell[op]:>9.0f} {raw:>14.0f} "
                         f"{cell[op] / raw:>6.2f}"
                     )
+        memory = bytes_per_item(port, args.items)
+        print(
+            f"queue memory at {args.items} ready items, 100-byte payload: "
+            f"{memory['memory_usage']:.0f} B per item (MEMORY USAGE over the namespace's keys), "
+            f"{memory['used_memory']:.0f} B per item (used_memory delta)"
+        )
     finally:
         if process is not None:
             os.kill(process.pid, signal.SIGTERM)

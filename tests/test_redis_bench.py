@@ -18,5 +18,7 @@ def test_the_benchmark_leaves_other_keys_alone_and_removes_its_own(
         client.set("someone-else:key", "keep me")
         asyncio.run(bench_redis._async_cell(port, 2, 8))
         bench_redis._sync_cell(port, 2, 8)
+        figures = bench_redis.bytes_per_item(port, items=30)
+        assert figures["memory_usage"] > 100  # at least the payload
         assert client.get("someone-else:key") == b"keep me"
         assert list(client.scan_iter(match="bench-*")) == []

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from runyard import CounterDelta, ManualClock, QueuePolicy, RunKey
-from runyard._sync.redis import queue as queue_module
+from runyard._sync.redis import queue_reads as queue_module
 from runyard.errors import (
     ConfigurationError,
     PoolExhaustedError,
@@ -415,14 +415,16 @@ def test_adopt_reads_the_worker_index_in_pages_of_limit_and_skips_lapsed_leases(
             adopted = queue.adopt("w1", limit=2)
         assert [lease.item_id for lease in adopted] == ["i3", "i4"]
         ranges = [c for c in counted.scripted if c.upper().startswith("ZRANGEBYLEX")]
-        assert ranges and all("LIMIT" in c.upper() and c.endswith(" 2") for c in ranges)
+        # Pages of at most `limit`, each starting after the last member seen (no offsets).
+        assert ranges and all(c.endswith((" LIMIT 0 2", " LIMIT 0 1")) for c in ranges)
+        assert all(" (2:w1" in c for c in ranges[1:])
         assert [x.item_id for x in queue.adopt("w1", limit=10)] == ["i3", "i4", "i5"]
 
 
 def test_stats_counts_due_items_without_reading_them_all(
     dedicated_redis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(queue_module, "_STATS_SCAN", 2)
+    monkeypatch.setattr(queue_module, "STATS_SCAN", 2)
     clock = ManualClock()
     client = Clients.for_target(dedicated_redis_target)
     with RedisWorkQueue(client, clock=clock, settings=_settings(), owns_client=True) as queue:

@@ -21,9 +21,11 @@ __all__ = ["SentCommands", "counting_commands"]
 @dataclass
 class SentCommands:
     """What clients sent while counting: ``sent`` from MONITOR, ``stats`` from commandstats;
-    ``scripted`` holds the commands scripts ran, each with its arguments, as MONITOR shows them."""
+    ``scripted`` holds the commands scripts ran, each with its arguments, as MONITOR shows them;
+    ``sent_with_arguments`` the clients' own commands the same way."""
 
     sent: list[str] = field(default_factory=list)
+    sent_with_arguments: list[str] = field(default_factory=list)
     scripted: list[str] = field(default_factory=list)
     stats: Counter[str] = field(default_factory=Counter)
 
@@ -53,6 +55,7 @@ def counting_commands(port: int) -> Iterator[SentCommands]:
                 result.scripted.append(command)
                 continue
             result.sent.append(command.split(" ", 1)[0].lower())
+            result.sent_with_arguments.append(command)
     after = _commandstats(control)
     result.stats = after - before
     result.stats.pop("info", None)

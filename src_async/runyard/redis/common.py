@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from runyard._json import load_json
 from runyard.errors import (
+    ConfigurationError,
     LeaseLostError,
     RunyardError,
     StateConflictError,
@@ -54,6 +55,8 @@ __all__ = [
     "failure_table",
     "item_lease_fields",
     "lapse_table",
+    "layout_message",
+    "layout_refusal",
     "pairs",
     "preflight_problems",
     "raise_refusal",
@@ -83,7 +86,17 @@ ITEM_COLUMNS = (
     "dead_reason",
     "dead_at",
 )
-_NOT_APPLIED_PREFIXES = ("LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM")
+# BUSY: a script (or module command) has run past busy-reply-threshold; the server ran nothing
+# else meanwhile, so the refused command was not applied and may be sent again.
+_NOT_APPLIED_PREFIXES = (
+    "LOADING",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "READONLY",
+    "OOM",
+    "BUSY ",
+)
 
 
 class ReplyLost(RunyardError):
@@ -316,24 +329,48 @@ def raise_refusal(reply: Sequence[Any], subject: str, expected: int = 0, what: s
 
 
 def _row(decision: FailureDecision) -> list[str]:
-    at = "" if decision.retry_at is None else timestamp(decision.retry_at)
-    return [decision.outcome, at, decision.reason]
+    # The policy decided at time 0, so retry_at is the delay the script adds to its own now.
+    delay = "" if decision.retry_at is None else timestamp(decision.retry_at)
+    return [decision.outcome, delay, decision.reason]
 
 
-def failure_table(policy: QueuePolicy, now: float, *, retryable: bool) -> list[str]:
-    """QueuePolicy.on_failure for attempts 1..max_attempts, flattened for fail.lua."""
+def failure_table(policy: QueuePolicy, *, retryable: bool) -> list[str]:
+    """QueuePolicy.on_failure for attempts 1..max_attempts, flattened for fail.lua (retry
+    times as delays: the script adds them to its own now)."""
     out = [str(policy.max_attempts)]
     for attempts in range(1, policy.max_attempts + 1):
-        out += _row(policy.on_failure(attempts, now, retryable=retryable))
+        out += _row(policy.on_failure(attempts, 0.0, retryable=retryable))
     return out
 
 
-def lapse_table(policy: QueuePolicy, now: float) -> list[str]:
-    """QueuePolicy.on_lapse for attempts 1..max_attempts, flattened for reap.lua."""
+def lapse_table(policy: QueuePolicy) -> list[str]:
+    """QueuePolicy.on_lapse for attempts 1..max_attempts, flattened for reap.lua (retry times
+    as delays, as in failure_table)."""
     out = [str(policy.max_attempts)]
     for attempts in range(1, policy.max_attempts + 1):
-        out += _row(policy.on_lapse(attempts, now))
+        out += _row(policy.on_lapse(attempts, 0.0))
     return out
+
+
+_LAYOUT_REFUSAL = "RUNYARD_LAYOUT "
+
+
+def layout_message(namespace: str, found: str, expected: str) -> str:
+    """Why a queue refuses a namespace written in another key layout, and what to do."""
+    return (
+        f"queue namespace {namespace!r} was written in key layout version {found}; this runyard "
+        f"reads layout version {expected}: drain it with the runyard release that wrote it, "
+        "or use a new namespace (see docs/redis.md)"
+    )
+
+
+def layout_refusal(message: str, namespace: str) -> ConfigurationError | None:
+    """The ConfigurationError for a queue script's ``RUNYARD_LAYOUT <found> <expected>`` error
+    reply, or None for any other error."""
+    if not message.startswith(_LAYOUT_REFUSAL):
+        return None
+    found, expected = message[len(_LAYOUT_REFUSAL) :].split()[:2]
+    return ConfigurationError(layout_message(namespace, found, expected))
 
 
 def decode_lease(reply: Sequence[Any]) -> Lease:

@@ -173,11 +173,16 @@ def is_fast_path(plan: CommitPlan) -> bool:
     return not (plan.emits or plan.timers or plan.spawns or plan.trace is not None)
 
 
-def _execution_args(plan: CommitPlan, now: float, commit_id: str) -> list[Any]:
+def clock_arg(now: float | None) -> str:
+    """``now`` for a script: an injected clock's reading, or '' for the server's TIME."""
+    return "" if now is None else timestamp(now)
+
+
+def _execution_args(plan: CommitPlan, now: float | None, commit_id: str) -> list[Any]:
     exe = plan.execution
     return [
         exe.version,
-        timestamp(now),
+        clock_arg(now),
         exe.id,
         plan.processed_event_id or "",
         exe.definition_id,
@@ -189,7 +194,7 @@ def _execution_args(plan: CommitPlan, now: float, commit_id: str) -> list[Any]:
     ]
 
 
-def save_args(plan: CommitPlan, now: float, commit_id: str) -> list[Any]:
+def save_args(plan: CommitPlan, now: float | None, commit_id: str) -> list[Any]:
     """ARGV of lua/executions/save.lua (``commit_id``: the call's nonce, kept on the execution)."""
     return _execution_args(plan, now, commit_id)
 
@@ -207,7 +212,13 @@ def step_json(step: TraceStep) -> str:
 
 
 def commit_args(
-    plan: CommitPlan, now: float, commit_id: str, *, shards: int, shard: int, trace_max: int
+    plan: CommitPlan,
+    now: float | None,
+    commit_id: str,
+    *,
+    shards: int,
+    shard: int,
+    trace_max: int,
 ) -> list[Any]:
     """ARGV of lua/executions/commit.lua: the execution, counts, emits, timer ops and spawns."""
     exe = plan.execution

@@ -16,6 +16,7 @@ from runyard.keys import escape_glob, segment
 
 __all__ = [
     "MAX_PRIORITY",
+    "QUEUE_LAYOUT",
     "QueueKeys",
     "StateKeys",
     "cleanup_patterns",
@@ -26,6 +27,9 @@ __all__ = [
 
 # Priorities are encoded as fixed-width decimal text so a sorted set orders them lexically.
 MAX_PRIORITY = 10**15 - 1
+# The queue's key layout; queue/prelude.lua's LAYOUT. 1: every column of every item was a field
+# of one `items` hash; 2: one small hash per item and a `meta` hash holding this version.
+QUEUE_LAYOUT = 2
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
@@ -113,7 +117,7 @@ class QueueKeys:
         """The queue's keys in the order every queue script declares them in ``KEYS``."""
         p = self.prefix
         return [
-            f"{p}:items",  # HASH  <item>:<column> -> value (state, token, attempts, ...)
+            f"{p}:meta",  # HASH  layout -> QUEUE_LAYOUT
             f"{p}:ready",  # ZSET  lex <tenant seg><priority key><seq><item id>
             f"{p}:delayed",  # ZSET  score available_at, member <seq><item>
             f"{p}:leases",  # ZSET  score expires_at, member <token><item>
@@ -123,7 +127,17 @@ class QueueKeys:
             f"{p}:rotation",  # ZSET  score turn, member tenant (tenants with ready items)
             f"{p}:dedupe",  # HASH  <tenant seg><dedupe seg> -> item id
             f"{p}:counters",  # HASH  seq, token, turn
+            self.legacy_items,
         ]
+
+    @property
+    def legacy_items(self) -> str:
+        """HASH of layout 1 (``<item>:<column>`` fields); only looked for, to refuse it."""
+        return f"{self.prefix}:items"
+
+    def item(self, tenant: str, item_id: str) -> str:
+        """HASH: one item's columns (payload, state, token, attempts, ...)."""
+        return f"{self.prefix}:item:{segment(tenant)}:{segment(item_id)}"
 
 
 def cleanup_patterns(namespace: str) -> list[str]:

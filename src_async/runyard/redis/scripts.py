@@ -49,6 +49,7 @@ STATE_SCRIPTS = load_scripts(
         "read_runs",
         "put_session",
         "delete_session",
+        "delete_session_runs",
         "acquire_lease",
         "renew_lease",
         "release_lease",

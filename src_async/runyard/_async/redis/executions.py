@@ -12,7 +12,7 @@ from runyard._async.redis.execution_queues import AsyncRedisExecutionQueues
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._checks import check_limit
 from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
+from runyard.clock import Clock
 from runyard.errors import (
     ConfigurationError,
     StoreConflict,
@@ -89,7 +89,8 @@ class AsyncRedisStore(AsyncRedisExecutionQueues, AsyncClosing):
         owns_client: bool = False,
     ) -> None:
         self.settings = settings or RedisStoreSettings()
-        self.clock = clock or SystemClock()
+        # None: the server's clock (TIME in the scripts) decides times and outbox seqs.
+        self.clock = clock
         self.keys = ExecutionKeys(self.settings.namespace, check_shards(shards))
         self._trace_max = check_trace_max(trace_max)
         self._client = client
@@ -248,7 +249,7 @@ class AsyncRedisStore(AsyncRedisExecutionQueues, AsyncClosing):
         # ``commit_id`` is this call's nonce, the same on a re-send: the scripts keep it on the
         # execution, so a read-back tells this commit from another worker's.
         exe = plan.execution
-        now = self.clock.now()
+        now = None if self.clock is None else self.clock.now()
         fast = is_fast_path(plan)
         if fast:
             script = EXECUTION_SCRIPTS["save"]

@@ -5,19 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from runyard._async.closing import AsyncClosing
+from runyard._async.redis.queue_reads import AsyncRedisQueueReads
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._checks import check_limit
-from runyard._json import dump_json, load_json
+from runyard._json import dump_json
 from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
+from runyard.clock import Clock
 from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
-from runyard.keys import segment, validate_identifier
-from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
+from runyard.keys import validate_identifier
+from runyard.models import Lease, WorkItem
 from runyard.policy import QueuePolicy
 from runyard.redis.common import (
-    ITEM_COLUMNS,
     ReplyLost,
-    decode_dead_letter,
     decode_item,
     decode_lease,
     failure_table,
@@ -29,8 +28,7 @@ from runyard.redis.common import (
 from runyard.redis.flavours import (
     AsyncRedisClient,
 )
-from runyard.redis.keys import QueueKeys, priority_key, time_key
-from runyard.redis.scripts import QUEUE_SCRIPTS
+from runyard.redis.keys import QueueKeys, priority_key
 from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import (
     check_delay,
@@ -44,16 +42,18 @@ __all__ = ["AsyncRedisWorkQueue"]
 
 # Due delayed items made ready per claim; the rest follow on the next claims.
 _PROMOTE_BATCH = 1000
-# Due (not yet promoted) items stats() reads to count their tenants; it counts them all.
-_STATS_SCAN = _PROMOTE_BATCH
+# Index entries one adopt script reads at most (lapsed leases it steps over included).
+_ADOPT_SCAN = 1000
 
 
-class AsyncRedisWorkQueue(AsyncClosing):
+class AsyncRedisWorkQueue(AsyncRedisQueueReads, AsyncClosing):
     """A WorkQueue on Redis or Redis Cluster; one queue (one namespace) lives in one slot.
 
-    Build it with ``await AsyncRedisWorkQueue.open(client, ...)`` (runs ``preflight()``) or
-    ``await AsyncRedisWorkQueue.from_url(url, ...)``; direct construction skips preflight.
-    Claims, heartbeats and settles are one script each, fenced on the lease token.
+    Build it with ``await AsyncRedisWorkQueue.open(client, ...)`` (runs ``preflight()``, checks
+    the key layout and the clock offset) or ``await AsyncRedisWorkQueue.from_url(url, ...)``;
+    direct construction skips those checks. Claims, heartbeats and settles are one script each,
+    fenced on the lease token. Time is the server's (``TIME`` in the scripts) unless a ``clock``
+    is injected (tests, the conformance kit).
     """
 
     capabilities = StoreCapabilities(
@@ -76,11 +76,13 @@ class AsyncRedisWorkQueue(AsyncClosing):
     ) -> None:
         self.settings = settings or RedisStoreSettings()
         self.policy = policy or QueuePolicy()
-        self.clock = clock or SystemClock()
+        self.clock = clock
         self._client = client
         self._owns_client = owns_client
         self._runner = AsyncScriptRunner(client, self.settings, QueueUnavailableError)
-        self._keys = QueueKeys(self.settings.namespace).all()
+        self._queue_keys = QueueKeys(self.settings.namespace)
+        self._keys = self._queue_keys.all()
+        self._layout_checked = False
 
     @classmethod
     async def open(
@@ -91,9 +93,14 @@ class AsyncRedisWorkQueue(AsyncClosing):
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
     ) -> AsyncRedisWorkQueue:
-        """Return a queue on ``client`` after ``preflight()``. Raises ConfigurationError."""
+        """Return a queue on ``client`` after ``preflight()`` and the layout and clock checks.
+
+        Raises ConfigurationError (a refused server, a namespace in another key layout).
+        """
         queue = cls(client, policy=policy, clock=clock, settings=settings)
         await queue.preflight()
+        await queue.check_layout()
+        await queue._runner.check_clock()
         return queue
 
     @classmethod
@@ -114,6 +121,8 @@ class AsyncRedisWorkQueue(AsyncClosing):
         queue = cls(client, policy=policy, clock=clock, settings=settings, owns_client=True)
         try:
             await queue.preflight()
+            await queue.check_layout()
+            await queue._runner.check_clock()
         except BaseException:
             await queue.aclose()
             raise
@@ -130,11 +139,6 @@ class AsyncRedisWorkQueue(AsyncClosing):
         Raises ConfigurationError naming the setting, its value and why; never sets anything.
         """
         await self._runner.preflight()
-
-    async def _script(self, name: str, args: list[Any], *, idempotent: bool) -> Any:
-        return await self._runner.script(
-            QUEUE_SCRIPTS[name], self._keys, args, idempotent=idempotent
-        )
 
     async def enqueue(
         self,
@@ -160,8 +164,6 @@ class AsyncRedisWorkQueue(AsyncClosing):
         pkey = priority_key(priority)
         stored = dump_json(payload, max_bytes=self.settings.max_value_bytes, what="payload")
         for sends in (2, 1):
-            now = self.clock.now()
-            available = now + delay_seconds
             args = [
                 tenant,
                 item_id,
@@ -169,8 +171,8 @@ class AsyncRedisWorkQueue(AsyncClosing):
                 stored,
                 priority,
                 pkey,
-                timestamp(now),
-                timestamp(available),
+                self._now_arg(),
+                timestamp(delay_seconds),
             ]
             try:
                 reply = await self._script("enqueue", args, idempotent=False)
@@ -184,37 +186,8 @@ class AsyncRedisWorkQueue(AsyncClosing):
                 if sends == 1:
                     raise StoreOutcomeUnknown(f"enqueue to {tenant!r}: {lost}") from lost
                 continue
-            if text(reply[0]) == "exists":
-                return decode_item(reply[1])
-            return WorkItem(
-                tenant=tenant,
-                item_id=item_id,
-                payload=load_json(stored),
-                priority=priority,
-                state="ready",
-                available_at=available,
-                enqueued_at=now,
-                dedupe_key=dedupe_key,
-            )
+            return decode_item(reply[1])
         raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _find(
-        self, tenant: str, item_id: str, dedupe_key: str | None, lost: ReplyLost
-    ) -> WorkItem | None:
-        try:
-            found = await self.get_item(tenant, item_id)
-            if found is None and dedupe_key is not None:
-                dedupe = self._keys[8]
-                field = segment(tenant) + segment(dedupe_key)
-                other = await self._runner.call(
-                    lambda: self._client.hget(dedupe, field),
-                    idempotent=True,
-                )
-                if other is not None:
-                    found = await self.get_item(tenant, text(other))
-        except Exception as exc:
-            raise StoreOutcomeUnknown(f"{lost}; reading back failed too ({exc})") from lost
-        return found
 
     async def claim(self, worker: str) -> Lease | None:
         """Lease the next due item, tenants served in rotation; None when nothing is due.
@@ -224,9 +197,7 @@ class AsyncRedisWorkQueue(AsyncClosing):
         reply is lost (a lease that was taken lapses and is reaped).
         """
         validate_identifier(worker, "worker")
-        now = self.clock.now()
-        expires = self.policy.lease_expiry(now, now)
-        args = [worker, timestamp(now), timestamp(expires), _PROMOTE_BATCH]
+        args = [worker, self._now_arg(), timestamp(self.policy.lease_seconds), _PROMOTE_BATCH]
         try:
             reply = await self._script("claim", args, idempotent=False)
         except ReplyLost as lost:
@@ -246,16 +217,16 @@ class AsyncRedisWorkQueue(AsyncClosing):
         Raises LeaseLostError (``taken``, ``capped``, ``expired``), WorkItemNotFoundError.
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
-        now = self.clock.now()
         args = [
             tenant,
             item_id,
             str(int(token)),
-            timestamp(now),
-            timestamp(now + self.policy.lease_seconds),
+            self._now_arg(),
+            timestamp(self.policy.lease_seconds),
             timestamp(self.policy.max_lease_seconds),
         ]
-        # The same arguments sent again set the same expiry, so a lost reply is retried.
+        # Sent again, it extends the same lease once more (never past the cap), so a lost
+        # reply is retried.
         reply = await self._script("heartbeat", args, idempotent=True)
         raise_settle_refusal(reply, tenant, item_id)
         return decode_lease(reply[1])
@@ -268,12 +239,11 @@ class AsyncRedisWorkQueue(AsyncClosing):
         Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown.
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
-        now = self.clock.now()
         args = [
             tenant,
             item_id,
             str(int(token)),
-            timestamp(now),
+            self._now_arg(),
             timestamp(self.policy.max_lease_seconds),
         ]
         try:
@@ -297,17 +267,15 @@ class AsyncRedisWorkQueue(AsyncClosing):
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
         check_error_text(error)
-        now = self.clock.now()
         args = [
             tenant,
             item_id,
             str(int(token)),
-            timestamp(now),
+            self._now_arg(),
             timestamp(self.policy.max_lease_seconds),
             "0" if error is None else "1",
             error or "",
-            time_key(now),
-            *failure_table(self.policy, now, retryable=retryable),
+            *failure_table(self.policy, retryable=retryable),
         ]
         try:
             reply = await self._script("fail", args, idempotent=False)
@@ -322,8 +290,7 @@ class AsyncRedisWorkQueue(AsyncClosing):
         Raises StoreOutcomeUnknown when the reply is lost.
         """
         check_limit(limit)
-        now = self.clock.now()
-        args = [timestamp(now), limit, time_key(now), *lapse_table(self.policy, now)]
+        args = [self._now_arg(), limit, *lapse_table(self.policy)]
         try:
             reply = await self._script("reap", args, idempotent=False)
         except ReplyLost as lost:
@@ -331,26 +298,32 @@ class AsyncRedisWorkQueue(AsyncClosing):
         return [decode_item(r) for r in reply]
 
     async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        """Return (and extend) the live leases ``worker`` held, in claim order."""
+        """Return (and extend) the live leases ``worker`` held, in claim order.
+
+        Each script reads at most ``_ADOPT_SCAN`` index entries, starting after the last one
+        the previous script read, so lapsed leases that reap has not taken yet cost more round
+        trips, never a long script.
+        """
         validate_identifier(worker, "worker")
         check_limit(limit)
-        now = self.clock.now()
-        args = [
-            worker,
-            timestamp(now),
-            timestamp(now + self.policy.lease_seconds),
-            timestamp(self.policy.max_lease_seconds),
-            limit,
-        ]
-        reply = await self._script("adopt", args, idempotent=True)
-        return [decode_lease(r) for r in reply]
-
-    async def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
-        """Return the tenant's dead-lettered items, oldest first."""
-        validate_identifier(tenant, "tenant")
-        check_limit(limit)
-        reply = await self._script("dead_letters", [tenant, limit], idempotent=True)
-        return [decode_dead_letter(r) for r in reply]
+        leases: list[Lease] = []
+        after = ""
+        while len(leases) < limit:
+            args = [
+                worker,
+                self._now_arg(),
+                timestamp(self.policy.lease_seconds),
+                timestamp(self.policy.max_lease_seconds),
+                limit - len(leases),
+                after,
+                _ADOPT_SCAN,
+            ]
+            found, last = await self._script("adopt", args, idempotent=True)
+            leases += [decode_lease(r) for r in found]
+            after = text(last)
+            if not after:
+                break
+        return leases
 
     async def requeue(self, tenant: str, item_id: str) -> WorkItem:
         """Move a dead-lettered item back to ready with its attempts reset.
@@ -359,7 +332,7 @@ class AsyncRedisWorkQueue(AsyncClosing):
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        args = [tenant, item_id, timestamp(self.clock.now())]
+        args = [tenant, item_id, self._now_arg()]
         try:
             reply = await self._script("requeue", args, idempotent=False)
         except ReplyLost as lost:
@@ -367,38 +340,6 @@ class AsyncRedisWorkQueue(AsyncClosing):
         if text(reply[0]) == "not_found":
             raise WorkItemNotFoundError(f"no dead-lettered item {item_id!r} in tenant {tenant!r}")
         return decode_item(reply[1])
-
-    async def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
-        """Return the item (ready, leased or dead), or None once completed or unknown."""
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
-        item = f"{segment(tenant)}:{segment(item_id)}"
-        fields = [f"{item}:{c}" for c in ITEM_COLUMNS]
-        items = self._keys[0]
-        values = await self._runner.call(
-            lambda: self._client.hmget(items, fields),
-            idempotent=True,
-        )
-        if values[2] is None:
-            return None
-        return decode_item([tenant, item_id, *values])
-
-    async def stats(self) -> QueueStats:
-        """Count the queue's items by state (due items not yet promoted count as ready).
-
-        Bounded: due items are counted, not read; only the first ``_STATS_SCAN`` of them are
-        read to find their tenants.
-        """
-        ready, delayed, leased, dead, tenants = await self._script(
-            "stats", [timestamp(self.clock.now()), _STATS_SCAN], idempotent=True
-        )
-        return QueueStats(
-            ready=int(ready),
-            delayed=int(delayed),
-            leased=int(leased),
-            dead=int(dead),
-            tenants=int(tenants),
-        )
 
     async def aclose(self) -> None:
         """Close the client if the queue built it (``from_url``); an injected one is the

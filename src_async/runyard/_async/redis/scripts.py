@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from runyard._flavours import async_sleep
 from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
+from runyard.redis.clocks import clock_offset_warning, server_seconds
 from runyard.redis.common import (
     CONFIG_SETTINGS,
     ReplyLost,
@@ -141,6 +143,17 @@ class AsyncScriptRunner:
                         attempt, self.settings.retry_backoff_base, self.settings.retry_backoff_cap
                     )
                 )
+
+    async def check_clock(self) -> None:
+        """Warn (logger ``runyard.redis`` and a RuntimeWarning) when the server's clock and this
+        host's differ by more than CLOCK_WARN_SECONDS, naming both; changes nothing."""
+        before = time.time()
+        reply = await self.call(self.client.time, idempotent=True)
+        after = time.time()
+        message = clock_offset_warning(before, server_seconds(reply), after)
+        if message is not None:
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     async def _configs(self) -> list[tuple[str, dict[str, str]]]:
         """(where, settings) per server: where is "" for one server, "node host:port: " for

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from runyard._async.redis.scripts import AsyncScriptRunner
@@ -38,6 +39,8 @@ __all__ = ["AsyncRedisSessions"]
 T = TypeVar("T")
 
 _SESSION_DELETE_ATTEMPTS = 8
+# Runs one delete_session_runs script checks (and with cascade deletes) at most.
+_SESSION_BATCH = 200
 
 
 class AsyncRedisSessions:
@@ -122,39 +125,66 @@ class AsyncRedisSessions:
     async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
         """Delete the session (and its runs when ``cascade``); return whether anything existed.
 
-        Two round trips: read the runs that named the session, then one script that checks
-        each of them and deletes. Raises StateInUseError, StoreOutcomeUnknown.
+        Reads the session's run set ``_SESSION_BATCH`` members at a time (SSCAN) and checks,
+        and with cascade deletes, each batch's runs in one script; a last script deletes the
+        session once the set is empty. A cascade cut short (an error, a lost reply) leaves the
+        session with fewer runs; calling it again finishes it.
+        Raises StateInUseError, StoreOutcomeUnknown.
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         k = self._keys(tenant)
-        members_key = k.session_runs(session_id)
+        deleted = False
         for _ in range(_SESSION_DELETE_ATTEMPTS):
-            members = await self._runner.call(
-                lambda: self._client.smembers(members_key),
-                idempotent=True,
-            )
-            run_ids = sorted(text(m) for m in members)
-            keys = [k.session(session_id), members_key, k.runs, *(k.run(r) for r in run_ids)]
-            args = ["1" if cascade else "0", session_id, *run_ids]
+            live = await self._session_batches(k, session_id, cascade)
+            if live and not cascade:
+                raise StateInUseError(
+                    f"session {session_id!r} still has {live} run(s); "
+                    "delete them first or pass cascade=True"
+                )
+            deleted = deleted or live > 0
             try:
                 reply = await self._runner.script(
-                    STATE_SCRIPTS["delete_session"], keys, args, idempotent=False
+                    STATE_SCRIPTS["delete_session"],
+                    [k.session(session_id), k.session_runs(session_id)],
+                    ["1" if deleted else "0"],
+                    idempotent=False,
                 )
             except ReplyLost as lost:
                 raise StoreOutcomeUnknown(f"delete_session of {session_id!r}: {lost}") from lost
-            status = text(reply[0])
-            if status == "in_use":
-                raise StateInUseError(
-                    f"session {session_id!r} still has {int(reply[1])} run(s); "
-                    "delete them first or pass cascade=True"
-                )
-            if status == "ok":
+            if text(reply[0]) == "ok":
                 return bool(int(reply[1]))
         raise StatePersistenceError(
             f"session {session_id!r} kept gaining runs while it was being deleted",
             reason="contended",
         )
+
+    async def _session_batches(self, k: StateKeys, session_id: str, cascade: bool) -> int:
+        """Run delete_session_runs over the session's run set in batches; return how many runs
+        still named the session (deleted, with cascade)."""
+        members_key = k.session_runs(session_id)
+        live = 0
+        cursor = 0
+        while True:
+            cursor, members = await self._runner.call(
+                partial(self._client.sscan, members_key, cursor, count=_SESSION_BATCH),
+                idempotent=True,
+            )
+            run_ids = sorted(text(m) for m in members)
+            for start in range(0, len(run_ids), _SESSION_BATCH):
+                chunk = run_ids[start : start + _SESSION_BATCH]
+                try:
+                    found = await self._runner.script(
+                        STATE_SCRIPTS["delete_session_runs"],
+                        [members_key, k.runs, *(k.run(r) for r in chunk)],
+                        ["1" if cascade else "0", session_id, *chunk],
+                        idempotent=False,
+                    )
+                except ReplyLost as lost:
+                    raise StoreOutcomeUnknown(f"delete_session of {session_id!r}: {lost}") from lost
+                live += int(found)
+            if int(cursor) == 0:
+                return live
 
     # -- run leases ------------------------------------------------------------------------
     async def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:

@@ -26,7 +26,7 @@ from runyard.executions.planning import (
     is_timer_path,
 )
 from runyard.keys import validate_identifier
-from runyard.redis.common import ReplyLost, timestamp
+from runyard.redis.common import ReplyLost, text, timestamp
 from runyard.redis.executions import (
     EXECUTION_SCRIPTS,
     ExecutionKeys,
@@ -49,7 +49,7 @@ class RedisExecutionQueues:
     and the trace rings, read and acknowledged per shard."""
 
     settings: RedisStoreSettings
-    clock: Clock
+    clock: Clock | None
     keys: ExecutionKeys
     _trace_max: int
     _client: RedisClient
@@ -176,14 +176,14 @@ class RedisExecutionQueues:
             max_bytes=self.settings.max_value_bytes,
             what="trace data",
         )
-        now = self.clock.now()
+        now = "" if self.clock is None else timestamp(self.clock.now())
         try:
-            index = self._runner.script(
+            index, recorded = self._runner.script(
                 EXECUTION_SCRIPTS["append_trace"],
                 [self.keys.trace(execution_id), self.keys.trace_index(execution_id)],
-                [timestamp(now), stored, self._trace_max],
+                [now, stored, self._trace_max],
                 idempotent=False,
             )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"append_trace of {execution_id!r}: {lost}") from lost
-        return TraceEntry(index=int(index), recorded_at=now, **load_json(stored))
+        return TraceEntry(index=int(index), recorded_at=float(text(recorded)), **load_json(stored))

@@ -14,7 +14,7 @@ from runyard._sync.closing import Closing
 from runyard._sync.redis.execution_queues import RedisExecutionQueues
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
+from runyard.clock import Clock
 from runyard.errors import (
     ConfigurationError,
     StoreConflict,
@@ -91,7 +91,8 @@ class RedisStore(RedisExecutionQueues, Closing):
         owns_client: bool = False,
     ) -> None:
         self.settings = settings or RedisStoreSettings()
-        self.clock = clock or SystemClock()
+        # None: the server's clock (TIME in the scripts) decides times and outbox seqs.
+        self.clock = clock
         self.keys = ExecutionKeys(self.settings.namespace, check_shards(shards))
         self._trace_max = check_trace_max(trace_max)
         self._client = client
@@ -248,7 +249,7 @@ class RedisStore(RedisExecutionQueues, Closing):
         # ``commit_id`` is this call's nonce, the same on a re-send: the scripts keep it on the
         # execution, so a read-back tells this commit from another worker's.
         exe = plan.execution
-        now = self.clock.now()
+        now = None if self.clock is None else self.clock.now()
         fast = is_fast_path(plan)
         if fast:
             script = EXECUTION_SCRIPTS["save"]

@@ -7,19 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from runyard._checks import check_limit
-from runyard._json import dump_json, load_json
+from runyard._json import dump_json
 from runyard._sync.closing import Closing
+from runyard._sync.redis.queue_reads import RedisQueueReads
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
+from runyard.clock import Clock
 from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
-from runyard.keys import segment, validate_identifier
-from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
+from runyard.keys import validate_identifier
+from runyard.models import Lease, WorkItem
 from runyard.policy import QueuePolicy
 from runyard.redis.common import (
-    ITEM_COLUMNS,
     ReplyLost,
-    decode_dead_letter,
     decode_item,
     decode_lease,
     failure_table,
@@ -31,8 +30,7 @@ from runyard.redis.common import (
 from runyard.redis.flavours import (
     RedisClient,
 )
-from runyard.redis.keys import QueueKeys, priority_key, time_key
-from runyard.redis.scripts import QUEUE_SCRIPTS
+from runyard.redis.keys import QueueKeys, priority_key
 from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import (
     check_delay,
@@ -46,16 +44,18 @@ __all__ = ["RedisWorkQueue"]
 
 # Due delayed items made ready per claim; the rest follow on the next claims.
 _PROMOTE_BATCH = 1000
-# Due (not yet promoted) items stats() reads to count their tenants; it counts them all.
-_STATS_SCAN = _PROMOTE_BATCH
+# Index entries one adopt script reads at most (lapsed leases it steps over included).
+_ADOPT_SCAN = 1000
 
 
-class RedisWorkQueue(Closing):
+class RedisWorkQueue(RedisQueueReads, Closing):
     """A WorkQueue on Redis or Redis Cluster; one queue (one namespace) lives in one slot.
 
-    Build it with ``RedisWorkQueue.open(client, ...)`` (runs ``preflight()``) or
-    ``RedisWorkQueue.from_url(url, ...)``; direct construction skips preflight.
-    Claims, heartbeats and settles are one script each, fenced on the lease token.
+    Build it with ``RedisWorkQueue.open(client, ...)`` (runs ``preflight()``, checks
+    the key layout and the clock offset) or ``RedisWorkQueue.from_url(url, ...)``;
+    direct construction skips those checks. Claims, heartbeats and settles are one script each,
+    fenced on the lease token. Time is the server's (``TIME`` in the scripts) unless a ``clock``
+    is injected (tests, the conformance kit).
     """
 
     capabilities = StoreCapabilities(
@@ -78,11 +78,13 @@ class RedisWorkQueue(Closing):
     ) -> None:
         self.settings = settings or RedisStoreSettings()
         self.policy = policy or QueuePolicy()
-        self.clock = clock or SystemClock()
+        self.clock = clock
         self._client = client
         self._owns_client = owns_client
         self._runner = ScriptRunner(client, self.settings, QueueUnavailableError)
-        self._keys = QueueKeys(self.settings.namespace).all()
+        self._queue_keys = QueueKeys(self.settings.namespace)
+        self._keys = self._queue_keys.all()
+        self._layout_checked = False
 
     @classmethod
     def open(
@@ -93,9 +95,14 @@ class RedisWorkQueue(Closing):
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
     ) -> RedisWorkQueue:
-        """Return a queue on ``client`` after ``preflight()``. Raises ConfigurationError."""
+        """Return a queue on ``client`` after ``preflight()`` and the layout and clock checks.
+
+        Raises ConfigurationError (a refused server, a namespace in another key layout).
+        """
         queue = cls(client, policy=policy, clock=clock, settings=settings)
         queue.preflight()
+        queue.check_layout()
+        queue._runner.check_clock()
         return queue
 
     @classmethod
@@ -116,6 +123,8 @@ class RedisWorkQueue(Closing):
         queue = cls(client, policy=policy, clock=clock, settings=settings, owns_client=True)
         try:
             queue.preflight()
+            queue.check_layout()
+            queue._runner.check_clock()
         except BaseException:
             queue.close()
             raise
@@ -132,9 +141,6 @@ class RedisWorkQueue(Closing):
         Raises ConfigurationError naming the setting, its value and why; never sets anything.
         """
         self._runner.preflight()
-
-    def _script(self, name: str, args: list[Any], *, idempotent: bool) -> Any:
-        return self._runner.script(QUEUE_SCRIPTS[name], self._keys, args, idempotent=idempotent)
 
     def enqueue(
         self,
@@ -160,8 +166,6 @@ class RedisWorkQueue(Closing):
         pkey = priority_key(priority)
         stored = dump_json(payload, max_bytes=self.settings.max_value_bytes, what="payload")
         for sends in (2, 1):
-            now = self.clock.now()
-            available = now + delay_seconds
             args = [
                 tenant,
                 item_id,
@@ -169,8 +173,8 @@ class RedisWorkQueue(Closing):
                 stored,
                 priority,
                 pkey,
-                timestamp(now),
-                timestamp(available),
+                self._now_arg(),
+                timestamp(delay_seconds),
             ]
             try:
                 reply = self._script("enqueue", args, idempotent=False)
@@ -184,37 +188,8 @@ class RedisWorkQueue(Closing):
                 if sends == 1:
                     raise StoreOutcomeUnknown(f"enqueue to {tenant!r}: {lost}") from lost
                 continue
-            if text(reply[0]) == "exists":
-                return decode_item(reply[1])
-            return WorkItem(
-                tenant=tenant,
-                item_id=item_id,
-                payload=load_json(stored),
-                priority=priority,
-                state="ready",
-                available_at=available,
-                enqueued_at=now,
-                dedupe_key=dedupe_key,
-            )
+            return decode_item(reply[1])
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _find(
-        self, tenant: str, item_id: str, dedupe_key: str | None, lost: ReplyLost
-    ) -> WorkItem | None:
-        try:
-            found = self.get_item(tenant, item_id)
-            if found is None and dedupe_key is not None:
-                dedupe = self._keys[8]
-                field = segment(tenant) + segment(dedupe_key)
-                other = self._runner.call(
-                    lambda: self._client.hget(dedupe, field),
-                    idempotent=True,
-                )
-                if other is not None:
-                    found = self.get_item(tenant, text(other))
-        except Exception as exc:
-            raise StoreOutcomeUnknown(f"{lost}; reading back failed too ({exc})") from lost
-        return found
 
     def claim(self, worker: str) -> Lease | None:
         """Lease the next due item, tenants served in rotation; None when nothing is due.
@@ -224,9 +199,7 @@ class RedisWorkQueue(Closing):
         reply is lost (a lease that was taken lapses and is reaped).
         """
         validate_identifier(worker, "worker")
-        now = self.clock.now()
-        expires = self.policy.lease_expiry(now, now)
-        args = [worker, timestamp(now), timestamp(expires), _PROMOTE_BATCH]
+        args = [worker, self._now_arg(), timestamp(self.policy.lease_seconds), _PROMOTE_BATCH]
         try:
             reply = self._script("claim", args, idempotent=False)
         except ReplyLost as lost:
@@ -246,16 +219,16 @@ class RedisWorkQueue(Closing):
         Raises LeaseLostError (``taken``, ``capped``, ``expired``), WorkItemNotFoundError.
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
-        now = self.clock.now()
         args = [
             tenant,
             item_id,
             str(int(token)),
-            timestamp(now),
-            timestamp(now + self.policy.lease_seconds),
+            self._now_arg(),
+            timestamp(self.policy.lease_seconds),
             timestamp(self.policy.max_lease_seconds),
         ]
-        # The same arguments sent again set the same expiry, so a lost reply is retried.
+        # Sent again, it extends the same lease once more (never past the cap), so a lost
+        # reply is retried.
         reply = self._script("heartbeat", args, idempotent=True)
         raise_settle_refusal(reply, tenant, item_id)
         return decode_lease(reply[1])
@@ -268,12 +241,11 @@ class RedisWorkQueue(Closing):
         Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown.
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
-        now = self.clock.now()
         args = [
             tenant,
             item_id,
             str(int(token)),
-            timestamp(now),
+            self._now_arg(),
             timestamp(self.policy.max_lease_seconds),
         ]
         try:
@@ -297,17 +269,15 @@ class RedisWorkQueue(Closing):
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
         check_error_text(error)
-        now = self.clock.now()
         args = [
             tenant,
             item_id,
             str(int(token)),
-            timestamp(now),
+            self._now_arg(),
             timestamp(self.policy.max_lease_seconds),
             "0" if error is None else "1",
             error or "",
-            time_key(now),
-            *failure_table(self.policy, now, retryable=retryable),
+            *failure_table(self.policy, retryable=retryable),
         ]
         try:
             reply = self._script("fail", args, idempotent=False)
@@ -322,8 +292,7 @@ class RedisWorkQueue(Closing):
         Raises StoreOutcomeUnknown when the reply is lost.
         """
         check_limit(limit)
-        now = self.clock.now()
-        args = [timestamp(now), limit, time_key(now), *lapse_table(self.policy, now)]
+        args = [self._now_arg(), limit, *lapse_table(self.policy)]
         try:
             reply = self._script("reap", args, idempotent=False)
         except ReplyLost as lost:
@@ -331,26 +300,32 @@ class RedisWorkQueue(Closing):
         return [decode_item(r) for r in reply]
 
     def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        """Return (and extend) the live leases ``worker`` held, in claim order."""
+        """Return (and extend) the live leases ``worker`` held, in claim order.
+
+        Each script reads at most ``_ADOPT_SCAN`` index entries, starting after the last one
+        the previous script read, so lapsed leases that reap has not taken yet cost more round
+        trips, never a long script.
+        """
         validate_identifier(worker, "worker")
         check_limit(limit)
-        now = self.clock.now()
-        args = [
-            worker,
-            timestamp(now),
-            timestamp(now + self.policy.lease_seconds),
-            timestamp(self.policy.max_lease_seconds),
-            limit,
-        ]
-        reply = self._script("adopt", args, idempotent=True)
-        return [decode_lease(r) for r in reply]
-
-    def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
-        """Return the tenant's dead-lettered items, oldest first."""
-        validate_identifier(tenant, "tenant")
-        check_limit(limit)
-        reply = self._script("dead_letters", [tenant, limit], idempotent=True)
-        return [decode_dead_letter(r) for r in reply]
+        leases: list[Lease] = []
+        after = ""
+        while len(leases) < limit:
+            args = [
+                worker,
+                self._now_arg(),
+                timestamp(self.policy.lease_seconds),
+                timestamp(self.policy.max_lease_seconds),
+                limit - len(leases),
+                after,
+                _ADOPT_SCAN,
+            ]
+            found, last = self._script("adopt", args, idempotent=True)
+            leases += [decode_lease(r) for r in found]
+            after = text(last)
+            if not after:
+                break
+        return leases
 
     def requeue(self, tenant: str, item_id: str) -> WorkItem:
         """Move a dead-lettered item back to ready with its attempts reset.
@@ -359,7 +334,7 @@ class RedisWorkQueue(Closing):
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        args = [tenant, item_id, timestamp(self.clock.now())]
+        args = [tenant, item_id, self._now_arg()]
         try:
             reply = self._script("requeue", args, idempotent=False)
         except ReplyLost as lost:
@@ -367,38 +342,6 @@ class RedisWorkQueue(Closing):
         if text(reply[0]) == "not_found":
             raise WorkItemNotFoundError(f"no dead-lettered item {item_id!r} in tenant {tenant!r}")
         return decode_item(reply[1])
-
-    def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
-        """Return the item (ready, leased or dead), or None once completed or unknown."""
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
-        item = f"{segment(tenant)}:{segment(item_id)}"
-        fields = [f"{item}:{c}" for c in ITEM_COLUMNS]
-        items = self._keys[0]
-        values = self._runner.call(
-            lambda: self._client.hmget(items, fields),
-            idempotent=True,
-        )
-        if values[2] is None:
-            return None
-        return decode_item([tenant, item_id, *values])
-
-    def stats(self) -> QueueStats:
-        """Count the queue's items by state (due items not yet promoted count as ready).
-
-        Bounded: due items are counted, not read; only the first ``_STATS_SCAN`` of them are
-        read to find their tenants.
-        """
-        ready, delayed, leased, dead, tenants = self._script(
-            "stats", [timestamp(self.clock.now()), _STATS_SCAN], idempotent=True
-        )
-        return QueueStats(
-            ready=int(ready),
-            delayed=int(delayed),
-            leased=int(leased),
-            dead=int(dead),
-            tenants=int(tenants),
-        )
 
     def close(self) -> None:
         """Close the client if the queue built it (``from_url``); an injected one is the

@@ -44,6 +44,8 @@ __all__ = ["RedisStateStore"]
 
 T = TypeVar("T")
 _LIST_BATCH = 100
+# Runs one filtered list_runs call reads at most (more when limit + 1 is larger).
+_LIST_SCAN = 1000
 
 
 class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
@@ -277,7 +279,9 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         """Return a page of the tenant's runs in creation order; pass ``next_cursor`` on.
 
         Reads the creation-sequence index, then the runs, in batches until the page (and one
-        more match, to know whether there is a next page) is found.
+        more match, to know whether there is a next page) is found, or, with a filter, until
+        ``_LIST_SCAN`` runs (at least ``limit + 1``) have been read: then the page may hold
+        fewer than ``limit`` runs (none, even) and ``next_cursor`` goes on from there.
         """
         validate_identifier(tenant, "tenant")
         check_status(status)
@@ -288,10 +292,13 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         k = self._keys(tenant)
         filters = [status or "", session_id or ""]
         matches: list[RunRecord] = []
-        while len(matches) <= limit:
+        budget = max(_LIST_SCAN, limit + 1)
+        scanned = 0
+        exhausted = False
+        while len(matches) <= limit and scanned < budget:
             want = limit + 1 - len(matches)
             if status or session_id:
-                want = max(want, _LIST_BATCH)
+                want = min(max(want, _LIST_BATCH), budget - scanned)
             read_index = partial(
                 self._client.zrangebyscore,
                 k.runs,
@@ -303,6 +310,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
             )
             batch: list[Any] = self._runner.call(read_index, idempotent=True)
             if not batch:
+                exhausted = True
                 break
             ids = [text(member) for member, _ in batch]
             reply = self._runner.script(
@@ -312,11 +320,15 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
                 if fields:
                     matches.append(decode_run(tenant, run_id, pairs(fields)))
             after = int(batch[-1][1])
+            scanned += len(batch)
             if len(batch) < want:
+                exhausted = True
                 break
-        page = matches[:limit]
-        more = len(matches) > limit
-        return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq) if more else None)
+        if len(matches) > limit:
+            page = matches[:limit]
+            return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq))
+        # The scan budget ran out before the page filled: go on after the last run read.
+        return RunPage(items=matches, next_cursor=None if exhausted else encode_cursor(after))
 
     def close(self) -> None:
         """Close the client if the store built it (``from_url``); an injected one is the

@@ -14,10 +14,11 @@ local at = 18
 
 -- A seq is n * shards + shard: it encodes its shard (seq % shards), so an ack finds the
 -- entry's shard without a lookup. n is time-ordered, so the shards' entries merge oldest first:
--- the caller's clock in milliseconds (never Redis TIME: the store's injected clock decides),
--- or one more than the shard's last n when that is larger (n never repeats or goes back).
+-- the server's clock in milliseconds (an injected clock's when one is given), or one more than
+-- the shard's last n when that is larger (n never repeats or goes back).
 -- n stays below 2^53 / shards (exact in a double) until the year 2248 for shards <= 1024.
-local now_ms = math.floor(tonumber(ARGV[2]) * 1000)
+local now = clock(ARGV[2])
+local now_ms = math.floor(tonumber(now) * 1000)
 local function next_seq(counter)
   local n = tonumber(redis.call('HGET', KEYS[3], counter) or '0') + 1
   if now_ms > n then
@@ -49,9 +50,9 @@ for _ = 1, n_spawns do
   at = at + 1
 end
 if ARGV[14] ~= '' then
-  record_trace(KEYS[8], KEYS[9], ARGV[2], ARGV[14], ARGV[13])
+  record_trace(KEYS[8], KEYS[9], now, ARGV[14], ARGV[13])
 end
-write_execution(found, table.concat(seqs, ','))
+write_execution(found, table.concat(seqs, ','), now)
 local reply = {}
 for i, seq in ipairs(seqs) do
   reply[i] = tonumber(seq)

@@ -1,9 +1,19 @@
 -- Shared by the execution store's scripts. Times arrive as text from the caller's injected clock
--- and are stored as given. A commit script's KEYS[1..4] are the execution hash, its processed
+-- and are stored as given, or as '' when no clock was injected: then the server's clock (TIME)
+-- decides, so a client whose clock runs fast cannot push the outbox sequence forward. A commit script's KEYS[1..4] are the execution hash, its processed
 -- set, and its shard's counters and listing index; its ARGV[1..10] are the expected version,
 -- now, the execution id, the processed event id ('' none), definition_id, status, parent_id
 -- ('' none), root_path, the context JSON and the commit id (a per-call nonce the execution
 -- keeps, so a caller whose reply was lost can tell its own commit from another worker's).
+
+-- The time for a script: `arg` (an injected clock's reading) or, when '', the server's TIME.
+local function clock(arg)
+  if arg ~= '' then
+    return arg
+  end
+  local t = redis.call('TIME')
+  return string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1000000)
+end
 
 local function found_version(exe_key)
   return tonumber(redis.call('HGET', exe_key, 'version') or '0')
@@ -15,9 +25,10 @@ local function conflict(found)
 end
 
 -- Writes the execution (a create takes the shard's next creation seq and joins the listing
--- index) and its processed mark. `seqs` is the commit's outbox seqs, kept for a read-back.
-local function write_execution(found, seqs)
-  local exe_key, now = KEYS[1], ARGV[2]
+-- index) and its processed mark. `seqs` is the commit's outbox seqs, kept for a read-back;
+-- `now` is clock(ARGV[2]).
+local function write_execution(found, seqs, now)
+  local exe_key = KEYS[1]
   if found == 0 then
     local created = redis.call('HINCRBY', KEYS[3], 'created', 1)
     redis.call('ZADD', KEYS[4], created, ARGV[3])

@@ -4,5 +4,5 @@ local found = found_version(KEYS[1])
 if found ~= tonumber(ARGV[1]) then
   return conflict(found)
 end
-write_execution(found, '')
+write_execution(found, '', clock(ARGV[2]))
 return found + 1

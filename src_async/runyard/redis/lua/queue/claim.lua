@@ -1,8 +1,9 @@
 -- Claims the next item in ONE step: promotes due delayed items, picks the tenant whose turn it
 -- is (lowest turn, ties by name; O(log T)), takes its head, leases it with a fresh token and
 -- advances the rotation (mirrors MemoryQueueCore.claim).
--- ARGV: worker, now, expires_at, promote batch
-local worker, now = ARGV[1], ARGV[2]
+-- ARGV: worker, now ('' server), lease_seconds, promote batch
+local worker, now = ARGV[1], clock(ARGV[2])
+local expires = plus(now, ARGV[3])
 local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 for _, member in ipairs(due) do
   redis.call('ZREM', DELAYED, member)
@@ -27,9 +28,9 @@ else
   redis.call('ZREM', ROTATION, tenant)
 end
 local token = redis.call('HINCRBY', COUNTERS, 'token', 1)
-redis.call('HINCRBY', ITEMS, item .. ':attempts', 1)
-set(item, 'state', 'leased', 'worker', worker, 'expires', ARGV[3], 'token', token,
+redis.call('HINCRBY', ikey(item), 'attempts', 1)
+set(item, 'state', 'leased', 'worker', worker, 'expires', expires, 'token', token,
   'claimed', now)
-redis.call('ZADD', LEASES, ARGV[3], num16(token) .. item)
+redis.call('ZADD', LEASES, expires, num16(token) .. item)
 redis.call('ZADD', WORKERS, 0, seg(worker) .. num16(token) .. item)
 return {'ok', item_reply(item, tenant, id)}

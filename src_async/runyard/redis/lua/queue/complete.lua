@@ -1,8 +1,8 @@
 -- Finishes an item, fenced on its token: the item is deleted and frees its dedupe key.
--- ARGV: tenant, id, token, now, max_lease_seconds
+-- ARGV: tenant, id, token, now ('' server), max_lease_seconds
 local tenant, id, token = ARGV[1], ARGV[2], ARGV[3]
 local item = item_field(tenant, id)
-local lost = lease_error(item, id, token, ARGV[4], ARGV[5])
+local lost = lease_error(item, id, token, clock(ARGV[4]), ARGV[5])
 if lost then
   return lost
 end
@@ -11,9 +11,5 @@ local dedupe = get(item, 'dedupe')
 if dedupe then
   redis.call('HDEL', DEDUPE, seg(tenant) .. seg(dedupe))
 end
-local names = {}
-for i, column in ipairs(ALL_COLUMNS) do
-  names[i] = item .. ':' .. column
-end
-redis.call('HDEL', ITEMS, unpack(names))
+redis.call('DEL', ikey(item))
 return {'ok'}

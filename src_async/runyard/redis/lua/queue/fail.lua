@@ -1,7 +1,7 @@
 -- Records a failed attempt, fenced on its token: retried at the policy's time, or dead.
--- ARGV: tenant, id, token, now, max_lease_seconds, has_error ('1'/'0'), error, now key,
+-- ARGV: tenant, id, token, now ('' server), max_lease_seconds, has_error ('1'/'0'), error,
 --       decision table (see decision() in the prelude)
-local tenant, id, token, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local tenant, id, token, now = ARGV[1], ARGV[2], ARGV[3], clock(ARGV[4])
 local item = item_field(tenant, id)
 local lost = lease_error(item, id, token, now, ARGV[5])
 if lost then
@@ -11,9 +11,9 @@ local error_text = false
 if ARGV[6] == '1' then
   error_text = ARGV[7]
 end
-local outcome, at, reason = decision(9, tonumber(get(item, 'attempts')))
+local outcome, at, reason = decision(8, tonumber(get(item, 'attempts')), now)
 if outcome == 'dead' then
-  kill(item, tenant, id, reason, error_text, now, ARGV[8])
+  kill(item, tenant, id, reason, error_text, now)
 else
   retry(item, tenant, id, at, error_text, now)
 end

@@ -1,6 +1,6 @@
 -- Moves a dead-lettered item back to ready with its attempts reset.
--- ARGV: tenant, id, now
-local tenant, id, now = ARGV[1], ARGV[2], ARGV[3]
+-- ARGV: tenant, id, now ('' server)
+local tenant, id, now = ARGV[1], ARGV[2], clock(ARGV[3])
 local item = item_field(tenant, id)
 if get(item, 'state') ~= 'dead' then
   return {'not_found'}

@@ -1,9 +1,9 @@
 -- Counts items by state; due items not yet promoted count as ready.
--- ARGV: now, scan (how many due items at most are read to find their tenants)
+-- ARGV: now ('' server), scan (how many due items at most are read to find their tenants)
 -- Due items are counted with ZCOUNT, never fetched; only the first `scan` of them are read to
 -- count the tenants that have ready work only through them (claims promote due items in
 -- batches of the same size, so more rarely wait; past it `tenants` can be low).
-local now = ARGV[1]
+local now = clock(ARGV[1])
 local due_count = redis.call('ZCOUNT', DELAYED, '-inf', now)
 local tenants = redis.call('ZCARD', ROTATION)
 if due_count > 0 then

@@ -1,11 +1,11 @@
--- Reads a batch of runs for a listing, keeping only those that match the filters.
+-- Reads a batch of runs for a listing, keeping only those that match the filters; a run that
+-- does not match is checked on its status and session fields alone (its blob is never read).
 -- KEYS: run... ; ARGV: status ('' any), session ('' any)
 -- Returns one entry per key: the run's fields as a flat list, or an empty list.
 local out = {}
 for i, run_key in ipairs(KEYS) do
-  local fields = redis.call('HGETALL', run_key)
-  local keep = #fields > 0
-  if keep and (ARGV[1] ~= '' or ARGV[2] ~= '') then
+  local keep = true
+  if ARGV[1] ~= '' or ARGV[2] ~= '' then
     local filters = redis.call('HMGET', run_key, 'status', 'session')
     if ARGV[1] ~= '' and filters[1] ~= ARGV[1] then
       keep = false
@@ -15,7 +15,7 @@ for i, run_key in ipairs(KEYS) do
     end
   end
   if keep then
-    out[i] = fields
+    out[i] = redis.call('HGETALL', run_key)
   else
     out[i] = {}
   end

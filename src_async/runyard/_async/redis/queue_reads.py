@@ -1,0 +1,144 @@
+"""AsyncRedisQueueReads: the script runner, layout check and reads of AsyncRedisWorkQueue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runyard._async.redis.scripts import AsyncScriptRunner
+from runyard._checks import check_limit
+from runyard.clock import Clock
+from runyard.errors import ConfigurationError, StoreOutcomeUnknown
+from runyard.keys import segment, validate_identifier
+from runyard.models import DeadLetter, QueueStats, WorkItem
+from runyard.redis.common import (
+    ReplyLost,
+    decode_dead_letter,
+    decode_item,
+    layout_message,
+    layout_refusal,
+    text,
+    timestamp,
+)
+from runyard.redis.flavours import (
+    AsyncRedisClient,
+    ResponseError,
+)
+from runyard.redis.items import item_values
+from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys
+from runyard.redis.scripts import QUEUE_SCRIPTS
+from runyard.redis.settings import RedisStoreSettings
+
+__all__ = ["STATS_SCAN", "AsyncRedisQueueReads"]
+
+# Due (not yet promoted) items stats() reads to count their tenants; it counts them all.
+STATS_SCAN = 1000
+
+
+class AsyncRedisQueueReads:
+    """Mixin for AsyncRedisWorkQueue: runs its scripts (refusing a namespace written in another
+    key layout) and holds the reads that change nothing."""
+
+    settings: RedisStoreSettings
+    clock: Clock | None
+    _client: AsyncRedisClient
+    _runner: AsyncScriptRunner
+    _queue_keys: QueueKeys
+    _keys: list[str]
+    _layout_checked: bool
+
+    def _now_arg(self) -> str:
+        """``now`` for a script: the injected clock's reading, or '' for the server's TIME."""
+        return "" if self.clock is None else timestamp(self.clock.now())
+
+    async def _script(self, name: str, args: list[Any], *, idempotent: bool) -> Any:
+        try:
+            reply = await self._runner.script(
+                QUEUE_SCRIPTS[name], self._keys, args, idempotent=idempotent
+            )
+        except ResponseError as exc:
+            refusal = layout_refusal(str(exc), self.settings.namespace)
+            if refusal is not None:
+                raise refusal from exc
+            raise
+        self._layout_checked = True
+        return reply
+
+    async def check_layout(self) -> None:
+        """Refuse a namespace written in another key layout; a fresh one gets this layout.
+
+        Raises ConfigurationError naming both layout versions.
+        """
+        meta, legacy = self._keys[0], self._queue_keys.legacy_items
+
+        async def read() -> tuple[Any, int]:
+            return await self._client.hget(meta, "layout"), await self._client.exists(legacy)
+
+        found, old = await self._runner.call(read, idempotent=True)
+        if found is None and not old:
+            # Nothing written yet: the stats script stamps the layout (and changes nothing else).
+            await self.stats()
+            return
+        version = text(found) if found is not None else "1"
+        if version != str(QUEUE_LAYOUT):
+            raise ConfigurationError(
+                layout_message(self.settings.namespace, version, str(QUEUE_LAYOUT))
+            )
+        self._layout_checked = True
+
+    async def _find(
+        self, tenant: str, item_id: str, dedupe_key: str | None, lost: ReplyLost
+    ) -> WorkItem | None:
+        try:
+            found = await self.get_item(tenant, item_id)
+            if found is None and dedupe_key is not None:
+                dedupe = self._keys[8]
+                field = segment(tenant) + segment(dedupe_key)
+                other = await self._runner.call(
+                    lambda: self._client.hget(dedupe, field),
+                    idempotent=True,
+                )
+                if other is not None:
+                    found = await self.get_item(tenant, text(other))
+        except Exception as exc:
+            raise StoreOutcomeUnknown(f"{lost}; reading back failed too ({exc})") from lost
+        return found
+
+    async def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
+        """Return the item (ready, leased or dead), or None once completed or unknown.
+
+        Raises ConfigurationError for a namespace written in another key layout.
+        """
+        validate_identifier(tenant, "tenant")
+        validate_identifier(item_id, "item_id")
+        if not self._layout_checked:
+            await self.check_layout()
+        name = self._queue_keys.item(tenant, item_id)
+        fields = await self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
+        values = item_values(fields)
+        if values is None:
+            return None
+        return decode_item([tenant, item_id, *values])
+
+    async def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
+        """Return the tenant's dead-lettered items, oldest first."""
+        validate_identifier(tenant, "tenant")
+        check_limit(limit)
+        reply = await self._script("dead_letters", [tenant, limit], idempotent=True)
+        return [decode_dead_letter(r) for r in reply]
+
+    async def stats(self) -> QueueStats:
+        """Count the queue's items by state (due items not yet promoted count as ready).
+
+        Bounded: due items are counted, not read; only the first ``STATS_SCAN`` of them are
+        read to find their tenants.
+        """
+        ready, delayed, leased, dead, tenants = await self._script(
+            "stats", [self._now_arg(), STATS_SCAN], idempotent=True
+        )
+        return QueueStats(
+            ready=int(ready),
+            delayed=int(delayed),
+            leased=int(leased),
+            dead=int(dead),
+            tenants=int(tenants),
+        )
