@@ -32,7 +32,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src_async/runyard src_sync/runyard/_sync tests/_sync tests/support codegen
 
-pytest: $(STAMP)
+pytest: $(STAMP) system-deps
 	$(BIN)/pytest -q
 
 test: check-twins lint typecheck pytest
