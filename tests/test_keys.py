@@ -10,12 +10,9 @@ from runyard.keys import (
     InvalidIdentifierError,
     decode_cursor,
     encode_cursor,
-    escape_glob,
-    join_key,
-    segment,
     validate_identifier,
 )
-from runyard.redis.keys import StateKeys
+from runyard.redis.keys import StateKeys, escape_glob, join_key, segment
 
 identifiers = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),

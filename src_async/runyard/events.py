@@ -7,11 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
 from runyard.errors import InvalidArgumentError, RunyardError
 from runyard.keys import validate_identifier
-from runyard.validation import check_status
+from runyard.validation import check_limit, check_status
 
 __all__ = [
     "TERMINAL_STATUSES",

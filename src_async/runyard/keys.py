@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from runyard.errors import InvalidArgumentError
 
 __all__ = [
@@ -11,14 +9,10 @@ __all__ = [
     "InvalidIdentifierError",
     "decode_cursor",
     "encode_cursor",
-    "escape_glob",
-    "join_key",
-    "segment",
     "validate_identifier",
 ]
 
 MAX_IDENTIFIER_BYTES = 256
-_GLOB = re.compile(r"([*?\[\]\\])")
 
 
 class InvalidIdentifierError(InvalidArgumentError):
@@ -52,21 +46,6 @@ def validate_identifier(value: object, what: str = "identifier") -> str:
     raise InvalidIdentifierError(
         f"{what} {problem} ({_IDENTIFIER_RULE})", argument=what, limit=_IDENTIFIER_RULE
     )
-
-
-def segment(value: str) -> str:
-    """Return ``value`` prefixed with its UTF-8 byte length: ``acme`` -> ``4:acme``."""
-    return f"{len(value.encode('utf-8'))}:{value}"
-
-
-def join_key(namespace: str, *parts: str) -> str:
-    """Build ``namespace:part:part...`` where caller-supplied parts are already segments."""
-    return ":".join((namespace, *parts))
-
-
-def escape_glob(value: str) -> str:
-    """Escape the characters Redis ``SCAN MATCH`` treats as a pattern."""
-    return _GLOB.sub(r"\\\1", value)
 
 
 def encode_cursor(seq: int) -> str:

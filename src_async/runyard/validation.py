@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COUNTER_FIELDS",
+    "DEFAULT_MAX_VALUE_BYTES",
+    "DEFAULT_STATUS",
     "MAX_COUNTER",
     "MAX_DELAY_SECONDS",
     "MAX_ERROR_BYTES",
@@ -30,9 +32,11 @@ __all__ = [
     "check_delay",
     "check_delta",
     "check_error_text",
+    "check_limit",
     "check_patch_result",
     "check_priority",
     "check_status",
+    "check_ttl",
     "counter_overflow",
     "item_id_or_new",
     "settle_target",
@@ -41,6 +45,8 @@ __all__ = [
 
 # Counters stay exact on every backend: Lua numbers are doubles (exact to 2**53), Redis
 # HINCRBY and PostgreSQL bigint are int64. A patch whose result would pass this is refused whole.
+DEFAULT_MAX_VALUE_BYTES = 262_144
+DEFAULT_STATUS = "running"
 MAX_COUNTER = 2**53 - 1
 COUNTER_FIELDS = ("input_tokens", "output_tokens", "cost_micros", "iterations", "cursor")
 MIN_PRIORITY = -(2**31)
@@ -204,3 +210,24 @@ def settle_target(
         validate_identifier(item_id, "item_id"),
         token,
     )
+
+
+def check_limit(limit: int, what: str = "limit") -> int:
+    """Return ``limit`` if it is a page size from 1 to 10,000; else raise InvalidArgumentError
+    (a ValueError)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
+        raise _refuse(what, f"{limit!r} is not a page size", "an int from 1 to 10000")
+    return limit
+
+
+def check_ttl(ttl_seconds: float) -> float:
+    """Return ``ttl_seconds`` as a float if it is a positive, finite number; else raise
+    InvalidArgumentError (a ValueError)."""
+    number = isinstance(ttl_seconds, int | float) and not isinstance(ttl_seconds, bool)
+    if not (number and math.isfinite(ttl_seconds) and ttl_seconds > 0):
+        raise _refuse(
+            "ttl_seconds",
+            f"{ttl_seconds!r} is not a positive, finite number of seconds",
+            "a finite number of seconds above 0",
+        )
+    return float(ttl_seconds)

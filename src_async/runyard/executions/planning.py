@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._json import copy_json
 from runyard.executions.models import (
     Emit,
@@ -24,6 +23,7 @@ from runyard.executions.models import (
     TraceStep,
 )
 from runyard.keys import validate_identifier
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = [
     "CommitPlan",

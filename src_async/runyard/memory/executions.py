@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES, check_limit
 from runyard.clock import Clock
 from runyard.errors import StoreConflict
 from runyard.executions.models import (
@@ -36,6 +35,7 @@ from runyard.executions.planning import (
     summary_matches,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_limit
 
 __all__ = ["MemoryExecutionCore"]
 

@@ -9,7 +9,6 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from runyard._checks import check_limit
 from runyard._json import copy_json
 from runyard.clock import Clock
 from runyard.errors import (
@@ -25,7 +24,13 @@ from runyard.models import (
     WorkItem,
 )
 from runyard.policy import QueuePolicy
-from runyard.validation import check_delay, check_error_text, check_priority, item_id_or_new
+from runyard.validation import (
+    check_delay,
+    check_error_text,
+    check_limit,
+    check_priority,
+    item_id_or_new,
+)
 
 __all__ = ["MemoryQueueCore"]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import copy_json
 from runyard.clock import Clock
 from runyard.errors import (
@@ -27,7 +26,16 @@ from runyard.models import (
     RunRecord,
     SessionRecord,
 )
-from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
+from runyard.validation import (
+    COUNTER_FIELDS,
+    DEFAULT_MAX_VALUE_BYTES,
+    DEFAULT_STATUS,
+    check_delta,
+    check_limit,
+    check_patch_result,
+    check_status,
+    check_ttl,
+)
 
 __all__ = ["MemoryStateCore"]
 

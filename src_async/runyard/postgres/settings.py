@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._settings import RunyardSettings
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["PostgresStoreSettings"]
 

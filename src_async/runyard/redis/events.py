@@ -11,10 +11,9 @@ from typing import Any
 from runyard._json import dump_json, load_json
 from runyard.errors import RunFinalizedError, StateNotFoundError
 from runyard.events import EventConflictError, RunEvent
-from runyard.keys import segment
 from runyard.models import RunKey
 from runyard.redis.common import raise_refusal, text
-from runyard.redis.keys import StateKeys
+from runyard.redis.keys import StateKeys, segment
 from runyard.redis.scripts import LuaScript
 
 __all__ = [

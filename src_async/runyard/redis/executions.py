@@ -25,8 +25,8 @@ from runyard.executions.models import (
     TraceStep,
 )
 from runyard.executions.planning import CommitPlan
-from runyard.keys import segment
 from runyard.redis.common import text, timestamp
+from runyard.redis.keys import segment
 from runyard.redis.scripts import load_scripts
 
 __all__ = [

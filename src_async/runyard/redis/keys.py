@@ -12,7 +12,6 @@ import struct
 from dataclasses import dataclass
 
 from runyard.errors import ConfigurationError
-from runyard.keys import escape_glob, segment
 
 __all__ = [
     "MAX_PRIORITY",
@@ -20,10 +19,31 @@ __all__ = [
     "QueueKeys",
     "StateKeys",
     "cleanup_patterns",
+    "escape_glob",
+    "join_key",
     "priority_key",
+    "segment",
     "time_key",
     "validate_namespace",
 ]
+
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+def segment(value: str) -> str:
+    """Return ``value`` prefixed with its UTF-8 byte length: ``acme`` -> ``4:acme``."""
+    return f"{len(value.encode('utf-8'))}:{value}"
+
+
+def join_key(namespace: str, *parts: str) -> str:
+    """Build ``namespace:part:part...`` where caller-supplied parts are already segments."""
+    return ":".join((namespace, *parts))
+
+
+def escape_glob(value: str) -> str:
+    """Escape the characters Redis ``SCAN MATCH`` treats as a pattern."""
+    return _GLOB.sub(r"\\\1", value)
+
 
 # Priorities are encoded as fixed-width decimal text so a sorted set orders them lexically.
 MAX_PRIORITY = 10**15 - 1

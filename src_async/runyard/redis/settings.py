@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._settings import RunyardSettings
 from runyard.errors import ConfigurationError
 from runyard.redis.keys import validate_namespace
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["RedisStoreSettings"]
 

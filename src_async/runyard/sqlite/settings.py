@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard.sqlite.schema import SqliteTables
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_SECONDS", "MEMORY_PATH", "SqliteStoreSettings", "is_memory_path"]
 

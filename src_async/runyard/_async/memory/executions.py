@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runyard._async.closing import AsyncClosing
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import AsyncLock
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
@@ -23,6 +22,7 @@ from runyard.executions.models import (
     TraceStep,
 )
 from runyard.memory.executions import MemoryExecutionCore
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["AsyncMemoryExecutionStore"]
 

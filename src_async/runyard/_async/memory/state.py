@@ -8,12 +8,12 @@ from runyard._async.closing import AsyncClosing
 from runyard._async.memory.events import AsyncMemoryEvents
 from runyard._async.memory.updates import AsyncMemoryUpdates
 from runyard._async.pager import AsyncRunIteration
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import AsyncLock
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["AsyncMemoryStateStore"]
 

@@ -19,7 +19,6 @@ from runyard._async.postgres.executor import (
     AsyncExecutor,
     AsyncPsycopgExecutor,
 )
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import async_sleep
 from runyard.clock import Clock, SystemClock
 from runyard.errors import (
@@ -34,6 +33,7 @@ from runyard.postgres.flavours import AsyncConnection, AsyncConnectionPool
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
 from runyard.postgres.settings import PostgresStoreSettings
 from runyard.postgres.statements import Statements, statements
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["Source"]
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
-from runyard._checks import check_limit
 from runyard._json import load_json
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict, StoreOutcomeUnknown
@@ -40,6 +39,7 @@ from runyard.postgres.executions import (
     trace_text,
 )
 from runyard.postgres.statements.executions import execution_statements, list_statement_name
+from runyard.validation import check_limit
 
 __all__ = ["AsyncPostgresExecutionStore"]
 

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES, check_limit
 from runyard._json import dump_json
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -28,8 +27,10 @@ from runyard.postgres.rows import (
 )
 from runyard.postgres.schema import StateTables
 from runyard.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
     check_delay,
     check_error_text,
+    check_limit,
     check_priority,
     item_id_or_new,
     settle_target,

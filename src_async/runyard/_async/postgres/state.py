@@ -9,7 +9,6 @@ from runyard._async.pager import AsyncRunIteration
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._async.postgres.updates import AsyncPostgresUpdates, own_updates
-from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
@@ -31,7 +30,15 @@ from runyard.postgres.rows import (
     run_refusal,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
-from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
+from runyard.validation import (
+    COUNTER_FIELDS,
+    DEFAULT_STATUS,
+    check_delta,
+    check_limit,
+    check_patch_result,
+    check_status,
+    check_ttl,
+)
 
 __all__ = ["AsyncPostgresStateStore"]
 

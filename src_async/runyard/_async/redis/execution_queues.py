@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from runyard._async.redis.scripts import AsyncScriptRunner
-from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
 from runyard.clock import Clock
 from runyard.errors import (
@@ -38,6 +37,7 @@ from runyard.redis.flavours import (
     AsyncRedisClient,
 )
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_limit
 
 __all__ = ["AsyncRedisExecutionQueues"]
 

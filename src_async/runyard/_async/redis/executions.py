@@ -10,7 +10,6 @@ from uuid import uuid4
 from runyard._async.closing import AsyncClosing
 from runyard._async.redis.execution_queues import AsyncRedisExecutionQueues
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
-from runyard._checks import check_limit
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import (
@@ -56,6 +55,7 @@ from runyard.redis.flavours import (
     ResponseError,
 )
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_limit
 
 __all__ = ["AsyncRedisStore"]
 

@@ -7,7 +7,6 @@ from typing import Any
 from runyard._async.closing import AsyncClosing
 from runyard._async.redis.queue_reads import AsyncRedisQueueReads
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
-from runyard._checks import check_limit
 from runyard._json import dump_json
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -33,6 +32,7 @@ from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import (
     check_delay,
     check_error_text,
+    check_limit,
     check_priority,
     item_id_or_new,
     settle_target,

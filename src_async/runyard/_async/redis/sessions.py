@@ -8,7 +8,6 @@ from functools import partial
 from typing import Any, TypeVar
 
 from runyard._async.redis.scripts import AsyncScriptRunner
-from runyard._checks import check_ttl
 from runyard._json import dump_json, load_json
 from runyard.clock import Clock
 from runyard.errors import (
@@ -33,6 +32,7 @@ from runyard.redis.flavours import (
 from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_ttl
 
 __all__ = ["AsyncRedisSessions"]
 

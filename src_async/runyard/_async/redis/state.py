@@ -11,7 +11,6 @@ from runyard._async.redis.events import AsyncRedisEvents
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._async.redis.sessions import AsyncRedisSessions
 from runyard._async.redis.updates import AsyncRedisUpdates
-from runyard._checks import DEFAULT_STATUS, check_limit
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
@@ -36,7 +35,13 @@ from runyard.redis.flavours import (
 )
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import check_delta, check_status, counter_overflow
+from runyard.validation import (
+    DEFAULT_STATUS,
+    check_delta,
+    check_limit,
+    check_status,
+    counter_overflow,
+)
 
 __all__ = ["AsyncRedisStateStore"]
 

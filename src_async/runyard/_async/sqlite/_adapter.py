@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 from typing_extensions import Self
 
 from runyard._async.closing import AsyncClosing
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
@@ -29,6 +28,7 @@ from runyard.sqlite.settings import (
     SqliteStoreSettings,
     is_memory_path,
 )
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["Source", "connect", "create_schema"]
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
-from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict
@@ -41,6 +40,7 @@ from runyard.sqlite.rows import (
     is_seq,
 )
 from runyard.sqlite.statements_executions import execution_statements, list_statement
+from runyard.validation import check_limit
 
 __all__ = ["AsyncSqliteStore"]
 

@@ -6,7 +6,6 @@ import uuid
 from typing import Any
 
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
-from runyard._checks import check_limit
 from runyard._json import dump_json
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import LeaseLostError, WorkItemNotFoundError
@@ -15,6 +14,7 @@ from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import FailureDecision, QueuePolicy
 from runyard.sqlite.rows import decode_dead_letter, decode_item, decode_lease, settle_refusal
 from runyard.sqlite.statements_queue import queue_statements
+from runyard.validation import check_limit
 
 __all__ = ["AsyncSqliteWorkQueue"]
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
-from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
@@ -25,6 +24,7 @@ from runyard.sqlite.rows import (
     fence_refusal,
 )
 from runyard.sqlite.statements_state import state_statements
+from runyard.validation import DEFAULT_STATUS, check_limit, check_ttl
 
 __all__ = ["AsyncSqliteStateStore"]
 

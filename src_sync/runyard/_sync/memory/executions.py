@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import Lock
 from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
@@ -25,6 +24,7 @@ from runyard.executions.models import (
     TraceStep,
 )
 from runyard.memory.executions import MemoryExecutionCore
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["MemoryExecutionStore"]
 

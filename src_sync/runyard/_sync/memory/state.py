@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import Lock
 from runyard._sync.closing import Closing
 from runyard._sync.memory.events import MemoryEvents
@@ -16,6 +15,7 @@ from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["MemoryStateStore"]
 

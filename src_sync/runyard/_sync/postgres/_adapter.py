@@ -13,7 +13,6 @@ import psycopg
 import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import SecretStr
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._flavours import sleep
 from runyard._sync.closing import Closing
 from runyard._sync.postgres.executor import (
@@ -34,6 +33,7 @@ from runyard.postgres.flavours import Connection, ConnectionPool
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
 from runyard.postgres.settings import PostgresStoreSettings
 from runyard.postgres.statements import Statements, statements
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 from typing_extensions import Self
 
 __all__ = ["Source"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._checks import check_limit
 from runyard._json import load_json
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
@@ -42,6 +41,7 @@ from runyard.postgres.executions import (
     trace_text,
 )
 from runyard.postgres.statements.executions import execution_statements, list_statement_name
+from runyard.validation import check_limit
 
 __all__ = ["PostgresExecutionStore"]
 

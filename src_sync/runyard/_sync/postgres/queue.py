@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES, check_limit
 from runyard._json import dump_json
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
@@ -30,8 +29,10 @@ from runyard.postgres.rows import (
 )
 from runyard.postgres.schema import StateTables
 from runyard.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
     check_delay,
     check_error_text,
+    check_limit,
     check_priority,
     item_id_or_new,
     settle_target,

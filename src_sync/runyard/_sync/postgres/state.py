@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
 from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
@@ -33,7 +32,15 @@ from runyard.postgres.rows import (
     run_refusal,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
-from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
+from runyard.validation import (
+    COUNTER_FIELDS,
+    DEFAULT_STATUS,
+    check_delta,
+    check_limit,
+    check_patch_result,
+    check_status,
+    check_ttl,
+)
 
 __all__ = ["PostgresStateStore"]
 

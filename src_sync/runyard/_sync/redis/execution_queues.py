@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
 from runyard._sync.redis.scripts import ScriptRunner
 from runyard.clock import Clock
@@ -40,6 +39,7 @@ from runyard.redis.flavours import (
     RedisClient,
 )
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_limit
 
 __all__ = ["RedisExecutionQueues"]
 

@@ -9,7 +9,6 @@ from functools import partial
 from typing import Any
 from uuid import uuid4
 
-from runyard._checks import check_limit
 from runyard._sync.closing import Closing
 from runyard._sync.redis.execution_queues import RedisExecutionQueues
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
@@ -58,6 +57,7 @@ from runyard.redis.flavours import (
     ResponseError,
 )
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_limit
 
 __all__ = ["RedisStore"]
 

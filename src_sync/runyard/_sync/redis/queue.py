@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from runyard._checks import check_limit
 from runyard._json import dump_json
 from runyard._sync.closing import Closing
 from runyard._sync.redis.queue_reads import RedisQueueReads
@@ -35,6 +34,7 @@ from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import (
     check_delay,
     check_error_text,
+    check_limit,
     check_priority,
     item_id_or_new,
     settle_target,

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from runyard._checks import check_limit
 from runyard._sync.redis.scripts import ScriptRunner
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError, StoreOutcomeUnknown
-from runyard.keys import segment, validate_identifier
+from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, QueueStats, WorkItem
 from runyard.redis.common import (
     ReplyLost,
@@ -26,9 +25,10 @@ from runyard.redis.flavours import (
     ResponseError,
 )
 from runyard.redis.items import item_values
-from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys
+from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, segment
 from runyard.redis.scripts import QUEUE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_limit
 
 __all__ = ["STATS_SCAN", "RedisQueueReads"]
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-from runyard._checks import check_ttl
 from runyard._json import dump_json, load_json
 from runyard._sync.redis.scripts import ScriptRunner
 from runyard.clock import Clock
@@ -35,6 +34,7 @@ from runyard.redis.flavours import (
 from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_ttl
 
 __all__ = ["RedisSessions"]
 

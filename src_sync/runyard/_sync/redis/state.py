@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, TypeVar
 
-from runyard._checks import DEFAULT_STATUS, check_limit
 from runyard._json import dump_json, load_json
 from runyard._sync.closing import Closing
 from runyard._sync.pager import RunIteration
@@ -38,7 +37,13 @@ from runyard.redis.flavours import (
 )
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import check_delta, check_status, counter_overflow
+from runyard.validation import (
+    DEFAULT_STATUS,
+    check_delta,
+    check_limit,
+    check_status,
+    counter_overflow,
+)
 
 __all__ = ["RedisStateStore"]
 

@@ -9,7 +9,6 @@ import os
 from types import TracebackType
 from typing import Any, ClassVar
 
-from runyard._checks import DEFAULT_MAX_VALUE_BYTES
 from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -29,6 +28,7 @@ from runyard.sqlite.settings import (
     SqliteStoreSettings,
     is_memory_path,
 )
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 from typing_extensions import Self
 
 __all__ = ["Source", "connect", "create_schema"]

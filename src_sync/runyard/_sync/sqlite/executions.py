@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._checks import check_limit
 from runyard._json import dump_json, load_json
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard.capabilities import StoreCapabilities
@@ -43,6 +42,7 @@ from runyard.sqlite.rows import (
     is_seq,
 )
 from runyard.sqlite.statements_executions import execution_statements, list_statement
+from runyard.validation import check_limit
 
 __all__ = ["SqliteStore"]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from runyard._checks import check_limit
 from runyard._json import dump_json
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard.capabilities import StoreCapabilities
@@ -17,6 +16,7 @@ from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import FailureDecision, QueuePolicy
 from runyard.sqlite.rows import decode_dead_letter, decode_item, decode_lease, settle_refusal
 from runyard.sqlite.statements_queue import queue_statements
+from runyard.validation import check_limit
 
 __all__ = ["SqliteWorkQueue"]
 

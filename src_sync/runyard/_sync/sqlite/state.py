@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json
 from runyard._sync.pager import RunIteration
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
@@ -27,6 +26,7 @@ from runyard.sqlite.rows import (
     fence_refusal,
 )
 from runyard.sqlite.statements_state import state_statements
+from runyard.validation import DEFAULT_STATUS, check_limit, check_ttl
 
 __all__ = ["SqliteStateStore"]
 
