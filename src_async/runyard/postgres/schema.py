@@ -13,7 +13,8 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
 # state 2: the run event logs (events, event_heads), see docs/events.md.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 1, "executions": 1}
+# queue 2: the rotation holds only tenants with ready work (no count), retired by a function.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 2, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (
@@ -119,6 +120,7 @@ class StateTables:
             "work_seq": self.sequence("work"),
             "token_seq": self.sequence("token"),
             "turn_seq": self.sequence("turn"),
+            "turns_retire": self.qualified(self.turns + "_retire"),
         }
         # Sequence names as text literals for nextval('...'); identifiers never hold a quote.
         values["work_seq_name"] = values["work_seq"]
