@@ -5,7 +5,7 @@ PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
 BENCHES := bench-memory bench-redis bench-postgres bench-executions
 
-.PHONY: setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
+.PHONY: setup system-deps twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
 
 setup: $(STAMP)
 
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --upgrade pip "setuptools>=77"
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
+
+# System packages some tests need (faketime: a worker process whose clock runs ahead);
+# idempotent, installs only what is missing (needs root then). CI runs it before `make test`.
+system-deps:
+	command -v faketime >/dev/null || (apt-get update -qq && apt-get install -y -qq faketime)
 
 twins: $(STAMP)
 	$(PYTHON) -m codegen

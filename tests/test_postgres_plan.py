@@ -172,3 +172,23 @@ def test_a_delayed_backlog_is_not_walked(pg_tables: StateTables) -> None:
     assert pages <= MAX_CLAIM_PAGES, analyzed
     # The rotation is unchanged: the tenant with the oldest turn that has due work.
     assert claimed[0][0] == "active-1"
+
+
+def test_list_runs_with_a_status_reads_the_status_index(pg_tables: StateTables) -> None:
+    runs = pg_tables.qualified(pg_tables.runs)
+    statement = statements(pg_tables).list_runs_by_status
+    with admin_connection() as conn:
+        conn.execute(
+            f"""INSERT INTO {runs} (tenant, run_id, blob, version, status, created_at, updated_at)
+                SELECT 't' || (g % 10), 'r' || g, '{{}}'::jsonb, 1,
+                       CASE WHEN g % 100 = 0 THEN 'failed' ELSE 'done' END, 0, 0
+                FROM generate_series(1, 100000) AS g"""
+        )
+        conn.execute(f"PREPARE by_status (text, bigint, text, text, bigint) AS {statement}")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        plan = "\n".join(
+            str(row[0])
+            for row in conn.execute("EXPLAIN EXECUTE by_status ('t1', 0, 'failed', NULL, 101)")
+        )
+    assert f"{pg_tables.runs}_by_status" in plan, plan
+    assert f"Seq Scan on {pg_tables.runs}" not in plan, plan

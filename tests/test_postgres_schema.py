@@ -26,7 +26,7 @@ def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
 
 def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
     assert runyard.postgres.EXPECTED_SCHEMA == EXPECTED_SCHEMA
-    assert "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 2)" in (
+    assert "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 3)" in (
         EXPECTED_SCHEMA
     )
     assert "autovacuum_vacuum_scale_factor = 0.01" in EXPECTED_SCHEMA

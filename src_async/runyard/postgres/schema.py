@@ -13,8 +13,9 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
 # state 2: the run event logs (events, event_heads), see docs/events.md.
+# state 3: the (tenant, status, seq) index on runs, for list_runs with a status.
 # queue 2: the rotation holds only tenants with ready work (no count), retired by a function.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 2, "executions": 1}
+SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (

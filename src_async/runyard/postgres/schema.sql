@@ -36,6 +36,8 @@ CREATE TABLE {runs} (
 -- list_runs pages by seq within a tenant; delete_session finds a session's runs.
 CREATE UNIQUE INDEX "{runs_name}_by_seq" ON {runs} (tenant, seq);
 CREATE INDEX "{runs_name}_by_session" ON {runs} (tenant, session_id) WHERE session_id IS NOT NULL;
+-- list_runs with a status filter (state schema version 3).
+CREATE INDEX "{runs_name}_by_status" ON {runs} (tenant, status, seq);
 
 CREATE TABLE {sessions} (
     tenant      text COLLATE "C" NOT NULL,
@@ -150,7 +152,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 2), ('queue', 2);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 3), ('queue', 2);
 
 -- Execution store ---------------------------------------------------------------------------
 
