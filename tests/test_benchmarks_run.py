@@ -27,9 +27,17 @@ def _run(*args: str) -> str:
 @pytest.mark.slow
 def test_the_postgres_benchmark_runs(pg_server: None) -> None:
     out = _run(
-        "benchmarks/bench_postgres.py", "--seconds", "0.2", "--depths", "100", "--samples", "5"
+        "benchmarks/bench_postgres.py",
+        "--seconds",
+        "0.2",
+        "--cases",
+        "100:1,100:10",
+        "--samples",
+        "5",
     )
-    assert "| sync | claim+complete | 16 |" in out and "| 100 |" in out
+    assert "| sync | claim+complete 1 tenant | 16 |" in out
+    assert "| sync | claim+complete 16 tenants | 16 |" in out
+    assert "| 100 | 10 | never |" in out and "| 100 | 10 | yes |" in out
 
 
 def test_the_memory_benchmark_runs() -> None:

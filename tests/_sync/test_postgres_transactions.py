@@ -4,14 +4,16 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 from psycopg import Connection
 from runyard import ConfigurationError, RunKey
-from runyard.postgres import StateTables
+from runyard._flavours import gather
+from runyard.postgres import PostgresWorkQueue, StateTables
 
-from tests._sync.postgres_support import open_queue, open_store
+from tests._sync.postgres_support import open_pool, open_queue, open_store
 from tests.support.postgres_plugin import PG_DSN
 
 
@@ -75,3 +77,24 @@ def test_an_autocommit_connection_is_refused(pg_tables: StateTables) -> None:
         with conn.transaction():
             queue.bound(conn).enqueue("acme", {}, item_id="inside-a-block")
         assert queue.get_item("acme", "inside-a-block") is not None
+
+
+def test_an_open_transaction_that_enqueued_delays_no_claim(pg_tables: StateTables) -> None:
+    # Tenant "a" has due work and the oldest turn, so claims come to it first. A caller's
+    # transaction enqueues more for "a" and stays open while four claims run at once. The
+    # claimers' connections set lock_timeout: a claim that waited on any lock would fail
+    # (55P03, retried, then raised) instead of returning a lease.
+    queue = open_queue(pg_tables)
+    pool = open_pool(4, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
+    claimers = PostgresWorkQueue.open(pool, tables=pg_tables, close_source=True)
+    with queue, claimers, _connect() as conn:
+        queue.enqueue("a", {}, item_id="a-1")
+        for n in range(3):
+            queue.enqueue("b", {}, item_id=f"b-{n}")
+        with conn.transaction():
+            queue.bound(conn).enqueue("a", {}, item_id="a-2")
+            leases = gather([partial(claimers.claim, f"w{n}") for n in range(4)])
+            claimed = sorted(lease.item_id for lease in leases if lease is not None)
+            assert claimed == ["a-1", "b-0", "b-1", "b-2"]
+        lease = claimers.claim("w-after")
+        assert lease is not None and lease.item_id == "a-2"

@@ -47,14 +47,18 @@ class CountingExecutor:
 
 
 def test_a_wrong_schema_version_is_refused(pg_tables: StateTables) -> None:
+    # Queue version 1 is the rotation with ready counts, before claims stopped waiting on it.
     with admin_connection() as conn:
         conn.execute(
-            f"UPDATE {pg_tables.qualified(pg_tables.schema_table)} SET version = 99"
+            f"UPDATE {pg_tables.qualified(pg_tables.schema_table)} SET version = 1"
             " WHERE component = 'queue'"
         )
     pool = open_pool()
     try:
-        with pytest.raises(ConfigurationError, match="written for version 2"):
+        with pytest.raises(
+            ConfigurationError,
+            match="at schema version 1, but this runyard was written for version 2",
+        ):
             PostgresWorkQueue.open(pool, tables=pg_tables)
         store = PostgresStateStore.open(pool, tables=pg_tables)
         assert store.get_run(RunKey("acme", "r")) is None

@@ -13,8 +13,10 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
 # state 2: the run event logs (events, event_heads), see docs/events.md.
-# state 3, queue 2: run and session blobs, event data and work payloads are text (the client's
-# JSON text, returned as sent) instead of jsonb.
+# state 3: run and session blobs and event data are text (the client's JSON text, returned as
+#   sent) instead of jsonb; the (tenant, status, seq) index on runs, for list_runs by status.
+# queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
+#   retired by a function.
 SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
@@ -121,6 +123,7 @@ class StateTables:
             "work_seq": self.sequence("work"),
             "token_seq": self.sequence("token"),
             "turn_seq": self.sequence("turn"),
+            "turns_retire": self.qualified(self.turns + "_retire"),
         }
         # Sequence names as text literals for nextval('...'); identifiers never hold a quote.
         values["work_seq_name"] = values["work_seq"]

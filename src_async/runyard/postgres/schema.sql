@@ -39,6 +39,8 @@ CREATE TABLE {runs} (
 -- list_runs pages by seq within a tenant; delete_session finds a session's runs.
 CREATE UNIQUE INDEX "{runs_name}_by_seq" ON {runs} (tenant, seq);
 CREATE INDEX "{runs_name}_by_session" ON {runs} (tenant, session_id) WHERE session_id IS NOT NULL;
+-- list_runs with a status filter (state schema version 3).
+CREATE INDEX "{runs_name}_by_status" ON {runs} (tenant, status, seq);
 
 CREATE TABLE {sessions} (
     tenant      text COLLATE "C" NOT NULL,
@@ -100,16 +102,35 @@ CREATE INDEX "{work_name}_by_worker" ON {work} (worker, token) WHERE state = 'le
 -- dead_letters: a tenant's dead items, oldest first.
 CREATE INDEX "{work_name}_dead" ON {work} (tenant, dead_at, item_id) WHERE state = 'dead';
 
--- A tenant's turn: claims serve the tenant with the oldest turn that has due work. A tenant keeps
--- its row (and so its turn) forever; `ready` counts its items in state 'ready' (due or not), kept
--- by the statements that move items into and out of that state, so the claim's walk over the
--- turns skips every tenant without ready work.
+-- The rotation (queue schema version 2): one row per tenant that may have items in state
+-- 'ready' (due or delayed); claims serve the tenant with the oldest turn that has due work. A
+-- claim locks the row it advances FOR NO KEY UPDATE SKIP LOCKED, so claimers spread over
+-- tenants and never wait on it; an enqueue for a tenant that has a row only takes FOR KEY SHARE
+-- on it (which no claim waits on); a tenant whose items have all been claimed loses its row
+-- through {turns_name}_retire, and its next enqueue joins the rotation again at the back.
 CREATE TABLE {turns} (
     tenant  text COLLATE "C" PRIMARY KEY,
-    turn    bigint NOT NULL,
-    ready   bigint NOT NULL DEFAULT 0 CHECK (ready >= 0)
+    turn    bigint NOT NULL
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
-CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant) WHERE ready > 0;
+CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant);
+
+-- Remove a tenant's row when it has no item in state 'ready', unless someone holds the row (an
+-- enqueue's KEY SHARE, a claim advancing the turn): it is then skipped, never waited on. Each
+-- statement of a volatile function takes a fresh snapshot, so the check below sees every
+-- enqueue that committed before the row was locked, and an enqueue that comes later waits
+-- for this lock and then inserts a new row.
+CREATE FUNCTION {turns_retire}(p_tenant text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $retire$
+BEGIN
+    PERFORM 1 FROM {turns} t WHERE t.tenant = p_tenant FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM {turns} t WHERE t.tenant = p_tenant
+        AND NOT EXISTS (SELECT 1 FROM {work} w WHERE w.tenant = p_tenant AND w.state = 'ready');
+    RETURN FOUND;
+END
+$retire$;
 
 -- Run event logs (state schema version 2): each run's append-only log; the head row holds the
 -- last seq and its row lock orders concurrent appends, so seqs are gap-free per run.

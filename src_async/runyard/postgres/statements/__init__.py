@@ -2,7 +2,8 @@
 
 Statements use PostgreSQL's native ``$n`` placeholders with an explicit cast on every use, so the
 same text runs on psycopg (``RawCursor``) and on asyncpg, and the server never guesses a type.
-Time is always a parameter: the adapters pass the injected clock's ``now``, never ``now()``.
+Time is always a parameter: the adapters pass ``now`` (the server's, by the offset verify()
+measured, or an injected clock's), never ``now()``.
 """
 
 from __future__ import annotations

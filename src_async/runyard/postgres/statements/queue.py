@@ -4,14 +4,30 @@ from __future__ import annotations
 
 __all__ = ["QUEUE_TEMPLATES"]
 
+# Items that moved into state 'ready' (the CTE named "moved", with tenant and state columns)
+# keep their tenant in the rotation: a tenant that has a row gets FOR KEY SHARE on it (no claim
+# waits on that lock; a concurrent retire skips the row), a tenant without one is inserted with
+# the claim counter's current value as its turn (the back of the rotation).
+_JOIN_ROTATION = """, held AS (
+    SELECT t.tenant FROM {turns} t
+    WHERE t.tenant IN (SELECT m.tenant FROM moved m WHERE m.state = 'ready')
+    FOR KEY SHARE OF t
+), joined AS (
+    INSERT INTO {turns} AS t (tenant, turn)
+    SELECT DISTINCT m.tenant, (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END
+                               FROM {turn_seq} c)
+    FROM moved m
+    WHERE m.state = 'ready' AND m.tenant NOT IN (SELECT h.tenant FROM held h)
+    ON CONFLICT (tenant) DO UPDATE SET turn = t.turn
+)"""
+
 QUEUE_TEMPLATES: dict[str, str] = {
     # -- work items ------------------------------------------------------------------------
     # $1 tenant $2 item_id $3 payload $4 priority $5 available_at $6 now $7 dedupe_key.
-    # A new tenant's turn is the claim counter's current value; the tenant's ready count goes
-    # up by the item inserted. A repeat returns the item already stored under the id (first)
-    # or the live dedupe key, and counts nothing.
+    # The tenant joins the rotation (or keeps its place, under a KEY SHARE lock only). A repeat
+    # returns the item already stored under the id (first) or the live dedupe key.
     "enqueue": """
-WITH inserted AS (
+WITH moved AS (
     INSERT INTO {work} AS w
         (tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at,
          dedupe_key)
@@ -19,14 +35,10 @@ WITH inserted AS (
             $6::float8, $7::text)
     ON CONFLICT DO NOTHING
     RETURNING {work_cols_w}
-), counted AS (
-    INSERT INTO {turns} AS t (tenant, turn, ready)
-    SELECT i.tenant, (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END
-                      FROM {turn_seq} c), 1
-    FROM inserted i
-    ON CONFLICT (tenant) DO UPDATE SET ready = t.ready + 1
-)
-SELECT true, i.* FROM inserted i
+)"""
+    + _JOIN_ROTATION
+    + """
+SELECT true, i.* FROM moved i
 UNION ALL
 SELECT false, e.* FROM (
     SELECT {work_cols_w} FROM {work} w
@@ -34,7 +46,7 @@ SELECT false, e.* FROM (
     ORDER BY w.item_id = $2::text DESC
     LIMIT 1
 ) AS e
-WHERE NOT EXISTS (SELECT 1 FROM inserted)""",
+WHERE NOT EXISTS (SELECT 1 FROM moved)""",
     # $1 tenant $2 item_id $3 dedupe_key: the stored item a repeated enqueue stands for
     "find_item": """
 SELECT {work_cols_w} FROM {work} w
@@ -42,23 +54,41 @@ WHERE w.tenant = $1::text AND (w.item_id = $2::text OR w.dedupe_key = $3::text)
 ORDER BY w.item_id = $2::text DESC
 LIMIT 1""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked).
-    # One statement: the tenant with the oldest turn that has due work, its head row locked
-    # SKIP LOCKED, every predicate repeated on the locked row, the claim written, the turn
-    # advanced and the tenant's ready count lowered. The walk reads the turns index of tenants
-    # with ready work only (idle tenants are not in it) and asks each one bounded question of
-    # the (tenant, available_at) index (a delayed backlog is not walked). A row with a tenant
-    # and no item means "that tenant's heads were all locked".
+    # One statement, which waits on no lock: the tenant with the oldest turn that has due work
+    # and whose rotation row no other session holds (FOR NO KEY UPDATE SKIP LOCKED), so
+    # concurrent claimers spread over tenants; when every such row is held (many claimers, few
+    # tenants), the oldest-turn tenant with due work all the same, without advancing its turn.
+    # Its head row is locked SKIP LOCKED, every predicate repeated on the locked row (found by
+    # its ctid, a plan statistics cannot change), the claim written and the turn advanced.
+    # "Anything due?" reads one entry of the (tenant, available_at) index (ORDER BY ... LIMIT
+    # 1, the only plan that serves it without reading the tenant's backlog), so the plan is the
+    # same with or without statistics. The reply says whether fewer than 16 other ready items
+    # were seen (time to try a retire), and a row with a tenant and no item means "that
+    # tenant's heads were all locked".
     "claim": """
-WITH pick AS (
+WITH owned AS (
     SELECT t.tenant FROM {turns} t
-    WHERE t.ready > 0 AND t.tenant <> ALL ($4::text[])
-      AND EXISTS (
-          SELECT 1 FROM {work} d
-          WHERE d.tenant = t.tenant AND d.state = 'ready' AND d.available_at <= $1::float8)
+    WHERE t.tenant <> ALL ($4::text[])
+      AND (SELECT d.available_at FROM {work} d
+           WHERE d.tenant = t.tenant AND d.state = 'ready'
+           ORDER BY d.available_at LIMIT 1) <= $1::float8
     ORDER BY t.turn, t.tenant
     LIMIT 1
+    FOR NO KEY UPDATE OF t SKIP LOCKED
+), shared AS (
+    SELECT t.tenant FROM {turns} t
+    WHERE NOT EXISTS (SELECT 1 FROM owned) AND t.tenant <> ALL ($4::text[])
+      AND (SELECT d.available_at FROM {work} d
+           WHERE d.tenant = t.tenant AND d.state = 'ready'
+           ORDER BY d.available_at LIMIT 1) <= $1::float8
+    ORDER BY t.turn, t.tenant
+    LIMIT 1
+), pick AS (
+    SELECT o.tenant, true AS owned FROM owned o
+    UNION ALL
+    SELECT s.tenant, false AS owned FROM shared s
 ), head AS (
-    SELECT w.tenant, w.item_id FROM {work} w
+    SELECT w.ctid FROM {work} w
     WHERE w.tenant = (SELECT p.tenant FROM pick p)
       AND w.state = 'ready' AND w.available_at <= $1::float8
     ORDER BY w.priority DESC, w.available_at, w.seq
@@ -69,15 +99,25 @@ WITH pick AS (
     SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
         token = nextval('{token_seq}'), claimed_at = $1::float8,
         lease_expires_at = $3::float8
-    FROM head h
-    WHERE w.tenant = h.tenant AND w.item_id = h.item_id
+    WHERE w.ctid = (SELECT h.ctid FROM head h)
+      AND w.tenant = (SELECT p.tenant FROM pick p)
       AND w.state = 'ready' AND w.available_at <= $1::float8
     RETURNING {work_cols_w}
 ), advanced AS (
-    UPDATE {turns} AS t SET turn = nextval('{turn_seq}'), ready = t.ready - 1
-    FROM claimed c WHERE t.tenant = c.tenant
+    UPDATE {turns} AS t SET turn = nextval('{turn_seq}')
+    FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
 )
-SELECT p.tenant, c.* FROM pick p LEFT JOIN claimed c ON true""",
+SELECT p.tenant,
+       (SELECT count(*) FROM claimed k, LATERAL (
+            SELECT 1 FROM {work} x
+            WHERE x.tenant = k.tenant AND x.state = 'ready' AND x.item_id <> k.item_id
+            ORDER BY x.available_at LIMIT 16) AS others) < 16,
+       c.*
+FROM pick p LEFT JOIN claimed c ON true""",
+    # $1 tenant: leave the rotation if the tenant has no item in state 'ready' (skipping a
+    # held row); true when the row was removed
+    "retire": """
+SELECT {turns_retire}($1::text)""",
     # $1 tenant $2 item_id: what a refused settle is explained by
     "probe_item": """
 SELECT w.token, w.state, w.claimed_at, w.lease_expires_at, w.attempts FROM {work} w
@@ -97,7 +137,7 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
   AND $4::float8 <= w.lease_expires_at
 RETURNING w.item_id""",
     # $1 tenant $2 item_id $3 token $4 now $5 max_lease_seconds $6 new state $7 retry_at
-    # $8 error $9 dead reason. A retry counts the item ready again.
+    # $8 error $9 dead reason. A retry keeps the tenant in the rotation.
     "fail": """
 WITH failed AS (
 UPDATE {work} AS w
@@ -109,10 +149,9 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
   AND w.state = 'leased' AND $4::float8 < w.claimed_at + $5::float8
   AND $4::float8 <= w.lease_expires_at
 RETURNING {work_cols_w}
-), counted AS (
-    UPDATE {turns} AS t SET ready = t.ready + 1
-    FROM failed f WHERE t.tenant = f.tenant AND f.state = 'ready'
-)
+), moved AS (SELECT f.tenant, f.state FROM failed f)"""
+    + _JOIN_ROTATION
+    + """
 SELECT * FROM failed""",
     # $1 now $2 limit: lapsed leases, oldest expiry first
     "lapsed": """
@@ -121,8 +160,8 @@ WHERE w.state = 'leased' AND w.lease_expires_at < $1::float8
 ORDER BY w.lease_expires_at, w.token
 LIMIT $2::bigint""",
     # $1 now $2 tenants $3 item_ids $4 tokens $5 new states $6 retry_at $7 reasons $8 error.
-    # Rows another session holds are skipped; every lapse predicate is repeated; items made
-    # ready again are counted in their tenants' ready counts.
+    # Rows another session holds are skipped; every lapse predicate is repeated; the tenants of
+    # items made ready again stay in the rotation.
     "reap": """
 WITH decided AS (
     SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::float8[],
@@ -145,12 +184,9 @@ WHERE w.tenant = k.tenant AND w.item_id = k.item_id
   AND d.tenant = w.tenant AND d.item_id = w.item_id
   AND w.token = d.token AND w.state = 'leased' AND w.lease_expires_at < $1::float8
 RETURNING d.ord, {work_cols_w}
-), counted AS (
-    UPDATE {turns} AS t SET ready = t.ready + n.items
-    FROM (SELECT r.tenant, count(*) AS items FROM reaped r WHERE r.state = 'ready'
-          GROUP BY r.tenant) AS n
-    WHERE t.tenant = n.tenant
-)
+), moved AS (SELECT r.tenant, r.state FROM reaped r)"""
+    + _JOIN_ROTATION
+    + """
 SELECT * FROM reaped""",
     # $1 worker $2 now $3 now + lease_seconds $4 max_lease_seconds $5 limit
     "adopt": """
@@ -182,10 +218,9 @@ SET state = 'ready', attempts = 0, available_at = $3::float8, seq = nextval('{wo
     dead_reason = NULL, dead_at = NULL
 WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.state = 'dead'
 RETURNING {work_cols_w}
-), counted AS (
-    UPDATE {turns} AS t SET ready = t.ready + 1
-    FROM requeued r WHERE t.tenant = r.tenant
-)
+), moved AS (SELECT r.tenant, r.state FROM requeued r)"""
+    + _JOIN_ROTATION
+    + """
 SELECT * FROM requeued""",
     "get_item": """
 SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text""",

@@ -103,6 +103,13 @@ WHERE r.tenant = $1::text AND r.seq > $2::bigint
   AND ($4::text IS NULL OR r.session_id = $4::text)
 ORDER BY r.seq
 LIMIT $5::bigint""",
+    # list_runs with a status: the same, on the (tenant, status, seq) index
+    "list_runs_by_status": """
+SELECT {run_cols_r} FROM {runs} r
+WHERE r.tenant = $1::text AND r.status = $3::text AND r.seq > $2::bigint
+  AND ($4::text IS NULL OR r.session_id = $4::text)
+ORDER BY r.status, r.seq
+LIMIT $5::bigint""",
     # -- sessions --------------------------------------------------------------------------
     # $1 tenant $2 session_id $3 blob $4 now $5 expected version: one statement for create
     # (expected 0) and update. The written session, or one row of NULLs and the version this
@@ -133,6 +140,14 @@ WHERE NOT EXISTS (SELECT 1 FROM written)""",
 SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at
 FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text""",
     # $1 tenant $2 session_id $3 cascade: (runs deleted, sessions deleted, runs the session had)
+    # $1 tenant $2 session_id $3 batch: delete at most one batch of the session's runs
+    "delete_session_runs": """
+DELETE FROM {runs} r
+WHERE r.ctid = ANY (ARRAY(
+        SELECT x.ctid FROM {runs} x WHERE x.tenant = $1::text AND x.session_id = $2::text
+        LIMIT $3::bigint))
+  AND r.tenant = $1::text AND r.session_id = $2::text
+RETURNING 1""",
     "delete_session": """
 WITH doomed_runs AS (
     DELETE FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text AND $3::boolean
@@ -175,7 +190,8 @@ RETURNING l.epoch""",
     # $1 relation names: the statement timeout and the relations that do not exist
     "verify_relations": """
 SELECT current_setting('statement_timeout'),
-       ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NULL)""",
+       ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NULL),
+       extract(epoch FROM clock_timestamp())::float8""",
     "verify_versions": """
 SELECT v.component, v.version FROM {schema_table} v""",
 }

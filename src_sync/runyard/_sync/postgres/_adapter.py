@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import copy
+import logging
 import random
+import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -36,9 +38,13 @@ from runyard.postgres.statements import Statements, statements
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 from typing_extensions import Self
 
-__all__ = ["Source"]
+__all__ = ["CLOCK_OFFSET_WARNING_SECONDS", "Source"]
 
 Source = Executor | ConnectionPool[Any] | Connection[Any]
+
+# verify() warns when this machine's clock and the server's differ by more than this.
+CLOCK_OFFSET_WARNING_SECONDS = 1.0
+logger = logging.getLogger("runyard.postgres")
 
 
 def _settings_options(settings: PostgresStoreSettings, options: dict[str, Any]) -> None:
@@ -84,6 +90,10 @@ class _PostgresAdapter(Closing):
             )
         self.tables = tables or StateTables()
         self.clock: Clock = clock or SystemClock()
+        # With the machine's clock (no injected Clock), time is the server's: verify() measures
+        # the offset between the two and _now() applies it. An injected Clock is used as is.
+        self._server_time = isinstance(self.clock, SystemClock)
+        self.clock_offset = 0.0
         self.max_value_bytes = max_value_bytes
         self.retry_attempts = retry_attempts
         self.retry_backoff_seconds = retry_backoff_seconds
@@ -217,8 +227,11 @@ class _PostgresAdapter(Closing):
         Raises ConfigurationError for a missing table or sequence, a schema version this
         runyard was not written for, or a connection whose ``statement_timeout`` is 0.
         """
+        sent = time.time()
         rows = self._fetch("verify_relations", list(self._relations()), idempotent=True)
-        timeout, missing = rows[0][0], list(rows[0][1] or [])
+        local = (sent + time.time()) / 2
+        timeout, missing, server = rows[0][0], list(rows[0][1] or []), float(rows[0][2])
+        self._measure_offset(local, server)
         if missing:
             raise ConfigurationError(f"table {missing[0]} does not exist: {FIX_SCHEMA}")
         versions = {str(r[0]): int(r[1]) for r in self._fetch("verify_versions")}
@@ -242,9 +255,26 @@ class _PostgresAdapter(Closing):
                 "DSN or ALTER ROLE ... SET statement_timeout = '5s'"
             )
 
+    def _measure_offset(self, local: float, server: float) -> None:
+        """Adopt the server's time (unless a Clock was injected); warn when the clocks differ."""
+        offset = server - local
+        if abs(offset) > CLOCK_OFFSET_WARNING_SECONDS:
+            logger.warning(
+                "this machine's clock reads %.3f and the PostgreSQL server's clock_timestamp() "
+                "reads %.3f (the server is %+.3f s ahead); %s",
+                local,
+                server,
+                offset,
+                "runyard uses the server's time for leases and delays"
+                if self._server_time
+                else "runyard uses the injected clock, so leases are judged by it",
+            )
+        if self._server_time:
+            self.clock_offset = offset
+
     # -- statements --------------------------------------------------------------------------
     def _now(self) -> float:
-        return float(self.clock.now())
+        return float(self.clock.now()) + self.clock_offset
 
     def _fetch(self, name: str, *args: Any, idempotent: bool = True) -> Sequence[Sequence[Any]]:
         """Run the named statement; map driver errors; retry what is safe to retry.

@@ -14,6 +14,7 @@ from runyard.clock import Clock
 from runyard.errors import (
     LeaseLostError,
     QueueUnavailableError,
+    RunyardError,
     StoreOutcomeUnknown,
     WorkItemNotFoundError,
 )
@@ -132,8 +133,10 @@ class PostgresWorkQueue(_PostgresAdapter):
     def claim(self, worker: str) -> Lease | None:
         """Lease the next due item, tenants served in rotation; None when nothing is due.
 
-        One statement picks the tenant with the oldest turn, locks its head item
-        (``FOR UPDATE SKIP LOCKED``), writes the claim and advances the turn. Raises
+        One statement, waiting on no lock, picks the tenant with the oldest turn whose rotation
+        row is free (or, when all are held, any with due work), locks its head item
+        (``FOR UPDATE SKIP LOCKED``), writes the claim and advances the turn; a claim that
+        nearly drained its tenant then asks for the tenant's retirement. Raises
         StoreOutcomeUnknown when the reply was lost (adopt() recovers such a lease).
         """
         validate_identifier(worker, "worker")
@@ -150,10 +153,27 @@ class PostgresWorkQueue(_PostgresAdapter):
                 ) from None
             if not rows:
                 return None
-            if rows[0][1] is not None:
-                return decode_lease(rows[0][1:])
-            passed_over.append(rows[0][0])
+            tenant, near_empty = rows[0][0], rows[0][1]
+            if rows[0][2] is None:
+                passed_over.append(tenant)
+                continue
+            lease = decode_lease(rows[0][2:])
+            if near_empty:
+                self._retire(tenant)
+            return lease
         return None
+
+    def _retire(self, tenant: str) -> None:
+        """Take the tenant out of the rotation if it has no ready item left.
+
+        Best effort when unbound: the lease is already taken, and a row left behind costs
+        later claims one index probe until the next retire removes it.
+        """
+        try:
+            self._fetch("retire", tenant, idempotent=True)
+        except RunyardError:
+            if self._bound:
+                raise
 
     # -- settling ----------------------------------------------------------------------------
     def _probe(self, tenant: str, item_id: str) -> Sequence[Any] | None:

@@ -44,6 +44,9 @@ from runyard.validation import (
 
 __all__ = ["PostgresStateStore"]
 
+# The most runs one statement of a cascading delete_session removes.
+DELETE_BATCH = 500
+
 
 class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
@@ -257,7 +260,8 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
             validate_identifier(session_id, "session_id")
         check_limit(limit)
         after = decode_cursor(cursor)
-        rows = self._fetch("list_runs", tenant, after, status, session_id, limit + 1)
+        name = "list_runs" if status is None else "list_runs_by_status"
+        rows = self._fetch(name, tenant, after, status, session_id, limit + 1)
         items = [decode_run(r) for r in rows[:limit]]
         more = len(rows) > limit
         return RunPage(items=items, next_cursor=encode_cursor(items[-1].seq) if more else None)
@@ -322,20 +326,37 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         return decode_session(rows[0]) if rows else None
 
     def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``), in one statement.
+        """Delete the session (and its runs when ``cascade``).
 
-        Raises StateInUseError when it still has runs and ``cascade`` is False.
+        With ``cascade`` the runs go first, in statements of at most DELETE_BATCH runs each
+        (no statement's work grows with the session), then the session with a statement that
+        refuses while runs remain. Raises StateInUseError when it still has runs and
+        ``cascade`` is False, StatePersistenceError("contended") when runs keep being added.
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
-        rows = self._fetch("delete_session", tenant, session_id, bool(cascade), idempotent=False)
-        runs_deleted, sessions_deleted, runs_before = (int(v) for v in rows[0])
-        if runs_before and not cascade:
-            raise StateInUseError(
-                f"session {session_id!r} still has {runs_before} run(s); "
-                "delete them first or pass cascade=True"
-            )
-        return bool(sessions_deleted or runs_deleted)
+        runs_deleted = 0
+        for _ in range(3):
+            while cascade:
+                batch = self._fetch(
+                    "delete_session_runs", tenant, session_id, DELETE_BATCH, idempotent=False
+                )
+                runs_deleted += len(batch)
+                if len(batch) < DELETE_BATCH:
+                    break
+            rows = self._fetch("delete_session", tenant, session_id, False, idempotent=False)
+            _, sessions_deleted, runs_before = (int(v) for v in rows[0])
+            if not runs_before:
+                return bool(sessions_deleted or runs_deleted)
+            if not cascade:
+                raise StateInUseError(
+                    f"session {session_id!r} still has {runs_before} run(s); "
+                    "delete them first or pass cascade=True"
+                )
+        raise StatePersistenceError(
+            f"runs kept being added to session {session_id!r} while deleting it; try again",
+            reason="contended",
+        )
 
     # -- run leases --------------------------------------------------------------------------
     def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:

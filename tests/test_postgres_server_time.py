@@ -1,0 +1,80 @@
+"""Server time: a worker whose clock runs ahead cannot reap, steal or burn another's live lease.
+
+The worker runs in its own process under ``faketime -f +40s`` (libfaketime, Debian package
+``faketime``, installed by ``make system-deps``), so its ``time.time()`` is 40 s ahead of the
+PostgreSQL server's and of this process's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from psycopg_pool import ConnectionPool
+from runyard import QueuePolicy
+from runyard.postgres import PostgresWorkQueue, StateTables
+
+from tests.support.postgres_plugin import PG_DSN
+
+WORKER = textwrap.dedent(
+    """
+    import json, logging, sys
+    from psycopg_pool import ConnectionPool
+    from runyard.postgres import PostgresWorkQueue, StateTables
+
+    logging.basicConfig(level=logging.WARNING)
+    dsn, schema = sys.argv[1], sys.argv[2]
+    with ConnectionPool(dsn, min_size=1, max_size=1, open=True) as pool:
+        queue = PostgresWorkQueue.open(pool, tables=StateTables(schema=schema))
+        reaped = queue.reap()
+        lease = queue.claim("ahead")
+        print(json.dumps({"offset": queue.clock_offset, "reaped": len(reaped),
+                          "claimed": lease is not None}))
+    """
+)
+
+
+def _faketime() -> str:
+    path = shutil.which("faketime")
+    if path is None:
+        message = "faketime is not installed: run `make system-deps` (Debian package faketime)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def test_a_worker_forty_seconds_ahead_leaves_a_live_lease_alone(
+    pg_tables: StateTables, tmp_path: Path
+) -> None:
+    faketime = _faketime()
+    script = tmp_path / "worker_ahead.py"
+    script.write_text(WORKER, encoding="utf-8")
+    with ConnectionPool(PG_DSN, min_size=1, max_size=2, open=True) as pool:
+        queue = PostgresWorkQueue.open(pool, tables=pg_tables, policy=QueuePolicy(lease_seconds=10))
+        queue.enqueue("acme", {"job": 1}, item_id="job-1")
+        lease = queue.claim("steady")
+        assert lease is not None
+        env = {**os.environ, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        ahead = subprocess.run(
+            [faketime, "-f", "+40s", sys.executable, str(script), PG_DSN, str(pg_tables.schema)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert ahead.returncode == 0, ahead.stderr
+        report = json.loads(ahead.stdout.strip().splitlines()[-1])
+        assert report["offset"] < -30  # it measured its clock ahead of the server's
+        assert (report["reaped"], report["claimed"]) == (0, False)
+        assert "PostgreSQL server's clock_timestamp()" in ahead.stderr
+        item = queue.get_item("acme", "job-1")
+        assert item is not None and (item.state, item.attempts) == ("leased", 1)
+        queue.complete(lease)
+        assert queue.get_item("acme", "job-1") is None
