@@ -27,6 +27,7 @@ __all__ = [
     "MAX_ERROR_BYTES",
     "MAX_PRIORITY",
     "MAX_STATUS_BYTES",
+    "MAX_VERSION_NUMBER",
     "MIN_PRIORITY",
     "check_counter",
     "check_delay",
@@ -37,6 +38,8 @@ __all__ = [
     "check_priority",
     "check_status",
     "check_ttl",
+    "check_version_number",
+    "check_write_guards",
     "counter_overflow",
     "item_id_or_new",
     "settle_target",
@@ -48,6 +51,7 @@ __all__ = [
 DEFAULT_MAX_VALUE_BYTES = 262_144
 DEFAULT_STATUS = "running"
 MAX_COUNTER = 2**53 - 1
+MAX_VERSION_NUMBER = 2**63 - 1
 COUNTER_FIELDS = ("input_tokens", "output_tokens", "cost_micros", "iterations", "cursor")
 MIN_PRIORITY = -(2**31)
 MAX_PRIORITY = 2**31 - 1
@@ -203,8 +207,7 @@ def settle_target(
             "is missing",
             "pass a Lease alone, or tenant, item_id and token=",
         )
-    if not _is_int(token):
-        raise _refuse("token", f"must be an int, not {type(token).__name__}", "an int token")
+    check_version_number(token, "token")
     return (
         validate_identifier(tenant_or_lease, "tenant"),
         validate_identifier(item_id, "item_id"),
@@ -231,3 +234,27 @@ def check_ttl(ttl_seconds: float) -> float:
             "a finite number of seconds above 0",
         )
     return float(ttl_seconds)
+
+
+_VERSION_RULE = f"an int from 0 to {MAX_VERSION_NUMBER} (a PostgreSQL bigint)"
+
+
+def check_version_number(value: object, argument: str) -> int:
+    """Return ``value`` if it is an int from 0 to 2**63 - 1 (versions, fences, tokens); else
+    raise InvalidArgumentError naming ``argument``. ``bool`` and floats are refused."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _refuse(argument, f"must be an int, not {type(value).__name__}", _VERSION_RULE)
+    if not 0 <= value <= MAX_VERSION_NUMBER:
+        raise _refuse(argument, f"{value} is out of range", _VERSION_RULE)
+    return value
+
+
+def check_write_guards(
+    expected_version: object = None, fence: object = None, *, version_required: bool = False
+) -> None:
+    """Check a write's ``expected_version`` and ``fence`` (either may be None unless
+    ``version_required``) before anything is sent."""
+    if expected_version is not None or version_required:
+        check_version_number(expected_version, "expected_version")
+    if fence is not None:
+        check_version_number(fence, "fence")

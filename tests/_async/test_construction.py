@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import SecretStr
-from runyard import RunKey
+from runyard import ConfigurationError, RunKey
 from runyard.postgres import (
     AsyncPostgresStateStore,
     AsyncPostgresWorkQueue,
@@ -83,3 +83,13 @@ async def test_redis_from_url_and_open_take_settings(dedicated_redis_target: Red
     finally:
         await store.aclose()
         await client.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("url", ["redis://:s3cret@127.0.0.1:abc/0", "http://127.0.0.1/0"])
+async def test_a_malformed_redis_url_is_a_configuration_error_without_the_password(
+    url: str,
+) -> None:
+    with pytest.raises(ConfigurationError, match="the Redis URL is malformed") as caught:
+        await AsyncRedisStateStore.from_url(url, settings=RedisStoreSettings(durable=False))
+    assert "s3cret" not in str(caught.value)

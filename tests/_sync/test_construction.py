@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+import pytest
 from pydantic import SecretStr
-from runyard import RunKey
+from runyard import ConfigurationError, RunKey
 from runyard.postgres import (
     PostgresStateStore,
     PostgresStoreSettings,
@@ -82,3 +83,12 @@ def test_redis_from_url_and_open_take_settings(dedicated_redis_target: RedisTarg
     finally:
         store.close()
         client.close()
+
+
+@pytest.mark.parametrize("url", ["redis://:s3cret@127.0.0.1:abc/0", "http://127.0.0.1/0"])
+def test_a_malformed_redis_url_is_a_configuration_error_without_the_password(
+    url: str,
+) -> None:
+    with pytest.raises(ConfigurationError, match="the Redis URL is malformed") as caught:
+        RedisStateStore.from_url(url, settings=RedisStoreSettings(durable=False))
+    assert "s3cret" not in str(caught.value)

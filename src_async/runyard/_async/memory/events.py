@@ -12,6 +12,7 @@ from runyard.events import TERMINAL_STATUSES, RunEvent, check_finalize, event_bo
 from runyard.memory.events import MemoryEventsCore
 from runyard.memory.state import MemoryStateCore
 from runyard.models import RunKey, RunRecord
+from runyard.validation import check_write_guards
 
 __all__ = ["AsyncMemoryEvents"]
 
@@ -55,6 +56,7 @@ class AsyncMemoryEvents:
         Raises EventConflictError, StateNotFoundError, RunFinalizedError (the run is in a
         terminal status), LeaseLostError, StatePersistenceError.
         """
+        check_write_guards(None, fence)
         type_, text = event_body(type, data, event_id, max_bytes=self._core.max_value_bytes)
         async with self._lock:
             event = self._events().append(key, type_, text, event_id=event_id, fence=fence)
@@ -83,6 +85,7 @@ class AsyncMemoryEvents:
         Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
         LeaseLostError, StateNotFoundError, EventConflictError.
         """
+        check_write_guards(expected_version, fence)
         check_finalize(status, self.terminal_statuses)
         type_, text = event_body(
             event_type, event_data, event_id, max_bytes=self._core.max_value_bytes

@@ -13,7 +13,7 @@ from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_write_guards
 
 __all__ = ["AsyncMemoryStateStore"]
 
@@ -60,6 +60,7 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
 
         Raises StateConflictError, LeaseLostError, StatePersistenceError.
         """
+        check_write_guards(expected_version, fence, version_required=True)
         async with self._lock:
             return self._core.put_run(
                 key,
@@ -79,6 +80,7 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
         fence: int | None = None,
     ) -> RunRecord:
         """Add ``delta`` to the counters and bump the version. Raises StateNotFoundError."""
+        check_write_guards(None, fence)
         async with self._lock:
             return self._core.patch_run(key, delta, status=status, fence=fence)
 
@@ -94,6 +96,7 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
 
         Raises StateConflictError, LeaseLostError.
         """
+        check_write_guards(expected_version, fence)
         async with self._lock:
             return self._events().delete_run(key, expected_version=expected_version, fence=fence)
 
@@ -116,6 +119,7 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
         self, tenant: str, session_id: str, blob: Any, *, expected_version: int
     ) -> SessionRecord:
         """Write the session iff its version is ``expected_version``. Raises StateConflictError."""
+        check_write_guards(expected_version, version_required=True)
         async with self._lock:
             return self._core.put_session(
                 tenant, session_id, blob, expected_version=expected_version

@@ -22,6 +22,7 @@ from runyard.postgres.events import decode_event
 from runyard.postgres.rows import decode_run, fence_refusal, run_refusal
 from runyard.postgres.schema import StateTables
 from runyard.postgres.statements import RUN_COLUMN_COUNT
+from runyard.validation import check_write_guards
 
 __all__ = ["AsyncPostgresEvents"]
 
@@ -69,6 +70,7 @@ class AsyncPostgresEvents:
         Raises EventConflictError, StateNotFoundError, RunFinalizedError (the run is in a
         terminal status), LeaseLostError, StatePersistenceError, StoreOutcomeUnknown.
         """
+        check_write_guards(None, fence)
         type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
         rows = await self._fetch(
@@ -120,6 +122,7 @@ class AsyncPostgresEvents:
         Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
         LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
         """
+        check_write_guards(expected_version, fence)
         check_finalize(status, self.terminal_statuses)
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()

@@ -38,6 +38,7 @@ from runyard.validation import (
     check_patch_result,
     check_status,
     check_ttl,
+    check_write_guards,
 )
 
 __all__ = ["AsyncPostgresStateStore"]
@@ -106,6 +107,7 @@ class AsyncPostgresStateStore(AsyncPostgresEvents, _AsyncPostgresAdapter, AsyncR
         StatePersistenceError for a value no backend stores (before sending), and
         StoreOutcomeUnknown when the reply was lost and reading back cannot settle it.
         """
+        check_write_guards(expected_version, fence, version_required=True)
         check_status(status)
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
@@ -179,6 +181,7 @@ class AsyncPostgresStateStore(AsyncPostgresEvents, _AsyncPostgresAdapter, AsyncR
         Concurrent patches all land. Raises StateNotFoundError, LeaseLostError, and
         StoreOutcomeUnknown when the reply was lost (a patch has no identity to read back).
         """
+        check_write_guards(None, fence)
         check_delta(delta)
         check_status(status)
         now = self._now()
@@ -223,6 +226,7 @@ class AsyncPostgresStateStore(AsyncPostgresEvents, _AsyncPostgresAdapter, AsyncR
 
         Raises StateConflictError, LeaseLostError.
         """
+        check_write_guards(expected_version, fence)
         now = self._now()
         rows = await self._fetch(
             "delete_run", key.tenant, key.run_id, expected_version, fence, now, idempotent=False
@@ -274,6 +278,7 @@ class AsyncPostgresStateStore(AsyncPostgresEvents, _AsyncPostgresAdapter, AsyncR
         Raises StateConflictError, and StoreOutcomeUnknown when the reply was lost and reading
         back cannot settle it.
         """
+        check_write_guards(expected_version, version_required=True)
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")

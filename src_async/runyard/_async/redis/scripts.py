@@ -52,11 +52,19 @@ def client_from_url(url: str | None, settings: RedisStoreSettings) -> AsyncRedis
     dsn = url or settings.dsn.get_secret_value()
     kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
     kwargs["retry"] = AsyncRetry(NoBackoff(), 0)
-    if settings.cluster:
-        return AsyncRedisCluster.from_url(dsn, **kwargs)
-    pool = AsyncBlockingConnectionPool.from_url(
-        dsn, timeout=settings.pool_timeout_seconds, **kwargs
-    )
+    try:
+        if settings.cluster:
+            return AsyncRedisCluster.from_url(dsn, **kwargs)
+        pool = AsyncBlockingConnectionPool.from_url(
+            dsn, timeout=settings.pool_timeout_seconds, **kwargs
+        )
+    except ValueError as exc:
+        # redis-py's message may quote the URL, password included: name the problem only.
+        raise ConfigurationError(
+            "the Redis URL is malformed (a redis://, rediss:// or unix:// URL with a numeric "
+            f"port is expected): {type(exc).__name__} while parsing it (details hidden: they "
+            "could show the password)"
+        ) from None
     client = AsyncRedis(connection_pool=pool, retry=kwargs["retry"])
     client.auto_close_connection_pool = True  # as from_url does: closing the client closes it
     return client

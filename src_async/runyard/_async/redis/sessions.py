@@ -32,7 +32,7 @@ from runyard.redis.flavours import (
 from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import check_ttl
+from runyard.validation import check_ttl, check_write_guards
 
 __all__ = ["AsyncRedisSessions"]
 
@@ -71,6 +71,7 @@ class AsyncRedisSessions:
 
         Raises StateConflictError, StatePersistenceError, StoreOutcomeUnknown.
         """
+        check_write_guards(expected_version, version_required=True)
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         stored = dump_json(blob, max_bytes=self.settings.max_value_bytes, what="session blob")

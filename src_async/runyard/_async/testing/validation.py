@@ -103,6 +103,32 @@ class AsyncStateValidationCases:
         got = await store.get_run(key)
         assert got is not None and (got.status, got.version, got.iterations) == ("queued", 1, 0)
 
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("bad", [True, "1", 1.0, -1, 2**63], ids=repr)
+    async def test_validation_bad_versions_and_fences_are_refused(
+        self, store: AsyncStateStore, bad: Any
+    ) -> None:
+        key = RunKey("acme", "r")
+        await store.put_run(key, {"v": 1}, expected_version=0)
+        with pytest.raises(InvalidArgumentError) as caught:
+            await store.put_run(key, {"v": 2}, expected_version=bad)
+        assert caught.value.argument == "expected_version"
+        with pytest.raises(InvalidArgumentError) as caught:
+            await store.put_run(key, {"v": 2}, expected_version=1, fence=bad)
+        assert caught.value.argument == "fence"
+        with pytest.raises(InvalidArgumentError) as caught:
+            await store.patch_run(key, CounterDelta(iterations=1), fence=bad)
+        assert caught.value.argument == "fence"
+        with pytest.raises(InvalidArgumentError) as caught:
+            await store.delete_run(key, expected_version=bad)
+        assert caught.value.argument == "expected_version"
+        with pytest.raises(InvalidArgumentError) as caught:
+            await store.put_session("acme", "s", {}, expected_version=bad)
+        assert caught.value.argument == "expected_version"
+        got = await store.get_run(key)
+        assert got is not None and (got.blob, got.version, got.iterations) == ({"v": 1}, 1, 0)
+        assert await store.get_session("acme", "s") is None
+
 
 class AsyncQueueValidationCases:
     """Limits every WorkQueue enforces before anything is written, and settling by Lease."""
@@ -111,6 +137,33 @@ class AsyncQueueValidationCases:
         lease = await queue.claim("w1")
         assert lease is not None, "expected a due item to claim"
         return lease
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("bad", [True, 1.0, -1, 2**63], ids=repr)
+    async def test_validation_bad_settle_tokens_are_refused(
+        self, queue: AsyncWorkQueue, bad: Any
+    ) -> None:
+        await queue.enqueue("acme", {}, item_id="a")
+        lease = await self._only_lease(queue)
+        for settle in (queue.complete, queue.heartbeat):
+            with pytest.raises(InvalidArgumentError) as caught:
+                await settle("acme", "a", token=bad)
+            assert caught.value.argument == "token"
+        await queue.complete(lease)
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("call", ["dedupe_key", "get_item", "claim"])
+    async def test_validation_empty_identifiers_are_refused(
+        self, queue: AsyncWorkQueue, call: str
+    ) -> None:
+        with pytest.raises(InvalidArgumentError):
+            if call == "dedupe_key":
+                await queue.enqueue("acme", {}, dedupe_key="")
+            elif call == "get_item":
+                await queue.get_item("acme", "")
+            else:
+                await queue.claim("")
+        assert (await queue.stats()).ready == 0
 
     @pytest.mark.asyncio
     async def test_validation_empty_item_id_is_refused(self, queue: AsyncWorkQueue) -> None:

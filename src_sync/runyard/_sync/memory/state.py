@@ -15,7 +15,7 @@ from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_write_guards
 
 __all__ = ["MemoryStateStore"]
 
@@ -62,6 +62,7 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
 
         Raises StateConflictError, LeaseLostError, StatePersistenceError.
         """
+        check_write_guards(expected_version, fence, version_required=True)
         with self._lock:
             return self._core.put_run(
                 key,
@@ -81,6 +82,7 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
         fence: int | None = None,
     ) -> RunRecord:
         """Add ``delta`` to the counters and bump the version. Raises StateNotFoundError."""
+        check_write_guards(None, fence)
         with self._lock:
             return self._core.patch_run(key, delta, status=status, fence=fence)
 
@@ -96,6 +98,7 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
 
         Raises StateConflictError, LeaseLostError.
         """
+        check_write_guards(expected_version, fence)
         with self._lock:
             return self._events().delete_run(key, expected_version=expected_version, fence=fence)
 
@@ -118,6 +121,7 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
         self, tenant: str, session_id: str, blob: Any, *, expected_version: int
     ) -> SessionRecord:
         """Write the session iff its version is ``expected_version``. Raises StateConflictError."""
+        check_write_guards(expected_version, version_required=True)
         with self._lock:
             return self._core.put_session(
                 tenant, session_id, blob, expected_version=expected_version

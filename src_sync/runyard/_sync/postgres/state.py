@@ -40,6 +40,7 @@ from runyard.validation import (
     check_patch_result,
     check_status,
     check_ttl,
+    check_write_guards,
 )
 
 __all__ = ["PostgresStateStore"]
@@ -108,6 +109,7 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         StatePersistenceError for a value no backend stores (before sending), and
         StoreOutcomeUnknown when the reply was lost and reading back cannot settle it.
         """
+        check_write_guards(expected_version, fence, version_required=True)
         check_status(status)
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
@@ -181,6 +183,7 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         Concurrent patches all land. Raises StateNotFoundError, LeaseLostError, and
         StoreOutcomeUnknown when the reply was lost (a patch has no identity to read back).
         """
+        check_write_guards(None, fence)
         check_delta(delta)
         check_status(status)
         now = self._now()
@@ -225,6 +228,7 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
 
         Raises StateConflictError, LeaseLostError.
         """
+        check_write_guards(expected_version, fence)
         now = self._now()
         rows = self._fetch(
             "delete_run", key.tenant, key.run_id, expected_version, fence, now, idempotent=False
@@ -276,6 +280,7 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
         Raises StateConflictError, and StoreOutcomeUnknown when the reply was lost and reading
         back cannot settle it.
         """
+        check_write_guards(expected_version, version_required=True)
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")

@@ -32,6 +32,7 @@ from runyard.redis.events import (
 )
 from runyard.redis.flavours import RedisClient
 from runyard.redis.settings import RedisStoreSettings
+from runyard.validation import check_write_guards
 
 __all__ = ["RedisEvents"]
 
@@ -74,6 +75,7 @@ class RedisEvents:
         terminal status), LeaseLostError, StatePersistenceError, StoreOutcomeUnknown (a lost
         reply without an ``event_id``).
         """
+        check_write_guards(None, fence)
         type_, data_text = event_body(type, data, event_id, max_bytes=self.settings.max_value_bytes)
         keys = self._event_keys(key)
         now = timestamp(self.clock.now())
@@ -129,6 +131,7 @@ class RedisEvents:
         Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
         LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
         """
+        check_write_guards(expected_version, fence)
         check_finalize(status, self.terminal_statuses)
         type_, data_text = event_body(
             event_type, event_data, event_id, max_bytes=self.settings.max_value_bytes

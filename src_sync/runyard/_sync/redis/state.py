@@ -42,6 +42,7 @@ from runyard.validation import (
     check_delta,
     check_limit,
     check_status,
+    check_write_guards,
     counter_overflow,
 )
 
@@ -150,6 +151,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         Raises StateConflictError, LeaseLostError, StatePersistenceError (``too_large`` and
         ``invalid`` before anything is sent), StoreOutcomeUnknown.
         """
+        check_write_guards(expected_version, fence, version_required=True)
         check_status(status)
         stored = dump_json(blob, max_bytes=self.settings.max_value_bytes, what="run blob")
         if session_id is not None:
@@ -213,6 +215,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         Raises StateNotFoundError, LeaseLostError, StoreOutcomeUnknown (a patch has no retry
         identity, so a lost reply is never settled by sending it again).
         """
+        check_write_guards(None, fence)
         check_delta(delta)
         check_status(status)
         k = self._keys(key.tenant)
@@ -256,6 +259,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
 
         Raises StateConflictError, LeaseLostError, StoreOutcomeUnknown.
         """
+        check_write_guards(expected_version, fence)
         k = self._keys(key.tenant)
         args = [
             "" if expected_version is None else expected_version,

@@ -101,6 +101,31 @@ class StateValidationCases:
         got = store.get_run(key)
         assert got is not None and (got.status, got.version, got.iterations) == ("queued", 1, 0)
 
+    @pytest.mark.parametrize("bad", [True, "1", 1.0, -1, 2**63], ids=repr)
+    def test_validation_bad_versions_and_fences_are_refused(
+        self, store: StateStore, bad: Any
+    ) -> None:
+        key = RunKey("acme", "r")
+        store.put_run(key, {"v": 1}, expected_version=0)
+        with pytest.raises(InvalidArgumentError) as caught:
+            store.put_run(key, {"v": 2}, expected_version=bad)
+        assert caught.value.argument == "expected_version"
+        with pytest.raises(InvalidArgumentError) as caught:
+            store.put_run(key, {"v": 2}, expected_version=1, fence=bad)
+        assert caught.value.argument == "fence"
+        with pytest.raises(InvalidArgumentError) as caught:
+            store.patch_run(key, CounterDelta(iterations=1), fence=bad)
+        assert caught.value.argument == "fence"
+        with pytest.raises(InvalidArgumentError) as caught:
+            store.delete_run(key, expected_version=bad)
+        assert caught.value.argument == "expected_version"
+        with pytest.raises(InvalidArgumentError) as caught:
+            store.put_session("acme", "s", {}, expected_version=bad)
+        assert caught.value.argument == "expected_version"
+        got = store.get_run(key)
+        assert got is not None and (got.blob, got.version, got.iterations) == ({"v": 1}, 1, 0)
+        assert store.get_session("acme", "s") is None
+
 
 class QueueValidationCases:
     """Limits every WorkQueue enforces before anything is written, and settling by Lease."""
@@ -109,6 +134,27 @@ class QueueValidationCases:
         lease = queue.claim("w1")
         assert lease is not None, "expected a due item to claim"
         return lease
+
+    @pytest.mark.parametrize("bad", [True, 1.0, -1, 2**63], ids=repr)
+    def test_validation_bad_settle_tokens_are_refused(self, queue: WorkQueue, bad: Any) -> None:
+        queue.enqueue("acme", {}, item_id="a")
+        lease = self._only_lease(queue)
+        for settle in (queue.complete, queue.heartbeat):
+            with pytest.raises(InvalidArgumentError) as caught:
+                settle("acme", "a", token=bad)
+            assert caught.value.argument == "token"
+        queue.complete(lease)
+
+    @pytest.mark.parametrize("call", ["dedupe_key", "get_item", "claim"])
+    def test_validation_empty_identifiers_are_refused(self, queue: WorkQueue, call: str) -> None:
+        with pytest.raises(InvalidArgumentError):
+            if call == "dedupe_key":
+                queue.enqueue("acme", {}, dedupe_key="")
+            elif call == "get_item":
+                queue.get_item("acme", "")
+            else:
+                queue.claim("")
+        assert (queue.stats()).ready == 0
 
     def test_validation_empty_item_id_is_refused(self, queue: WorkQueue) -> None:
         for _ in range(2):
