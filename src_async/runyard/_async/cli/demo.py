@@ -9,7 +9,8 @@ from runyard._async.memory import AsyncMemoryStateStore, AsyncMemoryWorkQueue
 from runyard._async.worker.loop import AsyncWorker
 from runyard._flavours import async_gather, async_sleep
 from runyard.cli.demo import DemoPlan, DemoResult
-from runyard.models import CounterDelta, Lease, RunKey
+from runyard.models import CounterDelta, RunKey
+from runyard.worker.job import Job
 
 __all__ = ["run_demo"]
 
@@ -27,17 +28,15 @@ async def run_demo(
             await store.put_run(RunKey(tenant, run_id), {"prompt": n}, expected_version=0)
             await queue.enqueue(tenant, {"run": run_id, "tokens": 100 + n % 7})
 
-    async def handle(lease: Lease) -> None:
-        result.served.append(lease.tenant)
+    async def handle(job: Job) -> None:
+        result.served.append(job.tenant)
         await async_sleep(plan.work_seconds)
-        delta = CounterDelta(input_tokens=lease.item.payload["tokens"], iterations=1)
-        await store.patch_run(RunKey(lease.tenant, lease.item.payload["run"]), delta, status="done")
+        delta = CounterDelta(input_tokens=job.payload["tokens"], iterations=1)
+        await store.patch_run(RunKey(job.tenant, job.payload["run"]), delta, status="done")
         if on_served is not None:
-            on_served(lease.tenant)
+            on_served(job.tenant)
 
-    workers = [
-        AsyncWorker(queue, f"worker-{n}", handle, poll_seconds=0.01) for n in range(plan.workers)
-    ]
+    workers = [AsyncWorker(queue, handle, name=f"worker-{n}") for n in range(plan.workers)]
     reports = await async_gather([partial(w.run_until_idle) for w in workers])
     result.completed = sum(r.completed for r in reports)
     result.failed = sum(r.failed for r in reports)

@@ -10,6 +10,7 @@ import pytest
 import pytest_asyncio
 
 from runyard._async.protocols import AsyncWorkQueue
+from runyard._async.testing.batched import AsyncBatchedQueueCases
 from runyard._async.testing.validation import AsyncQueueValidationCases
 from runyard._flavours import async_gather
 from runyard.capabilities import certify
@@ -30,7 +31,7 @@ KIT_POLICY = QueuePolicy(
 )
 
 
-class AsyncWorkQueueConformance(AsyncQueueValidationCases):
+class AsyncWorkQueueConformance(AsyncQueueValidationCases, AsyncBatchedQueueCases):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 
     ``make_queue(policy)`` returns a fresh, empty queue (its own namespace) that uses

@@ -11,7 +11,8 @@ from runyard._flavours import gather, sleep
 from runyard._sync.memory import MemoryStateStore, MemoryWorkQueue
 from runyard._sync.worker.loop import Worker
 from runyard.cli.demo import DemoPlan, DemoResult
-from runyard.models import CounterDelta, Lease, RunKey
+from runyard.models import CounterDelta, RunKey
+from runyard.worker.job import Job
 
 __all__ = ["run_demo"]
 
@@ -29,15 +30,15 @@ def run_demo(
             store.put_run(RunKey(tenant, run_id), {"prompt": n}, expected_version=0)
             queue.enqueue(tenant, {"run": run_id, "tokens": 100 + n % 7})
 
-    def handle(lease: Lease) -> None:
-        result.served.append(lease.tenant)
+    def handle(job: Job) -> None:
+        result.served.append(job.tenant)
         sleep(plan.work_seconds)
-        delta = CounterDelta(input_tokens=lease.item.payload["tokens"], iterations=1)
-        store.patch_run(RunKey(lease.tenant, lease.item.payload["run"]), delta, status="done")
+        delta = CounterDelta(input_tokens=job.payload["tokens"], iterations=1)
+        store.patch_run(RunKey(job.tenant, job.payload["run"]), delta, status="done")
         if on_served is not None:
-            on_served(lease.tenant)
+            on_served(job.tenant)
 
-    workers = [Worker(queue, f"worker-{n}", handle, poll_seconds=0.01) for n in range(plan.workers)]
+    workers = [Worker(queue, handle, name=f"worker-{n}") for n in range(plan.workers)]
     reports = gather([partial(w.run_until_idle) for w in workers])
     result.completed = sum(r.completed for r in reports)
     result.failed = sum(r.failed for r in reports)
