@@ -22,43 +22,46 @@ __all__ = [
 
 
 class AsyncCondition:
-    """A broadcast: ``notify()`` wakes every coroutine waiting at that moment."""
+    """A broadcast with a generation: ``notify()`` bumps it and wakes every waiter, and a
+    waiter that names the generation it last saw never misses a notify in between."""
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self.generation = 0
 
     def notify(self) -> None:
-        """Wake every current waiter; a later waiter waits for the next notify."""
+        """Bump the generation and wake every current waiter."""
+        self.generation += 1
         event, self._event = self._event, asyncio.Event()
         event.set()
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notify; return whether one came."""
-        try:
-            await asyncio.wait_for(self._event.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
+    async def wait_past(self, seen: int, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for the generation to move past ``seen``; return it."""
+        if self.generation == seen:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._event.wait(), timeout)
+        return self.generation
 
 
 class Condition:
-    """A broadcast: ``notify()`` wakes every thread waiting at that moment."""
+    """A broadcast with a generation: ``notify()`` bumps it and wakes every waiting thread,
+    and a waiter that names the generation it last saw never misses a notify in between."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._generation = 0
+        self.generation = 0
 
     def notify(self) -> None:
-        """Wake every current waiter; a later waiter waits for the next notify."""
+        """Bump the generation and wake every current waiter."""
         with self._cond:
-            self._generation += 1
+            self.generation += 1
             self._cond.notify_all()
 
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notify; return whether one came."""
+    def wait_past(self, seen: int, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for the generation to move past ``seen``; return it."""
         with self._cond:
-            start = self._generation
-            return self._cond.wait_for(lambda: self._generation != start, timeout)
+            self._cond.wait_for(lambda: self.generation != seen, timeout)
+            return self.generation
 
 
 class AsyncJobHandle:

@@ -158,9 +158,10 @@ class AsyncWorker:
                     break
                 claimed = 0 if self._stopping else await self._fill()
                 await self._heartbeat_if_due()
-                if self._flush_due():
+                flushed = self._flush_due()
+                if flushed:
                     await self._flush()
-                idle = not (claimed or self._running or self._finished)
+                idle = not (claimed or flushed or self._running or self._finished)
                 if until_idle and idle:
                     reaped = await self._store.reap()
                     self._stats.reaped += reaped
@@ -170,8 +171,8 @@ class AsyncWorker:
                 if not self._stopping and time.monotonic() >= self._next_reap:
                     self._next_reap = time.monotonic() + self.settings.reap_seconds
                     self._stats.reaped += await self._store.reap()
-                if claimed and len(self._running) < self.settings.concurrency:
-                    continue
+                if flushed or (claimed and len(self._running) < self.settings.concurrency):
+                    continue  # a settle may have made work due; a full claim may leave more
                 await self._nudge.wait(self._wait_seconds())
         except WorkerAborted:
             pass

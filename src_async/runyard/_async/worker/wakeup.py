@@ -28,14 +28,20 @@ class AsyncWakeup(Protocol):
 
 
 class AsyncConditionWakeup:
-    """Hints from a condition notified in this process (the memory queue's ``wakeups``)."""
+    """Hints from a condition notified in this process (the memory queue's ``wakeups``).
+
+    Lossless from its construction on: an enqueue between two waits is seen by the next one.
+    """
 
     def __init__(self, condition: AsyncCondition) -> None:
         self._condition = condition
+        self._seen = condition.generation
 
     async def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notify."""
-        return await self._condition.wait(timeout)
+        """Wait up to ``timeout`` seconds for a notify since the last wait."""
+        generation = await self._condition.wait_past(self._seen, timeout)
+        woke, self._seen = generation != self._seen, generation
+        return woke
 
     async def aclose(self) -> None:
         """Nothing to release: the condition belongs to the queue."""

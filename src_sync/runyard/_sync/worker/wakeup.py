@@ -30,14 +30,20 @@ class Wakeup(Protocol):
 
 
 class ConditionWakeup:
-    """Hints from a condition notified in this process (the memory queue's ``wakeups``)."""
+    """Hints from a condition notified in this process (the memory queue's ``wakeups``).
+
+    Lossless from its construction on: an enqueue between two waits is seen by the next one.
+    """
 
     def __init__(self, condition: Condition) -> None:
         self._condition = condition
+        self._seen = condition.generation
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notify."""
-        return self._condition.wait(timeout)
+        """Wait up to ``timeout`` seconds for a notify since the last wait."""
+        generation = self._condition.wait_past(self._seen, timeout)
+        woke, self._seen = generation != self._seen, generation
+        return woke
 
     def close(self) -> None:
         """Nothing to release: the condition belongs to the queue."""
