@@ -128,7 +128,10 @@ class AsyncWorkerStore:
             adopted, _ = await self._call(
                 "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
             )
-            return adopted
+            # What the lost claim took is adopted; a new claim (not a resend) fills the rest.
+            if len(adopted) < free:
+                adopted += await self.claim(free - len(adopted))
+            return [*leases, *adopted]
         return leases
 
     async def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:

@@ -130,7 +130,10 @@ class WorkerStore:
             adopted, _ = self._call(
                 "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
             )
-            return adopted
+            # What the lost claim took is adopted; a new claim (not a resend) fills the rest.
+            if len(adopted) < free:
+                adopted += self.claim(free - len(adopted))
+            return [*leases, *adopted]
         return leases
 
     def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
