@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
-BENCHES := bench-memory bench-redis bench-postgres bench-executions
+BENCHES := bench-memory bench-redis bench-postgres bench-executions bench-worker
 
 .PHONY: setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
 
@@ -51,6 +51,9 @@ bench-postgres: $(STAMP)
 
 bench-executions: $(STAMP)
 	$(PYTHON) benchmarks/bench_executions.py
+
+bench-worker: $(STAMP)
+	$(PYTHON) benchmarks/bench_worker.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

@@ -30,3 +30,22 @@ def test_the_postgres_benchmark_runs(pg_server: None) -> None:
 def test_the_memory_benchmark_runs() -> None:
     out = _run("-m", "benchmarks.bench_memory")
     assert "enqueue+claim+complete" in out and "x baseline" in out
+
+
+@pytest.mark.slow
+def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
+    out = _run(
+        "benchmarks/bench_worker.py",
+        "--items",
+        "40",
+        "--concurrency",
+        "4",
+        "--samples",
+        "3",
+        "--idle-seconds",
+        "0.5",
+        "--out",
+        str(tmp_path / "worker.json"),
+    )
+    assert "memory   async batched" in out and "postgres sync  idle worker" in out
+    assert (tmp_path / "worker.json").exists()

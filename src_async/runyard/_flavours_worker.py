@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
 import threading
 from collections.abc import Awaitable, Callable
 
@@ -78,11 +79,10 @@ class AsyncJobHandle:
 
 
 class JobHandle:
-    """One job running on its own thread; a thread cannot be interrupted, so ``cancel()``
-    abandons it: the thread runs on (it is a daemon) and its outcome is ignored."""
+    """One job running on a thread; a thread cannot be interrupted, so ``cancel()`` abandons
+    it: the thread runs on (it is a daemon) and its outcome is ignored."""
 
-    def __init__(self, thread: threading.Thread) -> None:
-        self._thread = thread
+    def __init__(self) -> None:
         self.abandoned = False
 
     def cancel(self) -> None:
@@ -117,13 +117,46 @@ class AsyncJobRunner:
 
 
 class JobRunner:
-    """Runs each job on a daemon thread of its own."""
+    """Runs each job on a daemon thread, reusing idle threads (an abandoned job keeps its
+    thread busy, so a new one is started for the next job); idle threads end after a minute."""
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
 
     def start(self, run: Callable[[], None]) -> JobHandle:
-        """Start ``run()`` on a new daemon thread."""
-        thread = threading.Thread(target=run, name="runyard-job", daemon=True)
-        thread.start()
-        return JobHandle(thread)
+        """Hand ``run()`` to an idle thread, or to a new daemon thread."""
+        with self._lock:
+            reuse = self._idle > 0
+            if reuse:
+                self._idle -= 1
+        self._jobs.put(run)
+        if not reuse:
+            threading.Thread(target=self._serve, name="runyard-job", daemon=True).start()
+        return JobHandle()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                run = self._jobs.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # no start() counts on this thread: end it
+                        self._idle -= 1
+                        return
+                continue
+            if run is None:
+                return
+            run()
+            with self._lock:
+                self._idle += 1
 
     def close(self) -> None:
-        """Nothing to wait for: abandoned threads are daemons and end with the process."""
+        """End the idle threads; a thread still running an abandoned job ends with it."""
+        with self._lock:
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._jobs.put(None)
