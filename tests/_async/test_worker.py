@@ -10,7 +10,12 @@ import pytest
 from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
 from runyard._async.worker import AsyncWorker
 from runyard._flavours import AsyncEvent, async_gather
-from runyard.errors import QueueUnavailableError, RunyardError, StoreOutcomeUnknown
+from runyard.errors import (
+    ConfigurationError,
+    QueueUnavailableError,
+    RunyardError,
+    StoreOutcomeUnknown,
+)
 from runyard.models import Lease
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
 
@@ -329,3 +334,16 @@ async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once() -> None:
 
     stats = await AsyncWorker(queue, handler, clock=clock).run_until_idle()
     assert runs == [item.item_id] and stats.completed == 1
+
+
+@pytest.mark.asyncio
+async def test_bad_settings_are_configuration_errors() -> None:
+    queue = make_queue(ManualClock())
+
+    async def handler(job: Job) -> None:
+        pass
+
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        AsyncWorker(queue, handler, concurrency=0)
+    with pytest.raises(ConfigurationError, match="unknown worker setting"):
+        AsyncWorker(queue, handler, poll_seconds=1)

@@ -12,7 +12,12 @@ import pytest
 from runyard import ManualClock, MemoryWorkQueue, QueuePolicy
 from runyard._flavours import Event, gather
 from runyard._sync.worker import Worker
-from runyard.errors import QueueUnavailableError, RunyardError, StoreOutcomeUnknown
+from runyard.errors import (
+    ConfigurationError,
+    QueueUnavailableError,
+    RunyardError,
+    StoreOutcomeUnknown,
+)
 from runyard.models import Lease
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
 
@@ -319,3 +324,15 @@ def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once() -> None:
 
     stats = Worker(queue, handler, clock=clock).run_until_idle()
     assert runs == [item.item_id] and stats.completed == 1
+
+
+def test_bad_settings_are_configuration_errors() -> None:
+    queue = make_queue(ManualClock())
+
+    def handler(job: Job) -> None:
+        pass
+
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        Worker(queue, handler, concurrency=0)
+    with pytest.raises(ConfigurationError, match="unknown worker setting"):
+        Worker(queue, handler, poll_seconds=1)

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from typing import Any
 
 from runyard.models import Lease
 
-__all__ = ["Job"]
+__all__ = ["DONE", "Done", "Job", "default_worker_name"]
+
+
+class Done:
+    """The outcome of a handler that returned."""
+
+
+DONE = Done()
+
+
+def default_worker_name() -> str:
+    """``host-pid-random``: unique per process, so ``adopt`` finds only this worker's leases."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 class Job:

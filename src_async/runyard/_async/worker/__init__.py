@@ -1,12 +1,11 @@
 """The worker's I/O: the claim -> handle -> settle loop, its store calls and wake-ups."""
 
-from runyard._async.worker.loop import AsyncWorker, default_worker_name
+from runyard._async.worker.loop import AsyncWorker
 from runyard._async.worker.wakeup import AsyncConditionWakeup, AsyncWakeup, wakeup_for
 
 __all__ = [
     "AsyncConditionWakeup",
     "AsyncWakeup",
     "AsyncWorker",
-    "default_worker_name",
     "wakeup_for",
 ]

@@ -10,12 +10,9 @@ lease lapses (at least once), never lost.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import partial
 
 from runyard._async.protocols import AsyncWorkQueue
@@ -24,10 +21,11 @@ from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
 from runyard._flavours import AsyncEvent
 from runyard._flavours_worker import AsyncJobHandle, AsyncJobRunner
 from runyard.clock import Clock, SystemClock
+from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
 from runyard.models import Lease, WorkItem
 from runyard.policy import QueuePolicy
-from runyard.worker.job import Job
+from runyard.worker.job import DONE, Done, Job, default_worker_name
 from runyard.worker.outcomes import (
     JobTimeoutError,
     PermanentFailure,
@@ -37,16 +35,9 @@ from runyard.worker.outcomes import (
 )
 from runyard.worker.settings import WorkerSettings
 
-__all__ = ["AsyncWorker", "default_worker_name"]
+__all__ = ["AsyncWorker"]
 
 log = logging.getLogger("runyard.worker")
-
-
-class _Done:
-    """The outcome of a handler that returned."""
-
-
-_DONE = _Done()
 
 
 class _Slot:
@@ -59,13 +50,8 @@ class _Slot:
         self.job = Job(lease)
         self.deadline = deadline
         self.handle: AsyncJobHandle | None = None
-        self.outcome: _Done | BaseException | None = None  # written by the job
-        self.result: _Done | BaseException | None = None  # decided by the loop
-
-
-def default_worker_name() -> str:
-    """``host-pid-random``: unique per process, so ``adopt`` finds only this worker's leases."""
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.outcome: Done | BaseException | None = None  # written by the job
+        self.result: Done | BaseException | None = None  # decided by the loop
 
 
 class AsyncWorker:
@@ -91,7 +77,13 @@ class AsyncWorker:
         **options: object,
     ) -> None:
         base = settings or WorkerSettings()
-        self.settings = replace(base, **options) if options else base  # type: ignore[arg-type]
+        try:
+            self.settings = replace(base, **options) if options else base  # type: ignore[arg-type]
+        except TypeError:
+            known = ", ".join(f.name for f in fields(WorkerSettings))
+            raise ConfigurationError(
+                f"unknown worker setting(s) {', '.join(sorted(options))}: known are {known}"
+            ) from None
         self.queue = queue
         self.handler = handler
         self.name = validate_identifier(name or default_worker_name(), "worker")
@@ -250,7 +242,7 @@ class AsyncWorker:
         except Exception as exc:
             slot.outcome = exc
         else:
-            slot.outcome = _DONE
+            slot.outcome = DONE
         self._nudge.set()
 
     def _collect(self) -> None:
@@ -322,7 +314,7 @@ class AsyncWorker:
     async def _flush(self) -> None:
         """Settle every finished job: completes in one batch, failures one by one."""
         batch, self._finished = self._finished, []
-        done = [s for s in batch if s.result is _DONE]
+        done = [s for s in batch if s.result is DONE]
         for slot, error in zip(
             done, await self._store.complete([s.lease for s in done]), strict=True
         ):

@@ -2,13 +2,12 @@
 # Change the async source (or codegen/) and run `make twins` again.
 """The worker's I/O: the claim -> handle -> settle loop, its store calls and wake-ups."""
 
-from runyard._sync.worker.loop import Worker, default_worker_name
+from runyard._sync.worker.loop import Worker
 from runyard._sync.worker.wakeup import ConditionWakeup, Wakeup, wakeup_for
 
 __all__ = [
     "ConditionWakeup",
     "Wakeup",
     "Worker",
-    "default_worker_name",
     "wakeup_for",
 ]
