@@ -48,3 +48,20 @@ def test_the_console_script_explains_a_missing_cli_extra() -> None:
     result = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True)
     assert result.returncode == 2
     assert "pip install 'runyard[cli]'" in result.stderr and "typer" in result.stderr
+
+
+def test_worker_with_a_handler_that_cannot_load_exits_2_saying_why() -> None:
+    result = CliRunner().invoke(app, ["worker", "no_such_module:handle", "--url", "memory://"])
+    assert result.exit_code == 2 and "cannot load handler" in result.output
+
+
+def test_worker_refuses_an_async_handler_with_sync() -> None:
+    spec = "tests.support.worker_jobs:gated"
+    result = CliRunner().invoke(app, ["worker", spec, "--url", "memory://", "--sync"])
+    assert result.exit_code == 2 and "drop --sync" in result.output
+
+
+def test_worker_refuses_an_unknown_url_scheme() -> None:
+    spec = "tests.support.worker_jobs:gated"
+    result = CliRunner().invoke(app, ["worker", spec, "--url", "ftp://x"])
+    assert result.exit_code == 2 and "unknown queue URL scheme" in result.output
