@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
-BENCHES := bench-memory bench-redis bench-postgres bench-executions bench-events bench-sqlite
+BENCHES := bench-memory bench-redis bench-postgres bench-executions bench-events bench-sqlite bench-worker
 
 .PHONY: system-deps setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
 
@@ -66,6 +66,9 @@ bench-events: $(STAMP)
 
 bench-sqlite: $(STAMP)
 	$(PYTHON) benchmarks/bench_sqlite.py --json benchmarks/results/sqlite.json
+
+bench-worker: $(STAMP)
+	$(PYTHON) benchmarks/bench_worker.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

@@ -105,3 +105,21 @@ def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
     }
     assert all(r["ratio"] > 0 for r in rows)
     assert all((r["ratio_to_aiosqlite"] is None) == (r["twin"] == "sync") for r in rows)
+
+
+def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
+    out = _run(
+        "benchmarks/bench_worker.py",
+        "--items",
+        "40",
+        "--concurrency",
+        "4",
+        "--samples",
+        "3",
+        "--idle-seconds",
+        "0.5",
+        "--out",
+        str(tmp_path / "worker.json"),
+    )
+    assert "memory   async batched" in out and "postgres sync  idle worker" in out
+    assert (tmp_path / "worker.json").exists()

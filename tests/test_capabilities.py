@@ -86,3 +86,30 @@ def test_unknown_version_or_deployment_is_refused() -> None:
         StoreCapabilities(version=2)
     with pytest.raises(ValueError, match="deployment"):
         StoreCapabilities(deployment="everywhere")  # type: ignore[arg-type]
+
+
+class _BatchedWithoutLimit:
+    capabilities = StoreCapabilities(batched_operations=True, deployment="single_process")
+
+    def claim(self, worker: str) -> None: ...
+
+    def enqueue_many(self, tenant: str, items: list[Any]) -> None: ...
+
+    def claim_many(self, worker: str, n: int) -> None: ...
+
+    def heartbeat_many(self, leases: list[Any]) -> None: ...
+
+    def complete_many(self, leases: list[Any]) -> None: ...
+
+    def release_many(self, leases: list[Any]) -> None: ...
+
+
+def test_batched_operations_need_claim_many_with_limit() -> None:
+    with pytest.raises(StoreCapabilityError) as caught:
+        validate_capabilities(_BatchedWithoutLimit())
+    assert "batched_operations" in str(caught.value) and "limit" in str(caught.value)
+
+
+def test_memory_queues_declare_batched_operations() -> None:
+    for queue in (AsyncMemoryWorkQueue(), MemoryWorkQueue()):
+        assert validate_capabilities(queue).batched_operations

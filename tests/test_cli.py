@@ -83,3 +83,20 @@ def test_demo_on_memory_shows_no_crash_scene() -> None:
 def test_demo_refuses_an_unsupported_url_naming_what_is_supported() -> None:
     result = CliRunner().invoke(app, ["demo", "--url", "redis://localhost"])
     assert result.exit_code == 2 and "sqlite:///path" in result.output
+
+
+def test_worker_with_a_handler_that_cannot_load_exits_2_saying_why() -> None:
+    result = CliRunner().invoke(app, ["worker", "no_such_module:handle", "--url", "memory://"])
+    assert result.exit_code == 2 and "cannot load handler" in result.output
+
+
+def test_worker_refuses_an_async_handler_with_sync() -> None:
+    spec = "tests.support.worker_jobs:gated"
+    result = CliRunner().invoke(app, ["worker", spec, "--url", "memory://", "--sync"])
+    assert result.exit_code == 2 and "drop --sync" in result.output
+
+
+def test_worker_refuses_an_unknown_url_scheme() -> None:
+    spec = "tests.support.worker_jobs:gated"
+    result = CliRunner().invoke(app, ["worker", spec, "--url", "ftp://x"])
+    assert result.exit_code == 2 and "unknown queue URL scheme" in result.output

@@ -2,7 +2,8 @@
 
 The async source names the left-hand member; the twin generator renames it to the right-hand
 one (``AsyncLock`` -> ``Lock``, ``async_sleep`` -> ``sleep``, ``async_gather`` -> ``gather``),
-so no ``await asyncio.sleep`` ever becomes a silent no-op in the sync twin.
+so no ``await asyncio.sleep`` ever becomes a silent no-op in the sync twin. The worker's pairs
+(``AsyncCondition``, ``AsyncJobRunner``) live in ``runyard._flavours_worker``.
 """
 
 from __future__ import annotations

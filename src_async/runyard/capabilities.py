@@ -27,6 +27,9 @@ class StoreCapabilities:
       and a fence, ``read_events``, ``follow``); see docs/events.md.
     - ``atomic_finalize``: ``finalize`` sets a terminal status and appends the terminal event
       in one atomic write.
+    - ``batched_operations``: ``enqueue_many``, ``claim_many(worker, limit=)``,
+      ``heartbeat_many``, ``complete_many`` and ``release_many``, one round trip each, with
+      per-item outcomes; see docs/protocols.md.
     - ``deployment``: where the store's guarantees hold.
     """
 
@@ -38,6 +41,7 @@ class StoreCapabilities:
     recovery: bool = False
     event_log: bool = False
     atomic_finalize: bool = False
+    batched_operations: bool = False
     deployment: Deployment | None = None
 
     def __post_init__(self) -> None:
@@ -84,6 +88,15 @@ _REQUIREMENTS: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
                 "finalize",
                 ("status", "event_type", "event_data", "expected_version", "fence", "event_id"),
             ),
+        ),
+    },
+    "batched_operations": {
+        "queue": (
+            ("enqueue_many", ()),
+            ("claim_many", ("limit",)),
+            ("heartbeat_many", ()),
+            ("complete_many", ()),
+            ("release_many", ()),
         ),
     },
 }

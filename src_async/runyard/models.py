@@ -14,6 +14,7 @@ __all__ = [
     "DeadLetter",
     "ItemState",
     "Lease",
+    "NewItem",
     "QueueStats",
     "RunKey",
     "RunLease",
@@ -189,3 +190,15 @@ class DeadLetter(BaseModel):
     item: WorkItem
     reason: str
     dead_at: float
+
+
+class NewItem(BaseModel):
+    """One item of ``enqueue_many``: the arguments ``enqueue`` takes after the tenant."""
+
+    model_config = _FROZEN
+
+    payload: Any
+    item_id: str | None = None
+    dedupe_key: str | None = None
+    priority: int = 0
+    delay_seconds: float = 0.0

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from runyard.capabilities import StoreCapabilities
+from runyard.errors import RunyardError
 from runyard.models import (
     CounterDelta,
     DeadLetter,
     Lease,
+    NewItem,
     QueueStats,
     RunKey,
     RunLease,
@@ -18,7 +21,7 @@ from runyard.models import (
     WorkItem,
 )
 
-__all__ = ["AsyncStateStore", "AsyncWorkQueue"]
+__all__ = ["AsyncBatchedWorkQueue", "AsyncStateStore", "AsyncWorkQueue"]
 
 
 @runtime_checkable
@@ -201,4 +204,38 @@ class AsyncWorkQueue(Protocol):
 
     async def aclose(self) -> None:
         """Release the queue's resources."""
+        ...
+
+
+@runtime_checkable
+class AsyncBatchedWorkQueue(AsyncWorkQueue, Protocol):
+    """A WorkQueue that declares ``batched_operations``: each call is one round trip.
+
+    Per-item outcomes come back in the order of the request: one stale token fails only its
+    own item. An argument that is invalid anywhere in the batch raises InvalidArgumentError
+    and nothing is written; a store error (QueueUnavailableError, StoreOutcomeUnknown) is
+    raised for the whole call.
+    """
+
+    async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+        """Add every item, as ``enqueue`` would one by one (dedupe included), in order."""
+        ...
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        """Lease up to ``limit`` due items, tenants served in the same rotation as ``limit``
+        single claims; an empty list when nothing is due."""
+        ...
+
+    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+        """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
+        (LeaseLostError, WorkItemNotFoundError) for that item."""
+        ...
+
+    async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Finish every item: None, or the error ``complete`` would raise for that item."""
+        ...
+
+    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Hand every leased item back to ready at once without counting the attempt (a
+        worker shutting down): None, or the error a settle would raise for that item."""
         ...

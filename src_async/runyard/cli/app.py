@@ -121,8 +121,39 @@ def demo(
             raise typer.Exit(1)
 
 
+def worker(
+    handler: Annotated[str, typer.Argument(help="the handler, as module:function")],
+    url: Annotated[str, typer.Option(help="memory://, redis://... or postgresql://...")],
+    concurrency: Annotated[int, typer.Option(min=1, help="jobs at once")] = 1,
+    sync: Annotated[bool, typer.Option("--sync", help="the thread twin (a plain handler)")] = False,
+    shutdown_grace: Annotated[float, typer.Option(min=0, help="seconds to finish on stop")] = 30.0,
+    job_timeout: Annotated[float | None, typer.Option(min=0, help="seconds per job")] = None,
+    lease_seconds: Annotated[float, typer.Option(min=0.1, help="the queue's lease length")] = 30.0,
+) -> None:
+    """Run a worker on the queue at URL until SIGTERM or SIGINT (twice: exit at once)."""
+    from runyard.cli.worker import run_worker
+    from runyard.errors import ConfigurationError
+    from runyard.policy import QueuePolicy
+    from runyard.worker.settings import WorkerSettings
+
+    try:
+        settings = WorkerSettings(
+            concurrency=concurrency, shutdown_grace=shutdown_grace, job_timeout=job_timeout
+        )
+        policy = QueuePolicy(lease_seconds=lease_seconds)
+        stats = run_worker(handler, url, settings, sync=sync, policy=policy)
+    except ConfigurationError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    Console(stderr=True).print(
+        f"stopped: {stats.completed} completed, {stats.failed} failed, {stats.dead} dead, "
+        f"{stats.handed_back} handed back"
+    )
+
+
 app = typer.Typer(help="runyard: durable run state and work queues.", no_args_is_help=True)
 app.command(help=demo.__doc__)(demo)
+app.command(help=worker.__doc__)(worker)
 
 
 @app.callback()

@@ -6,20 +6,19 @@ The twins wrap it in their lock; it is the reference model property tests compar
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from runyard._json import copy_json
 from runyard.clock import Clock
-from runyard.errors import (
-    LeaseLostError,
-    WorkItemNotFoundError,
-)
+from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.memory._copies import detached
 from runyard.models import (
     DeadLetter,
     Lease,
+    NewItem,
     QueueStats,
     WorkItem,
 )
@@ -258,6 +257,68 @@ class MemoryQueueCore:
         if decision.outcome == "dead" or decision.retry_at is None:
             return self._kill(item, decision.reason, error)
         return self._retry(item, decision.retry_at, error)
+
+    @detached
+    def release(self, tenant: str, item_id: str, *, token: int) -> WorkItem:
+        self._leased(tenant, item_id, token)
+        item = self._items[(tenant, item_id)]
+        unburned = item.model_copy(update={"attempts": max(item.attempts - 1, 0)})
+        return self._retry(unburned, self.clock.now(), None)
+
+    # -- batched (one call each, per-item outcomes) ----------------------------------------
+    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+        validate_identifier(tenant, "tenant")
+        for spec in items:  # every item is checked before the first is written
+            item_id_or_new(spec.item_id)
+            if spec.dedupe_key is not None:
+                validate_identifier(spec.dedupe_key, "dedupe_key")
+            check_priority(spec.priority)
+            check_delay(spec.delay_seconds)
+            copy_json(spec.payload, self.max_value_bytes, "payload")
+        return [
+            self.enqueue(
+                tenant,
+                spec.payload,
+                item_id=spec.item_id,
+                dedupe_key=spec.dedupe_key,
+                priority=spec.priority,
+                delay_seconds=spec.delay_seconds,
+            )
+            for spec in items
+        ]
+
+    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        validate_identifier(worker, "worker")
+        check_limit(limit)
+        leases: list[Lease] = []
+        while len(leases) < limit and (lease := self.claim(worker)) is not None:
+            leases.append(lease)
+        return leases
+
+    def heartbeat_many(self, targets: Sequence[tuple[str, str, int]]) -> list[Lease | RunyardError]:
+        out: list[Lease | RunyardError] = []
+        for tenant, item_id, token in targets:
+            try:
+                out.append(self.heartbeat(tenant, item_id, token=token))
+            except (LeaseLostError, WorkItemNotFoundError) as exc:
+                out.append(exc)
+        return out
+
+    def settle_many(
+        self, targets: Sequence[tuple[str, str, int]], *, release: bool
+    ) -> list[RunyardError | None]:
+        """Complete (or, with ``release``, hand back) every target; per-item errors."""
+        out: list[RunyardError | None] = []
+        for tenant, item_id, token in targets:
+            try:
+                if release:
+                    self.release(tenant, item_id, token=token)
+                else:
+                    self.complete(tenant, item_id, token=token)
+                out.append(None)
+            except (LeaseLostError, WorkItemNotFoundError) as exc:
+                out.append(exc)
+        return out
 
     @detached
     def reap(self, *, limit: int) -> list[WorkItem]:

@@ -1,21 +1,77 @@
-"""What a handler can raise and what a worker reports; one class for both twins."""
+"""What a handler can raise, what a worker counts and the hooks it calls; one class each for
+both twins."""
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["PermanentFailure", "WorkerReport"]
+from runyard.validation import storable_error_text
+from runyard.worker.job import Job
+
+__all__ = [
+    "MAX_TRACEBACK_CHARS",
+    "JobTimeoutError",
+    "PermanentFailure",
+    "WorkerHooks",
+    "WorkerStats",
+    "describe_failure",
+]
+
+MAX_TRACEBACK_CHARS = 4000
+"""The stored traceback keeps its last this many characters (the frames nearest the raise)."""
 
 
 class PermanentFailure(Exception):
     """Raise from a handler to dead-letter the item at once instead of retrying it."""
 
 
+class JobTimeoutError(Exception):
+    """A job ran past the worker's ``job_timeout``; the item is failed (retryable)."""
+
+
 @dataclass
-class WorkerReport:
-    """What one worker did."""
+class WorkerStats:
+    """What one worker did so far (``worker.stats()`` returns a copy).
+
+    ``failed`` counts handler errors and timeouts, each then ``retried`` or ``dead``;
+    ``lost`` counts leases the worker lost (capped, taken) and so never settled;
+    ``handed_back`` counts jobs returned to ready at shutdown.
+    """
 
     completed: int = 0
     failed: int = 0
+    retried: int = 0
+    dead: int = 0
     lost: int = 0
+    timed_out: int = 0
+    handed_back: int = 0
+    in_flight: int = 0
     reaped: int = 0
+    claim_round_trips: int = 0
+    heartbeat_round_trips: int = 0
+    settle_round_trips: int = 0
+    store_errors: int = 0
+
+
+@dataclass
+class WorkerHooks:
+    """Callbacks the worker calls from its loop; an exception in a hook is logged, not raised.
+
+    ``on_job_end(job, outcome)`` gets "completed", "retried", "dead", "lost" or "handed_back".
+    """
+
+    on_job_start: Callable[[Job], None] | None = None
+    on_job_end: Callable[[Job, str], None] | None = None
+    on_failure: Callable[[Job, BaseException], None] | None = None
+    on_dead: Callable[[Job, BaseException], None] | None = None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The text stored as the item's error: type, message and the end of the traceback."""
+    head = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if len(trace) > MAX_TRACEBACK_CHARS:
+        trace = "...\n" + trace[-MAX_TRACEBACK_CHARS:]
+    return storable_error_text(f"{head}\n\n{trace}")

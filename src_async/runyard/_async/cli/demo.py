@@ -21,8 +21,9 @@ from runyard.cli.crash import (
     start_doomed_worker,
 )
 from runyard.cli.demo import DemoPlan, DemoResult
-from runyard.models import CounterDelta, Lease, RunKey
-from runyard.worker.outcomes import WorkerReport
+from runyard.models import CounterDelta, RunKey
+from runyard.worker.job import Job
+from runyard.worker.outcomes import WorkerStats
 
 __all__ = ["run_demo"]
 
@@ -54,7 +55,8 @@ async def run_demo(
     finished_by: dict[str, str] = {}
     claimed: list[tuple[int, str]] = []  # (fencing token, tenant): tokens count the claims
 
-    async def handle(lease: Lease) -> None:
+    async def handle(job: Job) -> None:
+        lease = job.lease
         name, _, owner = lease.tenant.rpartition("~")
         await async_sleep(plan.work_seconds)
         delta = CounterDelta(input_tokens=lease.item.payload["tokens"], iterations=1)
@@ -68,11 +70,8 @@ async def run_demo(
         if on_served is not None:
             on_served(name)
 
-    async def serve() -> list[WorkerReport]:
-        workers = [
-            AsyncWorker(queue, f"worker-{n}", handle, poll_seconds=0.01)
-            for n in range(plan.workers)
-        ]
+    async def serve() -> list[WorkerStats]:
+        workers = [AsyncWorker(queue, handle, name=f"worker-{n}") for n in range(plan.workers)]
         return await async_gather([partial(w.run_until_idle) for w in workers])
 
     reports = await serve()

@@ -10,6 +10,7 @@ import pytest
 import pytest_asyncio
 
 from runyard._async.protocols import AsyncWorkQueue
+from runyard._async.testing.batched import AsyncBatchedQueueCases
 from runyard._async.testing.roundtrip import AsyncQueueRoundTripCases
 from runyard._async.testing.validation import AsyncQueueValidationCases
 from runyard._flavours import async_gather
@@ -31,7 +32,9 @@ KIT_POLICY = QueuePolicy(
 )
 
 
-class AsyncWorkQueueConformance(AsyncQueueValidationCases, AsyncQueueRoundTripCases):
+class AsyncWorkQueueConformance(
+    AsyncQueueValidationCases, AsyncQueueRoundTripCases, AsyncBatchedQueueCases
+):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 
     ``make_queue(policy)`` returns a fresh, empty queue (its own namespace) that uses

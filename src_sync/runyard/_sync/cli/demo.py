@@ -23,8 +23,9 @@ from runyard.cli.crash import (
     start_doomed_worker,
 )
 from runyard.cli.demo import DemoPlan, DemoResult
-from runyard.models import CounterDelta, Lease, RunKey
-from runyard.worker.outcomes import WorkerReport
+from runyard.models import CounterDelta, RunKey
+from runyard.worker.job import Job
+from runyard.worker.outcomes import WorkerStats
 
 __all__ = ["run_demo"]
 
@@ -56,7 +57,8 @@ def run_demo(
     finished_by: dict[str, str] = {}
     claimed: list[tuple[int, str]] = []  # (fencing token, tenant): tokens count the claims
 
-    def handle(lease: Lease) -> None:
+    def handle(job: Job) -> None:
+        lease = job.lease
         name, _, owner = lease.tenant.rpartition("~")
         sleep(plan.work_seconds)
         delta = CounterDelta(input_tokens=lease.item.payload["tokens"], iterations=1)
@@ -70,10 +72,8 @@ def run_demo(
         if on_served is not None:
             on_served(name)
 
-    def serve() -> list[WorkerReport]:
-        workers = [
-            Worker(queue, f"worker-{n}", handle, poll_seconds=0.01) for n in range(plan.workers)
-        ]
+    def serve() -> list[WorkerStats]:
+        workers = [Worker(queue, handle, name=f"worker-{n}") for n in range(plan.workers)]
         return gather([partial(w.run_until_idle) for w in workers])
 
     reports = serve()

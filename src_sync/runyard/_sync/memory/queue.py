@@ -4,14 +4,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from runyard._flavours import Lock
+from runyard._flavours_worker import Condition
 from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
+from runyard.errors import RunyardError
 from runyard.memory.queue import MemoryQueueCore
-from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
+from runyard.models import DeadLetter, Lease, NewItem, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES, settle_target
 
@@ -27,6 +30,7 @@ class MemoryWorkQueue(Closing):
         retry_ids=True,
         atomic_settle=True,
         recovery=True,
+        batched_operations=True,
         deployment="single_process",
     )
 
@@ -40,6 +44,8 @@ class MemoryWorkQueue(Closing):
         self.policy = policy or QueuePolicy()
         self._core = MemoryQueueCore(clock or SystemClock(), self.policy, max_value_bytes)
         self._lock = Lock()
+        self.wakeups = Condition()
+        """Notified by every enqueue that adds an item; idle workers wait on it."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(policy={self.policy!r})"
@@ -56,7 +62,7 @@ class MemoryWorkQueue(Closing):
     ) -> WorkItem:
         """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one."""
         with self._lock:
-            return self._core.enqueue(
+            item = self._core.enqueue(
                 tenant,
                 payload,
                 item_id=item_id,
@@ -64,6 +70,40 @@ class MemoryWorkQueue(Closing):
                 priority=priority,
                 delay_seconds=delay_seconds,
             )
+        self.wakeups.notify()
+        return item
+
+    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+        """Add every item, as ``enqueue`` would one by one; all are checked before any is added."""
+        with self._lock:
+            added = self._core.enqueue_many(tenant, items)
+        self.wakeups.notify()
+        return added
+
+    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        """Lease up to ``limit`` due items in the rotation ``limit`` single claims would follow."""
+        with self._lock:
+            return self._core.claim_many(worker, limit=limit)
+
+    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+        """Extend every lease: the renewed Lease, or that item's LeaseLostError/not-found."""
+        targets = [settle_target(lease, None, None) for lease in leases]
+        with self._lock:
+            return self._core.heartbeat_many(targets)
+
+    def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Finish every item: None, or that item's LeaseLostError/WorkItemNotFoundError."""
+        targets = [settle_target(lease, None, None) for lease in leases]
+        with self._lock:
+            return self._core.settle_many(targets, release=False)
+
+    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Hand every item back to ready at once, its attempt not counted; per-item errors."""
+        targets = [settle_target(lease, None, None) for lease in leases]
+        with self._lock:
+            result = self._core.settle_many(targets, release=True)
+        self.wakeups.notify()
+        return result
 
     def claim(self, worker: str) -> Lease | None:
         """Lease the next due item, tenants served in rotation; None when nothing is due."""

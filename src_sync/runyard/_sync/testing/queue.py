@@ -11,6 +11,7 @@ from functools import partial
 import pytest
 from runyard._flavours import gather
 from runyard._sync.protocols import WorkQueue
+from runyard._sync.testing.batched import BatchedQueueCases
 from runyard._sync.testing.roundtrip import QueueRoundTripCases
 from runyard._sync.testing.validation import QueueValidationCases
 from runyard.capabilities import certify
@@ -31,7 +32,7 @@ KIT_POLICY = QueuePolicy(
 )
 
 
-class WorkQueueConformance(QueueValidationCases, QueueRoundTripCases):
+class WorkQueueConformance(QueueValidationCases, QueueRoundTripCases, BatchedQueueCases):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 
     ``make_queue(policy)`` returns a fresh, empty queue (its own namespace) that uses

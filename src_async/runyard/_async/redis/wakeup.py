@@ -1,0 +1,52 @@
+"""AsyncRedisWakeup: an idle worker blocks on its queue's wake key (BLPOP) until an enqueue
+pushes a hint, or its block time passes."""
+
+from __future__ import annotations
+
+from runyard._async.redis.scripts import client_from_url
+from runyard.redis.flavours import AsyncRedisClient
+from runyard.redis.settings import RedisStoreSettings
+from runyard.redis.wake import wake_key
+
+__all__ = ["AsyncRedisWakeup"]
+
+
+class AsyncRedisWakeup:
+    """Hints for the queue of ``namespace``: ``BLPOP <wake key>``, one command per wait.
+
+    Each hint wakes one idle worker (BLPOP pops it). ``block_seconds`` caps one wait and must
+    stay below the client's socket timeout.
+    """
+
+    def __init__(
+        self,
+        client: AsyncRedisClient,
+        *,
+        namespace: str,
+        block_seconds: float = 4.0,
+        owns_client: bool = False,
+    ) -> None:
+        self._client = client
+        self.key = wake_key(namespace)
+        self.block_seconds = block_seconds
+        self._owns_client = owns_client
+
+    @classmethod
+    def from_url(
+        cls, url: str | None = None, *, settings: RedisStoreSettings | None = None
+    ) -> AsyncRedisWakeup:
+        """A wake-up on a client of its own (the block needs a connection to itself)."""
+        settings = settings or RedisStoreSettings()
+        client = client_from_url(url, settings)
+        block = max(0.1, min(4.0, settings.socket_timeout - 1.0))
+        return cls(client, namespace=settings.namespace, block_seconds=block, owns_client=True)
+
+    async def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds (at most ``block_seconds``) for a hint."""
+        seconds = max(0.01, min(timeout, self.block_seconds))
+        return await self._client.blpop([self.key], timeout=seconds) is not None
+
+    async def aclose(self) -> None:
+        """Close the client if this wake-up owns it."""
+        if self._owns_client:
+            await self._client.aclose()

@@ -1,0 +1,123 @@
+"""AsyncBatchedQueueCases: the kit's cases for ``batched_operations`` (the ``*_many`` calls).
+
+A queue that does not declare the capability skips them, saying so.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
+from runyard.errors import InvalidArgumentError, LeaseLostError
+from runyard.models import Lease, NewItem
+
+__all__ = ["AsyncBatchedQueueCases"]
+
+
+class AsyncBatchedQueueCases:
+    """Mixed into the WorkQueue conformance class; uses its ``queue`` fixture and ``advance``."""
+
+    def advance(self, seconds: float) -> None:
+        raise NotImplementedError("implement advance() in your conformance subclass")
+
+    def _batched(self, queue: AsyncWorkQueue) -> AsyncBatchedWorkQueue:
+        if not queue.capabilities.batched_operations:
+            pytest.skip(
+                f"{type(queue).__name__} does not declare batched_operations: "
+                "the *_many cases do not apply"
+            )
+        return cast(AsyncBatchedWorkQueue, queue)
+
+    async def _stale_and_current(self, queue: AsyncBatchedWorkQueue) -> tuple[Lease, Lease]:
+        """A lease that lapsed and was claimed again (stale), and the one that replaced it."""
+        await queue.enqueue("acme", {"n": 1})
+        (stale,) = await queue.claim_many("w1", limit=1)
+        self.advance(31)
+        await queue.reap()
+        (current,) = await queue.claim_many("w2", limit=1)
+        return stale, current
+
+    @pytest.mark.asyncio
+    async def test_claim_many_serves_tenants_in_the_rotation_of_single_claims(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        batched = self._batched(queue)
+        for n in range(3):
+            await batched.enqueue("a", {"n": n})
+        await batched.enqueue("b", {"n": 0})
+        leases = await batched.claim_many("w1", limit=3)
+        assert [lease.tenant for lease in leases] == ["a", "b", "a"]
+        assert len({lease.token for lease in leases}) == 3
+        assert all(lease.worker == "w1" and lease.item.attempts == 1 for lease in leases)
+
+    @pytest.mark.asyncio
+    async def test_claim_many_stops_when_nothing_is_due(self, queue: AsyncWorkQueue) -> None:
+        batched = self._batched(queue)
+        assert await batched.claim_many("w1", limit=5) == []
+        await batched.enqueue("acme", {"n": 1})
+        assert len(await batched.claim_many("w1", limit=5)) == 1
+
+    @pytest.mark.asyncio
+    async def test_complete_many_fails_only_the_stale_item(self, queue: AsyncWorkQueue) -> None:
+        batched = self._batched(queue)
+        stale, current = await self._stale_and_current(batched)
+        await batched.enqueue("acme", {"n": 2})
+        (other,) = await batched.claim_many("w2", limit=1)
+        results = await batched.complete_many([stale, other])
+        assert isinstance(results[0], LeaseLostError) and results[1] is None
+        assert await batched.get_item("acme", other.item_id) is None
+        assert (await batched.complete_many([current])) == [None]
+
+    @pytest.mark.asyncio
+    async def test_heartbeat_many_renews_each_lease_and_reports_the_lost_one(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        batched = self._batched(queue)
+        stale, current = await self._stale_and_current(batched)
+        self.advance(10)
+        renewed, lost = await batched.heartbeat_many([current, stale])
+        assert isinstance(renewed, Lease) and renewed.token == current.token
+        assert renewed.expires_at > current.expires_at
+        assert isinstance(lost, LeaseLostError)
+
+    @pytest.mark.asyncio
+    async def test_release_many_hands_back_without_counting_the_attempt(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        batched = self._batched(queue)
+        await batched.enqueue("acme", {"n": 1})
+        (lease,) = await batched.claim_many("w1", limit=1)
+        assert await batched.release_many([lease]) == [None]
+        item = await batched.get_item("acme", lease.item_id)
+        assert item is not None and (item.state, item.attempts) == ("ready", 0)
+        (again,) = await batched.claim_many("w2", limit=1)
+        assert again.item.attempts == 1
+        assert isinstance((await batched.complete_many([lease]))[0], LeaseLostError)
+
+    @pytest.mark.asyncio
+    async def test_enqueue_many_adds_in_order_and_dedupes(self, queue: AsyncWorkQueue) -> None:
+        batched = self._batched(queue)
+        items = await batched.enqueue_many(
+            "acme",
+            [
+                NewItem(payload={"n": 1}, dedupe_key="k"),
+                NewItem(payload={"n": 2}, priority=5),
+                NewItem(payload={"n": 3}, dedupe_key="k"),
+            ],
+        )
+        assert [i.payload for i in items] == [{"n": 1}, {"n": 2}, {"n": 1}]
+        assert items[0].item_id == items[2].item_id and items[1].priority == 5
+        assert (await batched.stats()).ready == 2
+
+    @pytest.mark.asyncio
+    async def test_enqueue_many_checks_every_item_before_adding_any(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        batched = self._batched(queue)
+        with pytest.raises(InvalidArgumentError):
+            await batched.enqueue_many(
+                "acme", [NewItem(payload={"n": 1}), NewItem(payload={}, delay_seconds=-1)]
+            )
+        assert (await batched.stats()).ready == 0

@@ -1,0 +1,214 @@
+"""AsyncWorkerStore: the worker's calls to its queue, batched when declared, store errors
+waited out with jittered backoff."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import TypeVar, cast
+
+from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
+from runyard._flavours import AsyncEvent
+from runyard.errors import (
+    LeaseLostError,
+    RunyardError,
+    StoreOutcomeUnknown,
+    WorkItemNotFoundError,
+)
+from runyard.models import Lease, WorkItem
+from runyard.worker.outcomes import WorkerStats
+from runyard.worker.settings import WorkerSettings
+
+__all__ = ["AsyncWorkerStore", "WorkerAborted"]
+
+T = TypeVar("T")
+_SETTLE_ERRORS = (LeaseLostError, WorkItemNotFoundError)
+
+
+class WorkerAborted(Exception):
+    """The worker was aborted while it waited out a store error."""
+
+
+class AsyncWorkerStore:
+    """Claims, heartbeats, settles and hands back for one worker.
+
+    A store error that may pass (``retryable``: unavailable, pool exhausted; or a connection
+    error) is logged and retried after a jittered backoff until it passes or the worker is
+    aborted. A claim whose outcome is unknown is never sent again: the leases the worker
+    may now hold are recovered through ``adopt``. Other calls are fenced or idempotent, so
+    they are sent again; an item that is then gone was settled by the first send.
+    """
+
+    def __init__(
+        self,
+        queue: AsyncWorkQueue,
+        worker: str,
+        settings: WorkerSettings,
+        stats: WorkerStats,
+        aborted: AsyncEvent,
+        log: logging.Logger,
+    ) -> None:
+        self.queue = queue
+        self.worker = worker
+        self.settings = settings
+        self.stats = stats
+        self._aborted = aborted
+        self._log = log
+        caps = getattr(queue, "capabilities", None)
+        self.batched = settings.batched and bool(getattr(caps, "batched_operations", False))
+        self._batch = cast(AsyncBatchedWorkQueue, queue)
+
+    async def _call(
+        self,
+        what: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        resend_unknown: bool = True,
+        unknown: list[bool] | None = None,
+    ) -> tuple[T, bool]:
+        """Run ``call`` until it succeeds; return its result and whether an earlier send's
+        outcome was unknown (so it may have been applied; also noted in ``unknown``)."""
+        failures = 0
+        uncertain = False
+        while True:
+            try:
+                return await call(), uncertain
+            except StoreOutcomeUnknown as exc:
+                if not resend_unknown:
+                    raise
+                uncertain = True
+                if unknown is not None:
+                    unknown.append(True)
+                reason: BaseException = exc
+            except RunyardError as exc:
+                if not exc.retryable:
+                    raise
+                reason = exc
+            except OSError as exc:
+                reason = exc
+            failures += 1
+            self.stats.store_errors += 1
+            delay = self.settings.store_backoff(failures)
+            self._log.warning(
+                "store error during %s (%s); retrying in %.2f s",
+                what,
+                reason,
+                delay,
+                extra={"worker": self.worker, "operation": what, "failures": failures},
+            )
+            if await self._aborted.wait(delay):
+                raise WorkerAborted(what)
+
+    async def claim(self, free: int) -> list[Lease]:
+        """Claim up to ``free`` items; after a lost claim reply, the leases ``adopt`` finds."""
+        leases: list[Lease] = []
+        try:
+            if self.batched:
+                self.stats.claim_round_trips += 1
+                batch, _ = await self._call(
+                    "claim",
+                    lambda: self._batch.claim_many(self.worker, limit=free),
+                    resend_unknown=False,
+                )
+                return list(batch)
+            while len(leases) < free:
+                self.stats.claim_round_trips += 1
+                lease, _ = await self._call(
+                    "claim", lambda: self.queue.claim(self.worker), resend_unknown=False
+                )
+                if lease is None:
+                    break
+                leases.append(lease)
+        except StoreOutcomeUnknown:
+            self._log.warning(
+                "a claim's reply was lost; recovering this worker's leases through adopt",
+                extra={"worker": self.worker},
+            )
+            adopted, _ = await self._call(
+                "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
+            )
+            # What the lost claim took is adopted; a new claim (not a resend) fills the rest.
+            if len(adopted) < free:
+                adopted += await self.claim(free - len(adopted))
+            return [*leases, *adopted]
+        return leases
+
+    async def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+        """Renew every lease: the renewed Lease, or why it is lost."""
+        if self.batched:
+            self.stats.heartbeat_round_trips += 1
+            renewed, _ = await self._call(
+                "heartbeat",
+                lambda: self._batch.heartbeat_many(leases),
+            )
+            return list(renewed)
+        out: list[Lease | RunyardError] = []
+        for lease in leases:
+            self.stats.heartbeat_round_trips += 1
+            try:
+                one, _ = await self._call("heartbeat", partial(self.queue.heartbeat, lease))
+                out.append(one)
+            except _SETTLE_ERRORS as exc:
+                out.append(exc)
+        return out
+
+    async def complete(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Complete every item: None, or why its lease was lost."""
+        if self.batched:
+            self.stats.settle_round_trips += 1
+            results, uncertain = await self._call(
+                "complete",
+                lambda: self._batch.complete_many(leases),
+            )
+            return [_applied(r, uncertain) for r in results]
+        out: list[RunyardError | None] = []
+        for lease in leases:
+            self.stats.settle_round_trips += 1
+            unknown: list[bool] = []
+            try:
+                await self._call("complete", partial(self.queue.complete, lease), unknown=unknown)
+                out.append(None)
+            except _SETTLE_ERRORS as exc:
+                out.append(_applied(exc, bool(unknown)))
+        return out
+
+    async def fail(self, lease: Lease, error: str, *, retryable: bool) -> WorkItem | RunyardError:
+        """Fail the item (retried or dead per the policy): the item, or why its lease was lost."""
+        self.stats.settle_round_trips += 1
+        try:
+            item, _ = await self._call(
+                "fail", partial(self.queue.fail, lease, error=error, retryable=retryable)
+            )
+        except _SETTLE_ERRORS as exc:
+            return exc
+        return item
+
+    async def release(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Hand every item back to ready. With ``batched_operations`` the attempt is not
+        counted; without it the item is failed (retryable) and the attempt counts."""
+        if self.batched:
+            self.stats.settle_round_trips += 1
+            results, uncertain = await self._call(
+                "release",
+                lambda: self._batch.release_many(leases),
+            )
+            return [_applied(r, uncertain) for r in results]
+        out: list[RunyardError | None] = []
+        for lease in leases:
+            result = await self.fail(lease, "handed back: the worker shut down", retryable=True)
+            out.append(result if isinstance(result, RunyardError) else None)
+        return out
+
+    async def reap(self) -> int:
+        """Return lapsed leases (of crashed workers) to ready; how many."""
+        reaped, _ = await self._call("reap", lambda: self.queue.reap(limit=100))
+        return len(reaped)
+
+
+def _applied(result: RunyardError | None, uncertain: bool) -> RunyardError | None:
+    """None when ``result`` says the item is gone after a send whose outcome was unknown
+    (that send settled it)."""
+    if uncertain and isinstance(result, WorkItemNotFoundError):
+        return None
+    return result

@@ -1,0 +1,55 @@
+"""AsyncWakeup: what an idle worker waits on, so an enqueue starts a job before the next poll.
+
+Hints are lossy (a hint sent while nobody listens is gone), so the worker keeps a polling
+backstop. The memory queue's hint is a condition its enqueue notifies; Redis and PostgreSQL
+hints are in ``runyard._async.redis.wakeup`` and ``runyard._async.postgres.wakeup``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from runyard._flavours_worker import AsyncCondition
+
+__all__ = ["AsyncConditionWakeup", "AsyncWakeup", "wakeup_for"]
+
+
+@runtime_checkable
+class AsyncWakeup(Protocol):
+    """A source of hints that work was enqueued."""
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a hint; return whether one came."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop listening and release the listener's resources."""
+        ...
+
+
+class AsyncConditionWakeup:
+    """Hints from a condition notified in this process (the memory queue's ``wakeups``).
+
+    Lossless from its construction on: an enqueue between two waits is seen by the next one.
+    """
+
+    def __init__(self, condition: AsyncCondition) -> None:
+        self._condition = condition
+        self._seen = condition.generation
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a notify since the last wait."""
+        generation = await self._condition.wait_past(self._seen, timeout)
+        woke, self._seen = generation != self._seen, generation
+        return woke
+
+    async def aclose(self) -> None:
+        """Nothing to release: the condition belongs to the queue."""
+
+
+def wakeup_for(queue: object) -> AsyncWakeup | None:
+    """The wake-up a queue offers by itself (the memory queue's condition), or None."""
+    condition = getattr(queue, "wakeups", None)
+    if isinstance(condition, AsyncCondition):
+        return AsyncConditionWakeup(condition)
+    return None

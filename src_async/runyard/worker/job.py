@@ -1,0 +1,81 @@
+"""The Job a handler receives, shared by both twins."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from typing import Any
+
+from runyard.models import Lease
+
+__all__ = ["DONE", "Done", "Job", "default_worker_name"]
+
+
+class Done:
+    """The outcome of a handler that returned."""
+
+
+DONE = Done()
+
+
+def default_worker_name() -> str:
+    """``host-pid-random``: unique per process, so ``adopt`` finds only this worker's leases."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Job:
+    """One claimed work item, as the handler sees it.
+
+    ``token`` is the lease's fencing token: pass it to downstream writes so a write from a
+    worker that lost the lease is refused. ``cancelled`` becomes True when the worker gives
+    the job up (timeout, lease lost, shutdown past its grace); a thread handler (the sync
+    twin cannot interrupt a thread) should check it and return early.
+    """
+
+    __slots__ = ("_lease", "cancelled")
+
+    def __init__(self, lease: Lease) -> None:
+        self._lease = lease
+        self.cancelled = False
+
+    @property
+    def lease(self) -> Lease:
+        """The lease the worker holds, as last renewed when the job started."""
+        return self._lease
+
+    @property
+    def tenant(self) -> str:
+        """The item's tenant."""
+        return self._lease.tenant
+
+    @property
+    def item_id(self) -> str:
+        """The item's id."""
+        return self._lease.item_id
+
+    @property
+    def payload(self) -> Any:
+        """The item's JSON payload (a copy: changing it changes nothing stored)."""
+        return self._lease.item.payload
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt this is, from 1."""
+        return self._lease.item.attempts
+
+    @property
+    def token(self) -> int:
+        """The lease's fencing token."""
+        return self._lease.token
+
+    @property
+    def enqueued_at(self) -> float:
+        """When the item was enqueued (the store's clock, seconds since the epoch)."""
+        return self._lease.item.enqueued_at
+
+    def __repr__(self) -> str:
+        return (
+            f"Job(tenant={self.tenant!r}, item_id={self.item_id!r}, attempt={self.attempt}, "
+            f"token={self.token})"
+        )

@@ -1,0 +1,349 @@
+"""The worker on the memory queue: settles, retries, heartbeats, timeouts, shutdown, wake-ups,
+store errors. Time moves by a ManualClock; threads and tasks meet at events, never sleeps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
+from runyard._async.worker import AsyncWorker
+from runyard._flavours import AsyncEvent, async_gather
+from runyard.errors import (
+    ConfigurationError,
+    QueueUnavailableError,
+    RunyardError,
+    StoreOutcomeUnknown,
+)
+from runyard.models import Lease
+from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
+
+SAFETY = 30.0  # seconds an event may take before the test fails; never reached when it passes
+
+
+class SpyQueue(AsyncMemoryWorkQueue):
+    """A memory queue that reports heartbeat rounds and can fail or lose claims."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.beats = AsyncEvent()
+        self.claimed_nothing = AsyncEvent()
+        self.outages = 0
+        self.lose_next_claim_reply = False
+
+    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+        out = await super().heartbeat_many(leases)
+        self.beats.set()
+        return out
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        if self.outages:
+            self.outages -= 1
+            raise QueueUnavailableError("the test's outage")
+        leases = await super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claimed_nothing.set()
+        if leases and self.lose_next_claim_reply:
+            self.lose_next_claim_reply = False
+            raise StoreOutcomeUnknown("the test lost this reply")
+        return leases
+
+
+def make_queue(clock: ManualClock, **policy: Any) -> SpyQueue:
+    settings: dict[str, Any] = {"lease_seconds": 30, "backoff_base": 0, "random": lambda: 0.5}
+    return SpyQueue(policy=QueuePolicy(**{**settings, **policy}), clock=clock)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+async def test_returning_completes_and_raising_retries_until_the_dead_letter(
+    batched: bool,
+) -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, max_attempts=3)
+    ok = await queue.enqueue("acme", {"ok": True})
+    bad = await queue.enqueue("acme", {"ok": False})
+
+    async def handler(job: Job) -> None:
+        if not job.payload["ok"]:
+            raise ValueError(f"boom on attempt {job.attempt}")
+
+    worker = AsyncWorker(queue, handler, clock=clock, batched=batched, concurrency=2)
+    stats = await worker.run_until_idle()
+    assert (stats.completed, stats.failed, stats.retried, stats.dead) == (1, 3, 2, 1)
+    assert await queue.get_item("acme", ok.item_id) is None
+    (letter,) = await queue.dead_letters("acme")
+    assert letter.item.item_id == bad.item_id
+    error = letter.item.last_error or ""
+    assert error.startswith("builtins.ValueError: boom on attempt 3")
+    assert "Traceback" in error and "in handler" in error
+
+
+@pytest.mark.asyncio
+async def test_a_retry_waits_out_its_backoff() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, backoff_base=10)
+    item = await queue.enqueue("acme", {})
+    attempts: list[int] = []
+
+    async def handler(job: Job) -> None:
+        attempts.append(job.attempt)
+        if job.attempt == 1:
+            raise RuntimeError("flaky")
+
+    worker = AsyncWorker(queue, handler, clock=clock)
+    assert (await worker.run_until_idle()).retried == 1
+    waiting = await queue.get_item("acme", item.item_id)
+    assert waiting is not None and waiting.available_at == clock.now() + 5
+    clock.advance(5)
+    assert (await worker.run_until_idle()).completed == 1
+    assert attempts == [1, 2]
+
+
+@pytest.mark.asyncio
+async def test_permanent_failure_dead_letters_at_once() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, max_attempts=5)
+    await queue.enqueue("acme", {})
+    dead: list[Job] = []
+
+    async def handler(job: Job) -> None:
+        raise PermanentFailure("bad input")
+
+    hooks = WorkerHooks(on_dead=lambda job, exc: dead.append(job))
+    stats = await AsyncWorker(queue, handler, clock=clock, hooks=hooks).run_until_idle()
+    assert (stats.dead, stats.retried) == (1, 0)
+    assert [job.attempt for job in dead] == [1]
+
+
+@pytest.mark.asyncio
+async def test_a_job_three_lease_lengths_long_completes_once() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    item = await queue.enqueue("acme", {})
+    runs: list[int] = []
+    worker: AsyncWorker
+
+    async def handler(job: Job) -> None:
+        runs.append(job.token)
+        for _ in range(9):  # 9 x 10 s = 90 s = three 30 s leases
+            queue.beats.clear()
+            clock.advance(10)
+            worker.wake()
+            assert await queue.beats.wait(SAFETY), "no heartbeat round"
+
+    worker = AsyncWorker(queue, handler, clock=clock)
+    stats = await worker.run_until_idle()
+    assert (stats.completed, stats.lost, len(runs)) == (1, 0, 1)
+    assert stats.heartbeat_round_trips == 9
+    assert await queue.get_item("acme", item.item_id) is None
+
+
+@pytest.mark.asyncio
+async def test_a_lost_lease_gives_the_job_up_and_is_never_settled() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, max_lease_seconds=40, max_attempts=1)
+    item = await queue.enqueue("acme", {})
+    started, lost, release = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    given_up: list[Job] = []
+
+    async def handler(job: Job) -> None:
+        started.set()
+        await release.wait(SAFETY)
+
+    def ended(job: Job, outcome: str) -> None:
+        if outcome == "lost":
+            given_up.append(job)
+            lost.set()
+
+    worker = AsyncWorker(queue, handler, clock=clock, hooks=WorkerHooks(on_job_end=ended))
+
+    async def drive() -> None:
+        assert await started.wait(SAFETY)
+        clock.advance(41)  # past max_lease_seconds: the next heartbeat is refused (capped)
+        worker.wake()
+        assert await lost.wait(SAFETY)
+        release.set()
+
+    await async_gather([worker.run_until_idle, drive])
+    stats = worker.stats()
+    assert (stats.lost, stats.completed, stats.failed) == (1, 0, 0)
+    assert given_up[0].cancelled
+    (letter,) = await queue.dead_letters("acme")  # reaped when it lapsed, never completed
+    assert letter.item.item_id == item.item_id and letter.item.last_error == "lease lapsed"
+
+
+@pytest.mark.asyncio
+async def test_a_job_past_its_timeout_fails_retryably() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, backoff_base=10)
+    item = await queue.enqueue("acme", {})
+    started, failed, release = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    errors: list[BaseException] = []
+
+    async def handler(job: Job) -> None:
+        started.set()
+        await release.wait(SAFETY)
+
+    def on_failure(job: Job, exc: BaseException) -> None:
+        errors.append(exc)
+        failed.set()
+
+    hooks = WorkerHooks(on_failure=on_failure)
+    worker = AsyncWorker(queue, handler, clock=clock, hooks=hooks, job_timeout=5)
+
+    async def drive() -> None:
+        assert await started.wait(SAFETY)
+        clock.advance(6)
+        worker.wake()
+        assert await failed.wait(SAFETY)
+        release.set()
+
+    await async_gather([worker.run_until_idle, drive])
+    stats = worker.stats()
+    assert (stats.timed_out, stats.retried, stats.completed) == (1, 1, 0)
+    assert isinstance(errors[0], JobTimeoutError)
+    stored = await queue.get_item("acme", item.item_id)
+    assert stored is not None and stored.state == "ready" and stored.attempts == 1
+    assert "JobTimeoutError" in (stored.last_error or "")
+
+
+@pytest.mark.asyncio
+async def test_jobs_run_concurrently_up_to_the_setting() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for n in range(3):
+        await queue.enqueue("acme", {"n": n})
+    all_started = AsyncEvent()
+    seen: list[int] = []
+
+    async def handler(job: Job) -> None:
+        seen.append(job.payload["n"])
+        if len(seen) == 3:
+            all_started.set()
+        assert await all_started.wait(SAFETY), "jobs did not run at once"
+
+    stats = await AsyncWorker(queue, handler, clock=clock, concurrency=3).run_until_idle()
+    assert stats.completed == 3 and sorted(seen) == [0, 1, 2]
+    assert stats.claim_round_trips >= 1
+
+
+@pytest.mark.asyncio
+async def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for n in range(2):
+        await queue.enqueue("acme", {"n": n})
+    both, release = AsyncEvent(), AsyncEvent()
+    started: list[int] = []
+
+    async def handler(job: Job) -> None:
+        started.append(job.payload["n"])
+        if len(started) == 2:
+            both.set()
+        await release.wait(SAFETY)
+
+    worker = AsyncWorker(queue, handler, clock=clock, concurrency=2)
+
+    async def drive() -> None:
+        assert await both.wait(SAFETY)
+        await queue.enqueue("acme", {"n": 2})
+        worker.stop()
+        release.set()
+
+    await async_gather([worker.run, drive])
+    stats = worker.stats()
+    assert (stats.completed, stats.handed_back, stats.in_flight) == (2, 0, 0)
+    assert (await queue.stats()).ready == 1
+
+
+@pytest.mark.asyncio
+async def test_jobs_past_the_grace_are_handed_back_without_burning_an_attempt() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    item = await queue.enqueue("acme", {})
+    started, release = AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        started.set()
+        await release.wait(SAFETY)
+
+    worker = AsyncWorker(queue, handler, clock=clock, shutdown_grace=0)
+
+    async def drive() -> None:
+        assert await started.wait(SAFETY)
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    stats = worker.stats()
+    release.set()
+    assert (stats.handed_back, stats.completed) == (1, 0)
+    stored = await queue.get_item("acme", item.item_id)
+    assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
+
+
+@pytest.mark.asyncio
+async def test_an_idle_worker_is_woken_by_an_enqueue_not_by_its_backstop() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    ran = AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        ran.set()
+
+    worker = AsyncWorker(queue, handler, clock=clock, backstop_seconds=60, reap_seconds=600)
+
+    async def drive() -> None:
+        assert await queue.claimed_nothing.wait(SAFETY)
+        await queue.enqueue("acme", {})
+        woken = await ran.wait(SAFETY)  # the 60 s backstop would come after the safety limit
+        worker.stop()
+        assert woken
+
+    await async_gather([worker.run, drive])
+    stats = worker.stats()
+    assert stats.completed == 1
+
+
+@pytest.mark.asyncio
+async def test_store_errors_are_waited_out() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    await queue.enqueue("acme", {})
+    queue.outages = 3
+
+    async def handler(job: Job) -> None:
+        pass
+
+    worker = AsyncWorker(queue, handler, clock=clock, store_backoff_base=0.001)
+    stats = await worker.run_until_idle()
+    assert (stats.store_errors, stats.completed) == (3, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    item = await queue.enqueue("acme", {})
+    queue.lose_next_claim_reply = True
+    runs: list[str] = []
+
+    async def handler(job: Job) -> None:
+        runs.append(job.item_id)
+
+    stats = await AsyncWorker(queue, handler, clock=clock).run_until_idle()
+    assert runs == [item.item_id] and stats.completed == 1
+
+
+@pytest.mark.asyncio
+async def test_bad_settings_are_configuration_errors() -> None:
+    queue = make_queue(ManualClock())
+
+    async def handler(job: Job) -> None:
+        pass
+
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        AsyncWorker(queue, handler, concurrency=0)
+    with pytest.raises(ConfigurationError, match="unknown worker setting"):
+        AsyncWorker(queue, handler, poll_seconds=1)
