@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import ConfigurationError, RunKey, StatePersistenceError
@@ -148,7 +149,8 @@ async def test_a_bad_busy_timeout_is_refused_before_opening(tmp_path: Path, bad:
 @pytest.mark.asyncio
 async def test_a_store_needs_a_connection_not_a_path() -> None:
     with pytest.raises(ConfigurationError, match="open"):
-        AsyncSqliteStateStore("runyard.db")  # type: ignore[arg-type]
+        not_a_connection: Any = "runyard.db"
+        AsyncSqliteStateStore(not_a_connection)
 
 
 @pytest.mark.asyncio

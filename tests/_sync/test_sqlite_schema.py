@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import ConfigurationError, RunKey, StatePersistenceError
@@ -140,7 +141,8 @@ def test_a_bad_busy_timeout_is_refused_before_opening(tmp_path: Path, bad: float
 
 def test_a_store_needs_a_connection_not_a_path() -> None:
     with pytest.raises(ConfigurationError, match="open"):
-        SqliteStateStore("runyard.db")  # type: ignore[arg-type]
+        not_a_connection: Any = "runyard.db"
+        SqliteStateStore(not_a_connection)
 
 
 def test_a_store_on_a_shared_connection_leaves_it_open(tmp_path: Path) -> None:

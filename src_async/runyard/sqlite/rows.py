@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import load_json
-from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
 from runyard.executions.models import (
     DueTimer,
     Event,
@@ -16,10 +15,8 @@ from runyard.executions.models import (
     TraceEntry,
 )
 from runyard.models import DeadLetter, Lease, RunLease, RunRecord, SessionRecord, WorkItem
-from runyard.policy import QueuePolicy
 
 __all__ = [
-    "MAX_SEQ",
     "decode_dead_letter",
     "decode_due_timer",
     "decode_execution",
@@ -31,14 +28,9 @@ __all__ = [
     "decode_session",
     "decode_spawn",
     "decode_trace",
-    "fence_refusal",
-    "is_seq",
-    "settle_refusal",
 ]
 
 Row = Sequence[Any]
-
-MAX_SEQ = 2**63 - 1
 
 
 def decode_run(row: Row) -> RunRecord:
@@ -78,17 +70,6 @@ def decode_run_lease(row: Row) -> RunLease:
     return RunLease(tenant=row[0], run_id=row[1], holder=row[2], epoch=row[3], expires_at=row[4])
 
 
-def fence_refusal(run_id: str, fence: int, lease: Row | None, now: float) -> LeaseLostError | None:
-    """Why a write carrying ``fence`` is refused, from the lease row ``(epoch, holder,
-    expires_at)`` (None: never leased), in the memory backend's order; None when it is live."""
-    epoch = int(lease[0]) if lease is not None and lease[0] is not None else 0
-    if epoch != fence:
-        return LeaseLostError(run_id, "taken")
-    if lease is None or lease[1] is None or float(lease[2]) < now:
-        return LeaseLostError(run_id, "expired")
-    return None
-
-
 def decode_item(row: Row) -> WorkItem:
     """A work item from the columns of ``WORK_COLUMNS``."""
     return WorkItem(
@@ -117,26 +98,6 @@ def decode_lease(row: Row) -> Lease:
 def decode_dead_letter(row: Row) -> DeadLetter:
     """A dead letter from the columns of ``WORK_COLUMNS``."""
     return DeadLetter(item=decode_item(row), reason=row[14], dead_at=row[15])
-
-
-def settle_refusal(
-    tenant: str, item_id: str, token: int, probe: Row | None, now: float, policy: QueuePolicy
-) -> RunyardError | None:
-    """Explain why a settle is refused from ``(token, state, claimed_at, lease_expires_at, ...)``.
-
-    The order is the memory backend's: unknown item, another token ("taken"), past the lease
-    cap ("capped"), past the expiry ("expired"). None while the lease is live and ``token``'s.
-    """
-    if probe is None:
-        return WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
-    stored_token, state, claimed_at, expires_at = probe[0], probe[1], probe[2], probe[3]
-    if state != "leased" or stored_token != token or claimed_at is None or expires_at is None:
-        return LeaseLostError(item_id, "taken")
-    if policy.renewal_capped(now, float(claimed_at)):
-        return LeaseLostError(item_id, "capped")
-    if now > float(expires_at):
-        return LeaseLostError(item_id, "expired")
-    return None
 
 
 def decode_execution(row: Row) -> Execution:
@@ -177,8 +138,3 @@ def decode_trace(row: Row) -> TraceEntry:
     return TraceEntry(
         index=row[0], recorded_at=row[1], event_id=row[2], event_name=row[3], data=load_json(row[4])
     )
-
-
-def is_seq(seq: object) -> bool:
-    """Whether ``seq`` could be an outbox or spawn seq (any other value names none)."""
-    return isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= MAX_SEQ

@@ -11,6 +11,7 @@ from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._async.postgres.updates import AsyncPostgresUpdates, own_updates
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
+from runyard._sql import fence_refusal, run_refusal
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -27,8 +28,6 @@ from runyard.postgres.rows import (
     decode_run,
     decode_run_lease,
     decode_session,
-    fence_refusal,
-    run_refusal,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
 from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status

@@ -10,6 +10,7 @@ from typing import Any
 
 from runyard._checks import check_limit
 from runyard._json import load_json
+from runyard._sql import is_seq
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict, StoreOutcomeUnknown
@@ -37,7 +38,6 @@ from runyard.postgres.executions import (
     decode_outbox,
     decode_spawn,
     decode_trace,
-    is_seq,
     is_timer_path,
     trace_text,
 )

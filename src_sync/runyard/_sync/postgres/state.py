@@ -9,6 +9,7 @@ from typing import Any
 
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json, load_json
+from runyard._sql import fence_refusal, run_refusal
 from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard._sync.postgres.events import PostgresEvents
@@ -29,8 +30,6 @@ from runyard.postgres.rows import (
     decode_run,
     decode_run_lease,
     decode_session,
-    fence_refusal,
-    run_refusal,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
 from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status

@@ -8,6 +8,7 @@ from typing import Any
 
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json
+from runyard._sql import fence_refusal
 from runyard._sync.pager import RunIteration
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard.capabilities import StoreCapabilities
@@ -24,9 +25,9 @@ from runyard.sqlite.rows import (
     decode_run,
     decode_run_lease,
     decode_session,
-    fence_refusal,
 )
 from runyard.sqlite.statements_state import state_statements
+from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
 
 __all__ = ["SqliteStateStore"]
 
@@ -63,6 +64,7 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
         Raises StateConflictError(expected, actual), LeaseLostError for a stale ``fence``,
         StatePersistenceError for a value that is not storable JSON (before writing).
         """
+        check_status(status)
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
@@ -100,7 +102,7 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
         actual = int(probe[0] or 0)
         if expected_version is not None and actual != expected_version:
             raise StateConflictError(expected_version, actual)
-        refusal = fence_refusal(key.run_id, fence, probe[1:] if probe[1] is not None else None, now)
+        refusal = fence_refusal(key.run_id, fence, probe, now)
         if refusal is not None:
             raise refusal
         return actual
@@ -115,8 +117,12 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
     ) -> RunRecord:
         """Add ``delta`` to the counter columns and bump the version.
 
-        Concurrent patches all land. Raises StateNotFoundError, LeaseLostError.
+        Concurrent patches all land. Raises StateNotFoundError, LeaseLostError, and
+        InvalidArgumentError naming the counter when one would pass MAX_COUNTER (the
+        statement's own guard: nothing changes).
         """
+        check_delta(delta)
+        check_status(status)
         with self._write() as tx:
             if fence is not None:
                 probe = tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
@@ -134,11 +140,14 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
                 status=status or None,
                 now=tx.stamp(),
             )
-            if not rows:
-                raise StateNotFoundError(
-                    f"run {key.run_id!r} of tenant {key.tenant!r} does not exist"
-                )
-            return decode_run(rows[0])
+            if rows:
+                return decode_run(rows[0])
+            stored = tx.fetch("get_run", tenant=key.tenant, run_id=key.run_id)
+            if stored:
+                # Refused by the range guard: the write lock is still held, so the run shows why.
+                run = decode_run(stored[0])
+                check_patch_result(run.model_dump(include=set(COUNTER_FIELDS)), delta)
+            raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
 
     def get_run(self, key: RunKey) -> RunRecord | None:
         """Return the run, or None."""
@@ -174,6 +183,9 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
     ) -> RunPage:
         """Return a page of the tenant's runs in creation order (by ``seq``)."""
         validate_identifier(tenant, "tenant")
+        check_status(status)
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
         check_limit(limit)
         after = decode_cursor(cursor)
         with self._read() as tx:
