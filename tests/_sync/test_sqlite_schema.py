@@ -75,6 +75,32 @@ def test_a_schema_at_another_version_is_refused(tmp_path: Path) -> None:
         SqliteWorkQueue.open(path)
 
 
+def _make_version_one_state(path: Path) -> None:
+    """Turn a new file into one written by a runyard before the event log (state version 1)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE runyard_run_events")
+        conn.execute("UPDATE runyard_schema SET version = 1 WHERE component = 'state'")
+
+
+def test_a_file_from_before_the_event_log_is_refused_with_the_repair(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v1.db"
+    (SqliteStateStore.open(path, create_schema=True)).close()
+    _make_version_one_state(path)
+    with pytest.raises(ConfigurationError) as caught:
+        SqliteStateStore.open(path)
+    assert "runyard_run_events does not exist" in str(caught.value)
+    assert "create_schema" in str(caught.value)
+    # Creating the missing tables does not make the old version current: migrate first.
+    with pytest.raises(ConfigurationError) as again:
+        SqliteStateStore.open(path, create_schema=True)
+    assert "schema version 1" in str(again.value) and "version 2" in str(again.value)
+    assert "migrate the file" in str(again.value)
+    # The queue's component is unchanged, so a queue still opens the file.
+    (SqliteWorkQueue.open(path)).close()
+
+
 def test_custom_table_names_are_used(tmp_path: Path) -> None:
     path = tmp_path / "custom.db"
     tables = SqliteTables.with_prefix("app_")

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import load_json
+from runyard.events import RunEvent
 from runyard.executions.models import (
     DueTimer,
     Event,
@@ -14,11 +15,12 @@ from runyard.executions.models import (
     SpawnEntry,
     TraceEntry,
 )
-from runyard.models import DeadLetter, Lease, RunLease, RunRecord, SessionRecord, WorkItem
+from runyard.models import DeadLetter, Lease, RunKey, RunLease, RunRecord, SessionRecord, WorkItem
 
 __all__ = [
     "decode_dead_letter",
     "decode_due_timer",
+    "decode_event",
     "decode_execution",
     "decode_item",
     "decode_lease",
@@ -137,4 +139,19 @@ def decode_trace(row: Row) -> TraceEntry:
     """A trace entry from ``idx, recorded_at, event_id, event_name, data``."""
     return TraceEntry(
         index=row[0], recorded_at=row[1], event_id=row[2], event_name=row[3], data=load_json(row[4])
+    )
+
+
+def decode_event(key: RunKey, row: Row) -> RunEvent:
+    """A run event from the columns of ``EVENT_COLUMNS`` (seq, type, data, at, event_id,
+    terminal)."""
+    return RunEvent(
+        tenant=key.tenant,
+        run_id=key.run_id,
+        seq=row[0],
+        type=row[1],
+        data=load_json(row[2]),
+        at=float(row[3]),
+        event_id=row[4],
+        terminal=bool(row[5]),
     )

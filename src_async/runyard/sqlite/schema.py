@@ -22,7 +22,8 @@ __all__ = [
 ]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 1, "queue": 1, "executions": 1}
+# state 2: the run event logs (the events table), see docs/events.md.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 1, "executions": 1}
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class SqliteTables:
     runs: str = "runyard_runs"
     sessions: str = "runyard_sessions"
     run_leases: str = "runyard_run_leases"
+    events: str = "runyard_run_events"
     work: str = "runyard_work_items"
     turns: str = "runyard_tenant_turns"
     counters: str = "runyard_counters"
@@ -68,7 +70,7 @@ class SqliteTables:
     def relations(self, component: str) -> tuple[str, ...]:
         """The tables ``component`` (state, queue or executions) needs, schema table first."""
         by_component = {
-            "state": (self.runs, self.sessions, self.run_leases),
+            "state": (self.runs, self.sessions, self.run_leases, self.events),
             "queue": (self.work, self.turns, self.counters),
             "executions": (
                 self.executions,

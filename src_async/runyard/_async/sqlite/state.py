@@ -6,6 +6,7 @@ from typing import Any
 
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
+from runyard._async.sqlite.events import AsyncSqliteEvents
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json
 from runyard._sql import fence_refusal
@@ -24,27 +25,34 @@ from runyard.sqlite.rows import (
     decode_run_lease,
     decode_session,
 )
-from runyard.sqlite.statements_state import state_statements
+from runyard.sqlite.statements_events import event_statements
 from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
 
 __all__ = ["AsyncSqliteStateStore"]
 
 
-class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
+class AsyncSqliteStateStore(AsyncSqliteEvents, _AsyncSqliteAdapter, AsyncRunIteration):
     """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
 
     ``await AsyncSqliteStateStore.open("runs.db", create_schema=True)``; several processes on
     one host may share the file. Time is the database's unless a ``clock`` is injected.
+    Each run has an append-only event log (``append_event``, ``finalize``, ``follow``).
     """
 
     _kind = "state"
     capabilities = StoreCapabilities(
-        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="single_host"
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        recovery=True,
+        event_log=True,
+        atomic_finalize=True,
+        deployment="single_host",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._sql = state_statements(self.tables)
+        self._sql = event_statements(self.tables)
 
     # -- runs --------------------------------------------------------------------------------
     async def put_run(
@@ -156,7 +164,10 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
     async def delete_run(
         self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
     ) -> bool:
-        """Delete the run; return whether it existed. Raises StateConflictError, LeaseLostError."""
+        """Delete the run and its event log; return whether it existed.
+
+        Raises StateConflictError, LeaseLostError.
+        """
         async with self._write() as tx:
             probe = (await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id))[0]
             if probe[0] is None:
@@ -167,6 +178,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                 raise StateConflictError(expected_version, int(probe[0]))
             if fence is not None:
                 await self._check_fence(tx, key, fence, await tx.now(), None)
+            await tx.fetch("delete_events", tenant=key.tenant, run_id=key.run_id)
             await tx.fetch("delete_run", tenant=key.tenant, run_id=key.run_id)
             return True
 
@@ -234,7 +246,8 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
         return decode_session(rows[0]) if rows else None
 
     async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``), in one transaction.
+        """Delete the session (and its runs and their event logs when ``cascade``), in one
+        transaction.
 
         Raises StateInUseError when it still has runs and ``cascade`` is False.
         """
@@ -249,6 +262,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                     "delete them first or pass cascade=True"
                 )
             if runs:
+                await tx.fetch("delete_session_events", **ids)
                 await tx.fetch("delete_session_runs", **ids)
             deleted = await tx.fetch("delete_session", **ids)
             return bool(deleted) or bool(runs)

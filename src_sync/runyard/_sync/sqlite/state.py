@@ -11,6 +11,7 @@ from runyard._json import dump_json
 from runyard._sql import fence_refusal
 from runyard._sync.pager import RunIteration
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
+from runyard._sync.sqlite.events import SqliteEvents
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -26,27 +27,34 @@ from runyard.sqlite.rows import (
     decode_run_lease,
     decode_session,
 )
-from runyard.sqlite.statements_state import state_statements
+from runyard.sqlite.statements_events import event_statements
 from runyard.validation import COUNTER_FIELDS, check_delta, check_patch_result, check_status
 
 __all__ = ["SqliteStateStore"]
 
 
-class SqliteStateStore(_SqliteAdapter, RunIteration):
+class SqliteStateStore(SqliteEvents, _SqliteAdapter, RunIteration):
     """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
 
     ``SqliteStateStore.open("runs.db", create_schema=True)``; several processes on
     one host may share the file. Time is the database's unless a ``clock`` is injected.
+    Each run has an append-only event log (``append_event``, ``finalize``, ``follow``).
     """
 
     _kind = "state"
     capabilities = StoreCapabilities(
-        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="single_host"
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        recovery=True,
+        event_log=True,
+        atomic_finalize=True,
+        deployment="single_host",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._sql = state_statements(self.tables)
+        self._sql = event_statements(self.tables)
 
     # -- runs --------------------------------------------------------------------------------
     def put_run(
@@ -158,7 +166,10 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
     def delete_run(
         self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
     ) -> bool:
-        """Delete the run; return whether it existed. Raises StateConflictError, LeaseLostError."""
+        """Delete the run and its event log; return whether it existed.
+
+        Raises StateConflictError, LeaseLostError.
+        """
         with self._write() as tx:
             probe = (tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id))[0]
             if probe[0] is None:
@@ -169,6 +180,7 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
                 raise StateConflictError(expected_version, int(probe[0]))
             if fence is not None:
                 self._check_fence(tx, key, fence, tx.now(), None)
+            tx.fetch("delete_events", tenant=key.tenant, run_id=key.run_id)
             tx.fetch("delete_run", tenant=key.tenant, run_id=key.run_id)
             return True
 
@@ -234,7 +246,8 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
         return decode_session(rows[0]) if rows else None
 
     def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``), in one transaction.
+        """Delete the session (and its runs and their event logs when ``cascade``), in one
+        transaction.
 
         Raises StateInUseError when it still has runs and ``cascade`` is False.
         """
@@ -249,6 +262,7 @@ class SqliteStateStore(_SqliteAdapter, RunIteration):
                     "delete them first or pass cascade=True"
                 )
             if runs:
+                tx.fetch("delete_session_events", **ids)
                 tx.fetch("delete_session_runs", **ids)
             deleted = tx.fetch("delete_session", **ids)
             return bool(deleted) or bool(runs)
