@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runyard._async.follow import DEFAULT_POLL_SECONDS, follow_events
-from runyard._async.updates import AsyncUpdates
+from runyard._async.local_updates import AsyncLocalUpdates
 from runyard._sql import fence_refusal, run_refusal
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import (
@@ -31,19 +31,26 @@ class AsyncSqliteEvents:
     """Mixin for AsyncSqliteStateStore: every event write is one ``BEGIN IMMEDIATE``
     transaction, so its checks and its write see no other writer in between.
 
-    SQLite has no notification channel: followers poll (``follow(poll_seconds=...)``), in this
-    process and in others alike.
+    SQLite has no notification channel: with ``live_updates`` on, an in-process hub wakes
+    the followers of this process after each committed append and finalize; followers in
+    other processes poll (``follow(poll_seconds=...)``), and polling is every follower's
+    backstop.
     """
 
     max_value_bytes: int
     terminal_statuses: frozenset[str] = TERMINAL_STATUSES
-    live_updates: AsyncUpdates | None = None
+    live_updates: AsyncLocalUpdates | None = None
 
     if TYPE_CHECKING:  # provided by the adapter base
 
         def _write(self) -> _AsyncTransaction: ...
 
         def _read(self) -> _AsyncTransaction: ...
+
+    def _hint(self, key: RunKey) -> None:
+        """Wake this process's followers of ``key`` (after the commit: they read what it wrote)."""
+        if self.live_updates is not None:
+            self.live_updates.publish(key)
 
     async def _prior(
         self, tx: _AsyncTransaction, key: RunKey, event_id: str | None, type_: str, text: str
@@ -106,7 +113,8 @@ class AsyncSqliteEvents:
                 event_id=event_id,
                 terminal=0,
             )
-            return decode_event(key, rows[0])
+        self._hint(key)
+        return decode_event(key, rows[0])
 
     async def read_events(self, key: RunKey, *, after: int = 0, limit: int = 100) -> list[RunEvent]:
         """Return up to ``limit`` events with seq > ``after``, in order."""
@@ -161,7 +169,8 @@ class AsyncSqliteEvents:
                 terminal=1,
                 **ids,
             )
-            return decode_run(rows[0])
+        self._hint(key)
+        return decode_run(rows[0])
 
     def follow(
         self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None

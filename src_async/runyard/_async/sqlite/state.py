@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runyard._async.local_updates import AsyncLocalUpdates
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
 from runyard._async.sqlite.events import AsyncSqliteEvents
@@ -50,9 +51,16 @@ class AsyncSqliteStateStore(AsyncSqliteEvents, _AsyncSqliteAdapter, AsyncRunIter
         deployment="single_host",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, live_updates: bool | AsyncLocalUpdates | None = None, **kwargs: Any
+    ) -> None:
+        """``live_updates``: None/False: followers poll; True: a hub of this store's own wakes
+        followers in this process at every append and finalize; an AsyncLocalUpdates instance
+        is shared (with other stores on the same file in this process). Followers in other
+        processes always poll."""
         super().__init__(*args, **kwargs)
         self._sql = event_statements(self.tables)
+        self.live_updates = AsyncLocalUpdates() if live_updates is True else live_updates or None
 
     # -- runs --------------------------------------------------------------------------------
     async def put_run(

@@ -9,6 +9,7 @@ from typing import Any
 from runyard._checks import DEFAULT_STATUS, check_limit, check_ttl
 from runyard._json import dump_json
 from runyard._sql import fence_refusal
+from runyard._sync.local_updates import LocalUpdates
 from runyard._sync.pager import RunIteration
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard._sync.sqlite.events import SqliteEvents
@@ -52,9 +53,16 @@ class SqliteStateStore(SqliteEvents, _SqliteAdapter, RunIteration):
         deployment="single_host",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, live_updates: bool | LocalUpdates | None = None, **kwargs: Any
+    ) -> None:
+        """``live_updates``: None/False: followers poll; True: a hub of this store's own wakes
+        followers in this process at every append and finalize; an LocalUpdates instance
+        is shared (with other stores on the same file in this process). Followers in other
+        processes always poll."""
         super().__init__(*args, **kwargs)
         self._sql = event_statements(self.tables)
+        self.live_updates = LocalUpdates() if live_updates is True else live_updates or None
 
     # -- runs --------------------------------------------------------------------------------
     def put_run(
