@@ -10,6 +10,7 @@ import pytest
 from runyard import ConfigurationError, RunKey, StatePersistenceError
 from runyard._async.sqlite import connect, create_schema
 from runyard.sqlite import (
+    SQLITE_SCHEMA,
     AsyncSqliteStateStore,
     AsyncSqliteStore,
     AsyncSqliteWorkQueue,
@@ -102,6 +103,16 @@ async def test_a_file_from_before_the_event_log_is_refused_with_the_repair(
     assert "migrate the file" in str(again.value)
     # The queue's component is unchanged, so a queue still opens the file.
     await (await AsyncSqliteWorkQueue.open(path)).aclose()
+    # The migration docs/sqlite.md gives: apply the schema, then raise the version.
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SQLITE_SCHEMA)
+        conn.execute("UPDATE runyard_schema SET version = 2 WHERE component = 'state'")
+    store = await AsyncSqliteStateStore.open(path)
+    try:
+        await store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+        assert (await store.append_event(RunKey("acme", "r"), "step", {})).seq == 1
+    finally:
+        await store.aclose()
 
 
 @pytest.mark.asyncio

@@ -12,6 +12,7 @@ import pytest
 from runyard import ConfigurationError, RunKey, StatePersistenceError
 from runyard._sync.sqlite import connect, create_schema
 from runyard.sqlite import (
+    SQLITE_SCHEMA,
     SqliteStateStore,
     SqliteStore,
     SqliteStoreSettings,
@@ -99,6 +100,16 @@ def test_a_file_from_before_the_event_log_is_refused_with_the_repair(
     assert "migrate the file" in str(again.value)
     # The queue's component is unchanged, so a queue still opens the file.
     (SqliteWorkQueue.open(path)).close()
+    # The migration docs/sqlite.md gives: apply the schema, then raise the version.
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SQLITE_SCHEMA)
+        conn.execute("UPDATE runyard_schema SET version = 2 WHERE component = 'state'")
+    store = SqliteStateStore.open(path)
+    try:
+        store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+        assert (store.append_event(RunKey("acme", "r"), "step", {})).seq == 1
+    finally:
+        store.close()
 
 
 def test_custom_table_names_are_used(tmp_path: Path) -> None:
