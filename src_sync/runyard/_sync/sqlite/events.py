@@ -154,7 +154,8 @@ class SqliteEvents:
             probe = self._live_probe(tx, key)
             actual = int(probe[0])
             expected = actual if expected_version is None else expected_version
-            refusal = run_refusal(key, expected, fence, probe, tx.now())
+            now = tx.now() if fence is not None else 0.0  # only a fence needs the time
+            refusal = run_refusal(key, expected, fence, probe, now)
             if refusal is not None:
                 raise refusal
             rows = tx.fetch("finalize_run", status=status, now=tx.stamp(), **ids)
