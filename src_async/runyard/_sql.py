@@ -56,7 +56,7 @@ def check_table_name(name: object, what: str, *, reserved_prefix: str | None = N
     ):
         extra = f" (and not with {reserved_prefix!r})" if reserved_prefix else ""
         raise ConfigurationError(
-            f"{what} {name!r} is not a plain identifier: use 1 to 48 lower-case letters, "
+            f"{what}={name!r} is not a plain identifier: use 1 to 48 lower-case letters, "
             f"digits and underscores, starting with a letter or underscore{extra}"
         )
     return name

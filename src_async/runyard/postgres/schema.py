@@ -56,7 +56,7 @@ class StateTables:
             value = getattr(self, f.name)
             if f.name == "schema" and value is None:
                 continue
-            check_table_name(value, f"table name {f.name}=" if f.name != "schema" else "schema")
+            check_table_name(value, f"table name {f.name}" if f.name != "schema" else "schema")
 
     @classmethod
     def with_prefix(cls, prefix: str, *, schema: str | None = None) -> StateTables:

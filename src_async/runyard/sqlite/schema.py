@@ -53,7 +53,7 @@ class SqliteTables:
     def __post_init__(self) -> None:
         for f in fields(self):
             check_table_name(
-                getattr(self, f.name), f"table name {f.name}=", reserved_prefix="sqlite_"
+                getattr(self, f.name), f"table name {f.name}", reserved_prefix="sqlite_"
             )
 
     @classmethod
