@@ -75,3 +75,45 @@ async def test_async_writes_and_sync_reads(tmp_path: Path) -> None:
         queue.close()
         await a_state.aclose()
         await a_queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_one_event_log_written_by_both_twins(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    key = RunKey("acme", "evented")
+    sync_state = SqliteStateStore.open(path, create_schema=True)
+    async_state = await AsyncSqliteStateStore.open(path)
+    try:
+        sync_state.put_run(key, {}, expected_version=0)
+        sync_state.append_event(key, "step", {"by": "sync"}, event_id="s-1")
+        await async_state.append_event(key, "step", {"by": "async"})
+        # A retry through the other twin is the same event, not a new one.
+        again = await async_state.append_event(key, "step", {"by": "sync"}, event_id="s-1")
+        assert again.seq == 1
+        await async_state.finalize(key, status="completed", event_type="done", event_data={})
+        followed = list(sync_state.follow(key, poll_seconds=0.01))
+        assert [(e.seq, e.data, e.terminal) for e in followed] == [
+            (1, {"by": "sync"}, False),
+            (2, {"by": "async"}, False),
+            (3, {}, True),
+        ]
+        assert await async_state.read_events(key) == followed
+    finally:
+        sync_state.close()
+        await async_state.aclose()
+
+
+def test_delete_session_with_cascade_deletes_the_logs_of_its_runs(tmp_path: Path) -> None:
+    state = SqliteStateStore.open(tmp_path / "s.db", create_schema=True)
+    key = RunKey("acme", "in-session")
+    try:
+        state.put_session("acme", "sess", {}, expected_version=0)
+        state.put_run(key, {}, expected_version=0, session_id="sess")
+        state.append_event(key, "step", {"i": 1}, event_id="e-1")
+        assert state.delete_session("acme", "sess", cascade=True)
+        assert state.read_events(key) == []
+        state.put_run(key, {}, expected_version=0)
+        # The old event id went with the log: the same id names a new first event.
+        assert state.append_event(key, "other", {}, event_id="e-1").seq == 1
+    finally:
+        state.close()

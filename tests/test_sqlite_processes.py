@@ -61,6 +61,50 @@ def test_four_processes_complete_every_item_exactly_once(tmp_path: Path) -> None
     queue.close()
 
 
+def _append_events(path: str, writer: str, count: int, start: Pipe, results: Pipe) -> None:
+    store = SqliteStateStore.open(path, busy_timeout_seconds=30)
+    start.recv()  # every writer starts appending at once
+    seqs = [
+        store.append_event(RunKey("acme", "shared"), "step", {"by": writer, "n": n}).seq
+        for n in range(count)
+    ]
+    store.close()
+    results.send(seqs)
+
+
+def test_four_processes_append_to_one_log_with_gap_free_seqs(tmp_path: Path) -> None:
+    path = str(tmp_path / "events.db")
+    store = SqliteStateStore.open(path, create_schema=True)
+    key = RunKey("acme", "shared")
+    store.put_run(key, {}, expected_version=0)
+    per_writer = 50
+    pipes = [SPAWN.Pipe() for _ in range(WORKERS)]
+    results = [SPAWN.Pipe(duplex=False) for _ in range(WORKERS)]
+    writers = [
+        SPAWN.Process(
+            target=_append_events, args=(path, f"w{n}", per_writer, pipes[n][1], results[n][1])
+        )
+        for n in range(WORKERS)
+    ]
+    for process in writers:
+        process.start()
+    for parent_end, _ in pipes:
+        parent_end.send("go")
+    returned = [receiver.recv() for receiver, _ in results]
+    for process in writers:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    total = WORKERS * per_writer
+    assert sorted(seq for seqs in returned for seq in seqs) == list(range(1, total + 1))
+    events = store.read_events(key, limit=total)
+    assert [e.seq for e in events] == list(range(1, total + 1))
+    # Each writer's events are in the log in the order it appended them.
+    for n in range(WORKERS):
+        mine = [e.data["n"] for e in events if e.data["by"] == f"w{n}"]
+        assert mine == list(range(per_writer))
+    store.close()
+
+
 def _write_then_hang(path: str, signal_parent: Pipe) -> None:
     store = SqliteStateStore.open(path)
     store.put_run(RunKey("acme", "committed"), {"n": 1}, expected_version=0)

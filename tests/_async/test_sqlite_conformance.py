@@ -29,6 +29,12 @@ class TestSqliteMemoryStateStore(AsyncStateStoreConformance):
         self.clock = ManualClock()
         return await AsyncSqliteStateStore.open(":memory:", create_schema=True, clock=self.clock)
 
+    async def make_live_store(self) -> AsyncStateStore:
+        # A private in-memory database of its own, with the in-process hub.
+        return await AsyncSqliteStateStore.open(
+            ":memory:", create_schema=True, clock=self.clock, live_updates=True
+        )
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
@@ -37,6 +43,12 @@ class TestSqliteFileStateStore(_OnAFile, AsyncStateStoreConformance):
     async def make_store(self) -> AsyncStateStore:
         self.clock = ManualClock()
         return await AsyncSqliteStateStore.open(self.path, create_schema=True, clock=self.clock)
+
+    async def make_live_store(self) -> AsyncStateStore:
+        # A file of its own, so the live store shares no run with the polling one.
+        return await AsyncSqliteStateStore.open(
+            self.path + ".live", create_schema=True, clock=self.clock, live_updates=True
+        )
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import ConfigurationError, RunKey, StatePersistenceError
 from runyard._async.sqlite import connect, create_schema
 from runyard.sqlite import (
+    SQLITE_SCHEMA,
     AsyncSqliteStateStore,
     AsyncSqliteStore,
     AsyncSqliteWorkQueue,
@@ -74,6 +76,43 @@ async def test_a_schema_at_another_version_is_refused(tmp_path: Path) -> None:
         conn.execute("UPDATE runyard_schema SET version = 99 WHERE component = 'queue'")
     with pytest.raises(ConfigurationError, match="schema version 99"):
         await AsyncSqliteWorkQueue.open(path)
+
+
+def _make_version_one_state(path: Path) -> None:
+    """Turn a new file into one written by a runyard before the event log (state version 1)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE runyard_run_events")
+        conn.execute("UPDATE runyard_schema SET version = 1 WHERE component = 'state'")
+
+
+@pytest.mark.asyncio
+async def test_a_file_from_before_the_event_log_is_refused_with_the_repair(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v1.db"
+    await (await AsyncSqliteStateStore.open(path, create_schema=True)).aclose()
+    _make_version_one_state(path)
+    with pytest.raises(ConfigurationError) as caught:
+        await AsyncSqliteStateStore.open(path)
+    assert "runyard_run_events does not exist" in str(caught.value)
+    assert "create_schema" in str(caught.value)
+    # Creating the missing tables does not make the old version current: migrate first.
+    with pytest.raises(ConfigurationError) as again:
+        await AsyncSqliteStateStore.open(path, create_schema=True)
+    assert "schema version 1" in str(again.value) and "version 2" in str(again.value)
+    assert "migrate the file" in str(again.value)
+    # The queue's component is unchanged, so a queue still opens the file.
+    await (await AsyncSqliteWorkQueue.open(path)).aclose()
+    # The migration docs/sqlite.md gives: apply the schema, then raise the version.
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SQLITE_SCHEMA)
+        conn.execute("UPDATE runyard_schema SET version = 2 WHERE component = 'state'")
+    store = await AsyncSqliteStateStore.open(path)
+    try:
+        await store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+        assert (await store.append_event(RunKey("acme", "r"), "step", {})).seq == 1
+    finally:
+        await store.aclose()
 
 
 @pytest.mark.asyncio
@@ -148,7 +187,8 @@ async def test_a_bad_busy_timeout_is_refused_before_opening(tmp_path: Path, bad:
 @pytest.mark.asyncio
 async def test_a_store_needs_a_connection_not_a_path() -> None:
     with pytest.raises(ConfigurationError, match="open"):
-        AsyncSqliteStateStore("runyard.db")  # type: ignore[arg-type]
+        not_a_connection: Any = "runyard.db"
+        AsyncSqliteStateStore(not_a_connection)
 
 
 @pytest.mark.asyncio

@@ -107,10 +107,17 @@ async def test_postgres_verify_runs(pg_schema: str) -> None:
 @pytest.mark.asyncio
 async def test_an_unknown_scheme_is_named_with_the_known_ones() -> None:
     with pytest.raises(ValueError) as caught:
-        await AsyncYard.from_url(f"sqlite://user:{SECRET}@somewhere/db")
+        await AsyncYard.from_url(f"mysql://user:{SECRET}@somewhere/db")
     message = str(caught.value)
-    assert "'sqlite'" in message
-    for known in ("memory://", "redis://", "rediss://", "redis+cluster://", "postgresql://"):
+    assert "'mysql'" in message
+    for known in (
+        "memory://",
+        "redis://",
+        "rediss://",
+        "redis+cluster://",
+        "postgresql://",
+        "sqlite://",
+    ):
         assert known in message
     assert SECRET not in message
 

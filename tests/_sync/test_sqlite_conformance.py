@@ -31,6 +31,12 @@ class TestSqliteMemoryStateStore(StateStoreConformance):
         self.clock = ManualClock()
         return SqliteStateStore.open(":memory:", create_schema=True, clock=self.clock)
 
+    def make_live_store(self) -> StateStore:
+        # A private in-memory database of its own, with the in-process hub.
+        return SqliteStateStore.open(
+            ":memory:", create_schema=True, clock=self.clock, live_updates=True
+        )
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
@@ -39,6 +45,12 @@ class TestSqliteFileStateStore(_OnAFile, StateStoreConformance):
     def make_store(self) -> StateStore:
         self.clock = ManualClock()
         return SqliteStateStore.open(self.path, create_schema=True, clock=self.clock)
+
+    def make_live_store(self) -> StateStore:
+        # A file of its own, so the live store shares no run with the polling one.
+        return SqliteStateStore.open(
+            self.path + ".live", create_schema=True, clock=self.clock, live_updates=True
+        )
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

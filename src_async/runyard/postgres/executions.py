@@ -24,7 +24,6 @@ from runyard.executions.models import (
 from runyard.executions.planning import CommitPlan, is_timer_path
 
 __all__ = [
-    "MAX_SEQ",
     "CommitCall",
     "commit_call",
     "decode_commit",
@@ -33,14 +32,11 @@ __all__ = [
     "decode_outbox",
     "decode_spawn",
     "decode_trace",
-    "is_seq",
     "is_timer_path",
     "trace_text",
 ]
 
 Row = Sequence[Any]
-
-MAX_SEQ = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -166,8 +162,3 @@ def decode_trace(row: Row) -> TraceEntry:
         event_name=row[3],
         data=load_json(row[4]),
     )
-
-
-def is_seq(seq: object) -> bool:
-    """Whether ``seq`` could be an outbox or spawn seq (any other value names none)."""
-    return isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= MAX_SEQ

@@ -6,17 +6,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import load_json
-from runyard.errors import LeaseLostError, RunyardError, StateConflictError, WorkItemNotFoundError
 from runyard.models import (
     DeadLetter,
     Lease,
-    RunKey,
     RunLease,
     RunRecord,
     SessionRecord,
     WorkItem,
 )
-from runyard.policy import FailureDecision, QueuePolicy
+from runyard.policy import FailureDecision
 
 __all__ = [
     "Row",
@@ -26,10 +24,7 @@ __all__ = [
     "decode_run",
     "decode_run_lease",
     "decode_session",
-    "fence_refusal",
     "item_state",
-    "run_refusal",
-    "settle_refusal",
 ]
 
 Row = Sequence[Any]
@@ -116,54 +111,6 @@ def decode_lease(row: Row) -> Lease:
 def decode_dead_letter(row: Row) -> DeadLetter:
     """Build a DeadLetter from a dead work row."""
     return DeadLetter(item=decode_item(row), reason=row[14] or "", dead_at=float(row[15]))
-
-
-def fence_refusal(run_id: str, fence: int, probe: Row | None, now: float) -> LeaseLostError | None:
-    """Explain a refused fenced run write from ``(version, epoch, holder, expires_at)``.
-
-    Returns None when the lease would have allowed the write. Mirrors the memory backend:
-    another epoch is "taken"; the right epoch, released or lapsed, is "expired".
-    """
-    epoch, holder, expires_at = (probe[1], probe[2], probe[3]) if probe else (None, None, None)
-    if (epoch or 0) != fence:
-        return LeaseLostError(run_id, "taken")
-    if holder is None or expires_at is None or float(expires_at) < now:
-        return LeaseLostError(run_id, "expired")
-    return None
-
-
-def settle_refusal(
-    tenant: str, item_id: str, token: int, probe: Row | None, now: float, policy: QueuePolicy
-) -> RunyardError | None:
-    """Explain why a settle is refused from ``(token, state, claimed_at, lease_expires_at, ...)``.
-
-    The order is the memory backend's: unknown item, another token ("taken"), past the lease
-    cap ("capped"), past the expiry ("expired"). Returns None while the lease is live and
-    ``token``'s.
-    """
-    if probe is None:
-        return WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
-    stored_token, state, claimed_at, expires_at = probe[0], probe[1], probe[2], probe[3]
-    if state != "leased" or stored_token != token or claimed_at is None or expires_at is None:
-        return LeaseLostError(item_id, "taken")
-    if policy.renewal_capped(now, float(claimed_at)):
-        return LeaseLostError(item_id, "capped")
-    if now > float(expires_at):
-        return LeaseLostError(item_id, "expired")
-    return None
-
-
-def run_refusal(
-    key: RunKey, expected_version: int, fence: int | None, probe: Sequence[Any] | None, now: float
-) -> RunyardError | None:
-    """Why a run write was refused, from ``(version, epoch, holder, expires_at)``, in the
-    memory backend's order: the version first, then the fence; None when neither explains it."""
-    actual = int(probe[0] or 0) if probe else 0
-    if actual != expected_version:
-        return StateConflictError(expected_version, actual)
-    if fence is not None:
-        return fence_refusal(key.run_id, fence, probe, now)
-    return None
 
 
 def item_state(decision: FailureDecision) -> str:

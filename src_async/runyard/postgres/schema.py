@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 
-from runyard.errors import ConfigurationError
+from runyard._sql import check_table_name
 
 __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 
@@ -29,19 +28,6 @@ EXECUTION_TABLES = (
     "trace",
     "trace_heads",
 )
-
-# Lower-case plain identifiers only, short enough that derived index and sequence names
-# ("<table>_token_seq", "<table>_by_session") stay within PostgreSQL's 63-byte limit.
-_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,47}")
-
-
-def _check(name: object, what: str) -> str:
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
-        raise ConfigurationError(
-            f"{what} {name!r} is not a plain identifier: use 1 to 48 lower-case letters, "
-            "digits and underscores, starting with a letter or underscore"
-        )
-    return name
 
 
 @dataclass(frozen=True)
@@ -74,7 +60,7 @@ class StateTables:
             value = getattr(self, f.name)
             if f.name == "schema" and value is None:
                 continue
-            _check(value, f"table name {f.name}=" if f.name != "schema" else "schema")
+            check_table_name(value, f"table name {f.name}" if f.name != "schema" else "schema")
 
     @classmethod
     def with_prefix(cls, prefix: str, *, schema: str | None = None) -> StateTables:

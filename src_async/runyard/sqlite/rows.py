@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import load_json
-from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
+from runyard.events import RunEvent
 from runyard.executions.models import (
     DueTimer,
     Event,
@@ -15,13 +15,12 @@ from runyard.executions.models import (
     SpawnEntry,
     TraceEntry,
 )
-from runyard.models import DeadLetter, Lease, RunLease, RunRecord, SessionRecord, WorkItem
-from runyard.policy import QueuePolicy
+from runyard.models import DeadLetter, Lease, RunKey, RunLease, RunRecord, SessionRecord, WorkItem
 
 __all__ = [
-    "MAX_SEQ",
     "decode_dead_letter",
     "decode_due_timer",
+    "decode_event",
     "decode_execution",
     "decode_item",
     "decode_lease",
@@ -31,14 +30,9 @@ __all__ = [
     "decode_session",
     "decode_spawn",
     "decode_trace",
-    "fence_refusal",
-    "is_seq",
-    "settle_refusal",
 ]
 
 Row = Sequence[Any]
-
-MAX_SEQ = 2**63 - 1
 
 
 def decode_run(row: Row) -> RunRecord:
@@ -78,17 +72,6 @@ def decode_run_lease(row: Row) -> RunLease:
     return RunLease(tenant=row[0], run_id=row[1], holder=row[2], epoch=row[3], expires_at=row[4])
 
 
-def fence_refusal(run_id: str, fence: int, lease: Row | None, now: float) -> LeaseLostError | None:
-    """Why a write carrying ``fence`` is refused, from the lease row ``(epoch, holder,
-    expires_at)`` (None: never leased), in the memory backend's order; None when it is live."""
-    epoch = int(lease[0]) if lease is not None and lease[0] is not None else 0
-    if epoch != fence:
-        return LeaseLostError(run_id, "taken")
-    if lease is None or lease[1] is None or float(lease[2]) < now:
-        return LeaseLostError(run_id, "expired")
-    return None
-
-
 def decode_item(row: Row) -> WorkItem:
     """A work item from the columns of ``WORK_COLUMNS``."""
     return WorkItem(
@@ -117,26 +100,6 @@ def decode_lease(row: Row) -> Lease:
 def decode_dead_letter(row: Row) -> DeadLetter:
     """A dead letter from the columns of ``WORK_COLUMNS``."""
     return DeadLetter(item=decode_item(row), reason=row[14], dead_at=row[15])
-
-
-def settle_refusal(
-    tenant: str, item_id: str, token: int, probe: Row | None, now: float, policy: QueuePolicy
-) -> RunyardError | None:
-    """Explain why a settle is refused from ``(token, state, claimed_at, lease_expires_at, ...)``.
-
-    The order is the memory backend's: unknown item, another token ("taken"), past the lease
-    cap ("capped"), past the expiry ("expired"). None while the lease is live and ``token``'s.
-    """
-    if probe is None:
-        return WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
-    stored_token, state, claimed_at, expires_at = probe[0], probe[1], probe[2], probe[3]
-    if state != "leased" or stored_token != token or claimed_at is None or expires_at is None:
-        return LeaseLostError(item_id, "taken")
-    if policy.renewal_capped(now, float(claimed_at)):
-        return LeaseLostError(item_id, "capped")
-    if now > float(expires_at):
-        return LeaseLostError(item_id, "expired")
-    return None
 
 
 def decode_execution(row: Row) -> Execution:
@@ -179,6 +142,16 @@ def decode_trace(row: Row) -> TraceEntry:
     )
 
 
-def is_seq(seq: object) -> bool:
-    """Whether ``seq`` could be an outbox or spawn seq (any other value names none)."""
-    return isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= MAX_SEQ
+def decode_event(key: RunKey, row: Row) -> RunEvent:
+    """A run event from the columns of ``EVENT_COLUMNS`` (seq, type, data, at, event_id,
+    terminal)."""
+    return RunEvent(
+        tenant=key.tenant,
+        run_id=key.run_id,
+        seq=row[0],
+        type=row[1],
+        data=load_json(row[2]),
+        at=float(row[3]),
+        event_id=row[4],
+        terminal=bool(row[5]),
+    )

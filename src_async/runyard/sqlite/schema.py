@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 
-from runyard.errors import ConfigurationError
+from runyard._sql import check_table_name
 
 __all__ = [
     "DATABASE_NOW",
@@ -22,19 +22,8 @@ __all__ = [
 ]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 1, "queue": 1, "executions": 1}
-
-# Lower-case plain identifiers only: a name is spliced into SQL, so nothing else is accepted.
-_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,47}")
-
-
-def _check(name: object, what: str) -> str:
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or name.startswith("sqlite_"):
-        raise ConfigurationError(
-            f"{what}{name!r} is not a plain identifier: use 1 to 48 lower-case letters, digits "
-            "and underscores, starting with a letter or underscore (and not with 'sqlite_')"
-        )
-    return name
+# state 2: the run event logs (the events table), see docs/events.md.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 1, "executions": 1}
 
 
 @dataclass(frozen=True)
@@ -48,6 +37,7 @@ class SqliteTables:
     runs: str = "runyard_runs"
     sessions: str = "runyard_sessions"
     run_leases: str = "runyard_run_leases"
+    events: str = "runyard_run_events"
     work: str = "runyard_work_items"
     turns: str = "runyard_tenant_turns"
     counters: str = "runyard_counters"
@@ -62,7 +52,9 @@ class SqliteTables:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            _check(getattr(self, f.name), f"table name {f.name}=")
+            check_table_name(
+                getattr(self, f.name), f"table name {f.name}", reserved_prefix="sqlite_"
+            )
 
     @classmethod
     def with_prefix(cls, prefix: str) -> SqliteTables:
@@ -78,7 +70,7 @@ class SqliteTables:
     def relations(self, component: str) -> tuple[str, ...]:
         """The tables ``component`` (state, queue or executions) needs, schema table first."""
         by_component = {
-            "state": (self.runs, self.sessions, self.run_leases),
+            "state": (self.runs, self.sessions, self.run_leases, self.events),
             "queue": (self.work, self.turns, self.counters),
             "executions": (
                 self.executions,

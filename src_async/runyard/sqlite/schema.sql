@@ -1,4 +1,4 @@
--- runyard's SQLite schema, version 1 of every component (state, queue, executions).
+-- runyard's SQLite schema: state at version 2 (the run event logs), queue and executions at 1.
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
 -- is idempotent (IF NOT EXISTS, INSERT OR IGNORE), so applying it twice changes nothing;
@@ -53,6 +53,24 @@ CREATE TABLE IF NOT EXISTS "{run_leases}" (
     expires_at  REAL,
     PRIMARY KEY (tenant, run_id)
 );
+
+-- A run's append-only event log: seq is gap-free per run, starting at 1 (every write holds the
+-- file's write lock, so the next seq is MAX(seq) + 1 read inside the appending statement).
+-- delete_run deletes the run's rows, so a run made again starts at 1.
+CREATE TABLE IF NOT EXISTS "{events}" (
+    tenant    TEXT NOT NULL,
+    run_id    TEXT NOT NULL,
+    seq       INTEGER NOT NULL CHECK (seq > 0),
+    type      TEXT NOT NULL,
+    data      TEXT NOT NULL,
+    at        REAL NOT NULL,
+    event_id  TEXT,
+    terminal  INTEGER NOT NULL DEFAULT 0 CHECK (terminal IN (0, 1)),
+    PRIMARY KEY (tenant, run_id, seq)
+);
+-- An event_id is the retry identity of an append within its run.
+CREATE UNIQUE INDEX IF NOT EXISTS "{events}_by_event_id" ON "{events}" (tenant, run_id, event_id)
+    WHERE event_id IS NOT NULL;
 
 -- Work queues -------------------------------------------------------------------------------
 
@@ -185,4 +203,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 1), ('queue', 1), ('executions', 1);
+VALUES ('state', 2), ('queue', 1), ('executions', 1);

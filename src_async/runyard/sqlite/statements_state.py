@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache
 
 from runyard.sqlite.schema import SqliteTables, render
+from runyard.validation import MAX_COUNTER
 
 __all__ = ["RUN_COLUMNS", "state_statements"]
 
@@ -20,6 +21,8 @@ RUN_COLUMNS = (
 )
 _SESSION_COLUMNS = "tenant, session_id, blob, version, created_at, updated_at"
 _LEASE_COLUMNS = "tenant, run_id, holder, epoch, expires_at"
+# The largest counter (2**53 - 1), spliced into the patch guard as a literal.
+_MAX = str(MAX_COUNTER)
 
 _TEMPLATES: dict[str, str] = {
     "create_run": f"""
@@ -40,6 +43,12 @@ SET input_tokens = input_tokens + :input_tokens, output_tokens = output_tokens +
     "cursor" = "cursor" + :cursor, status = COALESCE(:status, status),
     version = version + 1, updated_at = :now
 WHERE tenant = :tenant AND run_id = :run_id
+  -- the whole patch or nothing: every counter stays within runyard.validation.MAX_COUNTER
+  AND input_tokens + :input_tokens <= {_MAX}
+  AND output_tokens + :output_tokens <= {_MAX}
+  AND cost_micros + :cost_micros <= {_MAX}
+  AND iterations + :iterations <= {_MAX}
+  AND "cursor" + :cursor <= {_MAX}
 RETURNING {RUN_COLUMNS}""",
     # The run's version (NULL: none) and its lease row: what explains a refused write.
     "probe_run": """

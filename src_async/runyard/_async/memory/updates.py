@@ -1,67 +1,7 @@
-"""AsyncMemoryUpdates: in-process live updates for the memory state store."""
+"""AsyncMemoryUpdates: in-process live updates for the memory state store (the shared
+in-process hub, runyard._async.local_updates, under the memory backend's names)."""
 
-from __future__ import annotations
-
-import threading
-
-from runyard._flavours import AsyncEvent
-from runyard.models import RunKey
+from runyard._async.local_updates import AsyncLocalSubscription as AsyncMemorySubscription
+from runyard._async.local_updates import AsyncLocalUpdates as AsyncMemoryUpdates
 
 __all__ = ["AsyncMemorySubscription", "AsyncMemoryUpdates"]
-
-
-class AsyncMemorySubscription:
-    """A follower's flag, set by every write to its run's log."""
-
-    lost: str | None = None
-
-    def __init__(self, hub: AsyncMemoryUpdates, key: RunKey) -> None:
-        self._hub, self._key = hub, key
-        self.event = AsyncEvent()
-
-    async def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a hint; return whether one came."""
-        woke = await self.event.wait(timeout)
-        # Cleared before the follower reads the log: a hint sent after this is not lost.
-        self.event.clear()
-        return woke
-
-    async def aclose(self) -> None:
-        """Stop listening."""
-        self._hub.unsubscribe(self._key, self)
-
-
-class AsyncMemoryUpdates:
-    """Hints between the writers and followers of one process (never lost, but still hints)."""
-
-    def __init__(self) -> None:
-        self._subscribers: dict[tuple[str, str], set[AsyncMemorySubscription]] = {}
-        # Held only around dictionary updates (never across a suspension point): in the sync
-        # twin, writers and followers are threads.
-        self._guard = threading.Lock()
-
-    async def subscribe(self, key: RunKey) -> AsyncMemorySubscription:
-        """Start listening for hints about ``key``'s log."""
-        subscription = AsyncMemorySubscription(self, key)
-        with self._guard:
-            self._subscribers.setdefault((key.tenant, key.run_id), set()).add(subscription)
-        return subscription
-
-    def unsubscribe(self, key: RunKey, subscription: AsyncMemorySubscription) -> None:
-        """Forget ``subscription``."""
-        with self._guard:
-            subscribers = self._subscribers.get((key.tenant, key.run_id))
-            if subscribers is not None:
-                subscribers.discard(subscription)
-                if not subscribers:
-                    del self._subscribers[(key.tenant, key.run_id)]
-
-    def publish(self, key: RunKey) -> None:
-        """Wake every follower of ``key``."""
-        with self._guard:
-            woken = list(self._subscribers.get((key.tenant, key.run_id), ()))
-        for subscription in woken:
-            subscription.event.set()
-
-    async def aclose(self) -> None:
-        """Nothing to release."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from runyard._async.follow import DEFAULT_POLL_SECONDS, follow_events
 from runyard._async.updates import AsyncUpdates
 from runyard._json import load_json
+from runyard._sql import fence_refusal, run_refusal
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import (
     TERMINAL_STATUSES,
@@ -19,7 +20,7 @@ from runyard.events import (
 )
 from runyard.models import RunKey, RunRecord
 from runyard.postgres.events import decode_event
-from runyard.postgres.rows import decode_run, fence_refusal, run_refusal
+from runyard.postgres.rows import decode_run
 from runyard.postgres.schema import StateTables
 from runyard.postgres.statements import RUN_COLUMN_COUNT
 from runyard.validation import check_write_guards

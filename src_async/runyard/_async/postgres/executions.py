@@ -8,6 +8,7 @@ from typing import Any
 
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._json import load_json
+from runyard._sql import is_seq
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict, StoreOutcomeUnknown
 from runyard.executions.models import (
@@ -34,7 +35,6 @@ from runyard.postgres.executions import (
     decode_outbox,
     decode_spawn,
     decode_trace,
-    is_seq,
     is_timer_path,
     trace_text,
 )

@@ -7,6 +7,7 @@ from typing import Any
 
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._json import dump_json
+from runyard._sql import settle_refusal
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import (
@@ -24,7 +25,6 @@ from runyard.postgres.rows import (
     decode_item,
     decode_lease,
     item_state,
-    settle_refusal,
 )
 from runyard.postgres.schema import StateTables
 from runyard.validation import (

@@ -10,6 +10,7 @@ from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._async.postgres.updates import AsyncPostgresUpdates, own_updates
 from runyard._json import dump_json, load_json
+from runyard._sql import fence_refusal, run_refusal
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -26,8 +27,6 @@ from runyard.postgres.rows import (
     decode_run,
     decode_run_lease,
     decode_session,
-    fence_refusal,
-    run_refusal,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
 from runyard.validation import (

@@ -8,6 +8,7 @@ from typing import Any
 
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
 from runyard._json import dump_json, load_json
+from runyard._sql import is_seq
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict
 from runyard.executions.models import (
@@ -37,7 +38,6 @@ from runyard.sqlite.rows import (
     decode_outbox,
     decode_spawn,
     decode_trace,
-    is_seq,
 )
 from runyard.sqlite.statements_executions import execution_statements, list_statement
 from runyard.validation import check_limit

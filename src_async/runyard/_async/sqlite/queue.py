@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
 from runyard._json import dump_json
+from runyard._sql import settle_refusal
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import LeaseLostError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import FailureDecision, QueuePolicy
-from runyard.sqlite.rows import decode_dead_letter, decode_item, decode_lease, settle_refusal
+from runyard.sqlite.rows import decode_dead_letter, decode_item, decode_lease
 from runyard.sqlite.statements_queue import queue_statements
-from runyard.validation import check_limit
+from runyard.validation import (
+    check_delay,
+    check_error_text,
+    check_limit,
+    check_priority,
+    item_id_or_new,
+    settle_target,
+)
 
 __all__ = ["AsyncSqliteWorkQueue"]
 
@@ -61,11 +68,11 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         Raises StatePersistenceError for a payload that is not storable JSON, before writing.
         """
         validate_identifier(tenant, "tenant")
-        item_id = validate_identifier(item_id or uuid.uuid4().hex, "item_id")
+        item_id, _ = item_id_or_new(item_id)
         if dedupe_key is not None:
             validate_identifier(dedupe_key, "dedupe_key")
-        if delay_seconds < 0:
-            raise ValueError(f"delay_seconds must not be negative, not {delay_seconds!r}")
+        priority = check_priority(priority)
+        delay = check_delay(delay_seconds)
         text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
         async with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "dedupe_key": dedupe_key}
@@ -73,7 +80,7 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
                 "enqueue",
                 payload=text,
                 priority=priority,
-                delay=float(delay_seconds),
+                delay=delay,
                 now=tx.stamp(),
                 **ids,
             )
@@ -108,13 +115,15 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         )
         return refusal or LeaseLostError(item_id, "taken")
 
-    async def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
-        """Extend the lease (never past max_lease_seconds from the claim).
+    async def heartbeat(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> Lease:
+        """Extend the lease (never past max_lease_seconds from the claim); called with the
+        ``Lease`` alone or with ``tenant, item_id, token=``.
 
         Raises LeaseLostError ("taken", "capped", "expired"), WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         async with self._write() as tx:
             return await self._heartbeat(tx, tenant, item_id, token)
 
@@ -134,13 +143,14 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
             return decode_lease(rows[0])
         raise await self._refused(tx, tenant, item_id, token, await tx.now())
 
-    async def complete(self, tenant: str, item_id: str, *, token: int) -> None:
+    async def complete(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> None:
         """Finish the item (deleting it and freeing its dedupe key), fenced on ``token``.
 
         Raises LeaseLostError, WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         async with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "token": token}
             if not await tx.finish("complete", now=tx.stamp(), **ids, **self._limits()):
@@ -148,10 +158,10 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
 
     async def fail(
         self,
-        tenant: str,
-        item_id: str,
+        tenant: str | Lease,
+        item_id: str | None = None,
         *,
-        token: int,
+        token: int | None = None,
         error: str | None = None,
         retryable: bool = True,
     ) -> WorkItem:
@@ -159,8 +169,8 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
 
         Raises LeaseLostError, WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
+        check_error_text(error)
         async with self._write() as tx:
             now = await tx.now()
             rows = await tx.fetch("probe_item", tenant=tenant, item_id=item_id)

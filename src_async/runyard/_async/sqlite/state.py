@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from runyard._async.local_updates import AsyncLocalUpdates
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
+from runyard._async.sqlite.events import AsyncSqliteEvents
 from runyard._json import dump_json
+from runyard._sql import fence_refusal
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -21,29 +24,51 @@ from runyard.sqlite.rows import (
     decode_run,
     decode_run_lease,
     decode_session,
-    fence_refusal,
 )
-from runyard.sqlite.statements_state import state_statements
-from runyard.validation import DEFAULT_STATUS, check_limit, check_ttl
+from runyard.sqlite.statements_events import event_statements
+from runyard.validation import (
+    COUNTER_FIELDS,
+    DEFAULT_STATUS,
+    check_delta,
+    check_limit,
+    check_patch_result,
+    check_status,
+    check_ttl,
+    check_write_guards,
+)
 
 __all__ = ["AsyncSqliteStateStore"]
 
 
-class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
+class AsyncSqliteStateStore(AsyncSqliteEvents, _AsyncSqliteAdapter, AsyncRunIteration):
     """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
 
     ``await AsyncSqliteStateStore.open("runs.db", create_schema=True)``; several processes on
     one host may share the file. Time is the database's unless a ``clock`` is injected.
+    Each run has an append-only event log (``append_event``, ``finalize``, ``follow``).
     """
 
     _kind = "state"
     capabilities = StoreCapabilities(
-        version=1, fenced_writes=True, retry_ids=True, recovery=True, deployment="single_host"
+        version=1,
+        fenced_writes=True,
+        retry_ids=True,
+        recovery=True,
+        event_log=True,
+        atomic_finalize=True,
+        deployment="single_host",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, live_updates: bool | AsyncLocalUpdates | None = None, **kwargs: Any
+    ) -> None:
+        """``live_updates``: None/False: followers poll; True: a hub of this store's own wakes
+        followers in this process at every append and finalize; an AsyncLocalUpdates instance
+        is shared (with other stores on the same file in this process). Followers in other
+        processes always poll."""
         super().__init__(*args, **kwargs)
-        self._sql = state_statements(self.tables)
+        self._sql = event_statements(self.tables)
+        self.live_updates = AsyncLocalUpdates() if live_updates is True else live_updates or None
 
     # -- runs --------------------------------------------------------------------------------
     async def put_run(
@@ -61,6 +86,8 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
         Raises StateConflictError(expected, actual), LeaseLostError for a stale ``fence``,
         StatePersistenceError for a value that is not storable JSON (before writing).
         """
+        check_write_guards(expected_version, fence, version_required=True)
+        check_status(status)
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
@@ -98,7 +125,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
         actual = int(probe[0] or 0)
         if expected_version is not None and actual != expected_version:
             raise StateConflictError(expected_version, actual)
-        refusal = fence_refusal(key.run_id, fence, probe[1:] if probe[1] is not None else None, now)
+        refusal = fence_refusal(key.run_id, fence, probe, now)
         if refusal is not None:
             raise refusal
         return actual
@@ -113,8 +140,13 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
     ) -> RunRecord:
         """Add ``delta`` to the counter columns and bump the version.
 
-        Concurrent patches all land. Raises StateNotFoundError, LeaseLostError.
+        Concurrent patches all land. Raises StateNotFoundError, LeaseLostError, and
+        InvalidArgumentError naming the counter when one would pass MAX_COUNTER (the
+        statement's own guard: nothing changes).
         """
+        check_write_guards(None, fence)
+        check_delta(delta)
+        check_status(status)
         async with self._write() as tx:
             if fence is not None:
                 probe = await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
@@ -132,11 +164,14 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                 status=status or None,
                 now=tx.stamp(),
             )
-            if not rows:
-                raise StateNotFoundError(
-                    f"run {key.run_id!r} of tenant {key.tenant!r} does not exist"
-                )
-            return decode_run(rows[0])
+            if rows:
+                return decode_run(rows[0])
+            stored = await tx.fetch("get_run", tenant=key.tenant, run_id=key.run_id)
+            if stored:
+                # Refused by the range guard: the write lock is still held, so the run shows why.
+                run = decode_run(stored[0])
+                check_patch_result(run.model_dump(include=set(COUNTER_FIELDS)), delta)
+            raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
 
     async def get_run(self, key: RunKey) -> RunRecord | None:
         """Return the run, or None."""
@@ -147,7 +182,11 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
     async def delete_run(
         self, key: RunKey, *, expected_version: int | None = None, fence: int | None = None
     ) -> bool:
-        """Delete the run; return whether it existed. Raises StateConflictError, LeaseLostError."""
+        """Delete the run and its event log; return whether it existed.
+
+        Raises StateConflictError, LeaseLostError.
+        """
+        check_write_guards(expected_version, fence)
         async with self._write() as tx:
             probe = (await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id))[0]
             if probe[0] is None:
@@ -158,6 +197,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                 raise StateConflictError(expected_version, int(probe[0]))
             if fence is not None:
                 await self._check_fence(tx, key, fence, await tx.now(), None)
+            await tx.fetch("delete_events", tenant=key.tenant, run_id=key.run_id)
             await tx.fetch("delete_run", tenant=key.tenant, run_id=key.run_id)
             return True
 
@@ -172,6 +212,9 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
     ) -> RunPage:
         """Return a page of the tenant's runs in creation order (by ``seq``)."""
         validate_identifier(tenant, "tenant")
+        check_status(status)
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
         check_limit(limit)
         after = decode_cursor(cursor)
         async with self._read() as tx:
@@ -195,6 +238,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
 
         Raises StateConflictError, StatePersistenceError.
         """
+        check_write_guards(expected_version, version_required=True)
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")
@@ -222,7 +266,8 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
         return decode_session(rows[0]) if rows else None
 
     async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``), in one transaction.
+        """Delete the session (and its runs and their event logs when ``cascade``), in one
+        transaction.
 
         Raises StateInUseError when it still has runs and ``cascade`` is False.
         """
@@ -237,6 +282,7 @@ class AsyncSqliteStateStore(_AsyncSqliteAdapter, AsyncRunIteration):
                     "delete them first or pass cascade=True"
                 )
             if runs:
+                await tx.fetch("delete_session_events", **ids)
                 await tx.fetch("delete_session_runs", **ids)
             deleted = await tx.fetch("delete_session", **ids)
             return bool(deleted) or bool(runs)

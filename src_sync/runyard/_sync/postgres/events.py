@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runyard._json import load_json
+from runyard._sql import fence_refusal, run_refusal
 from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
 from runyard._sync.updates import Updates
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
@@ -21,7 +22,7 @@ from runyard.events import (
 )
 from runyard.models import RunKey, RunRecord
 from runyard.postgres.events import decode_event
-from runyard.postgres.rows import decode_run, fence_refusal, run_refusal
+from runyard.postgres.rows import decode_run
 from runyard.postgres.schema import StateTables
 from runyard.postgres.statements import RUN_COLUMN_COUNT
 from runyard.validation import check_write_guards

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import load_json
+from runyard._sql import is_seq
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict, StoreOutcomeUnknown
@@ -36,7 +37,6 @@ from runyard.postgres.executions import (
     decode_outbox,
     decode_spawn,
     decode_trace,
-    is_seq,
     is_timer_path,
     trace_text,
 )

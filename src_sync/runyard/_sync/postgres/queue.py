@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import dump_json
+from runyard._sql import settle_refusal
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -26,7 +27,6 @@ from runyard.postgres.rows import (
     decode_item,
     decode_lease,
     item_state,
-    settle_refusal,
 )
 from runyard.postgres.schema import StateTables
 from runyard.validation import (

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import dump_json, load_json
+from runyard._sql import fence_refusal, run_refusal
 from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard._sync.postgres.events import PostgresEvents
@@ -28,8 +29,6 @@ from runyard.postgres.rows import (
     decode_run,
     decode_run_lease,
     decode_session,
-    fence_refusal,
-    run_refusal,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
 from runyard.validation import (

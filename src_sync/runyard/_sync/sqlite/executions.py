@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._json import dump_json, load_json
+from runyard._sql import is_seq
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict
@@ -39,7 +40,6 @@ from runyard.sqlite.rows import (
     decode_outbox,
     decode_spawn,
     decode_trace,
-    is_seq,
 )
 from runyard.sqlite.statements_executions import execution_statements, list_statement
 from runyard.validation import check_limit

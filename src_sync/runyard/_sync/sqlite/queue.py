@@ -4,19 +4,26 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from runyard._json import dump_json
+from runyard._sql import settle_refusal
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import LeaseLostError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import FailureDecision, QueuePolicy
-from runyard.sqlite.rows import decode_dead_letter, decode_item, decode_lease, settle_refusal
+from runyard.sqlite.rows import decode_dead_letter, decode_item, decode_lease
 from runyard.sqlite.statements_queue import queue_statements
-from runyard.validation import check_limit
+from runyard.validation import (
+    check_delay,
+    check_error_text,
+    check_limit,
+    check_priority,
+    item_id_or_new,
+    settle_target,
+)
 
 __all__ = ["SqliteWorkQueue"]
 
@@ -63,11 +70,11 @@ class SqliteWorkQueue(_SqliteAdapter):
         Raises StatePersistenceError for a payload that is not storable JSON, before writing.
         """
         validate_identifier(tenant, "tenant")
-        item_id = validate_identifier(item_id or uuid.uuid4().hex, "item_id")
+        item_id, _ = item_id_or_new(item_id)
         if dedupe_key is not None:
             validate_identifier(dedupe_key, "dedupe_key")
-        if delay_seconds < 0:
-            raise ValueError(f"delay_seconds must not be negative, not {delay_seconds!r}")
+        priority = check_priority(priority)
+        delay = check_delay(delay_seconds)
         text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
         with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "dedupe_key": dedupe_key}
@@ -75,7 +82,7 @@ class SqliteWorkQueue(_SqliteAdapter):
                 "enqueue",
                 payload=text,
                 priority=priority,
-                delay=float(delay_seconds),
+                delay=delay,
                 now=tx.stamp(),
                 **ids,
             )
@@ -110,13 +117,15 @@ class SqliteWorkQueue(_SqliteAdapter):
         )
         return refusal or LeaseLostError(item_id, "taken")
 
-    def heartbeat(self, tenant: str, item_id: str, *, token: int) -> Lease:
-        """Extend the lease (never past max_lease_seconds from the claim).
+    def heartbeat(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> Lease:
+        """Extend the lease (never past max_lease_seconds from the claim); called with the
+        ``Lease`` alone or with ``tenant, item_id, token=``.
 
         Raises LeaseLostError ("taken", "capped", "expired"), WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         with self._write() as tx:
             return self._heartbeat(tx, tenant, item_id, token)
 
@@ -134,13 +143,14 @@ class SqliteWorkQueue(_SqliteAdapter):
             return decode_lease(rows[0])
         raise self._refused(tx, tenant, item_id, token, tx.now())
 
-    def complete(self, tenant: str, item_id: str, *, token: int) -> None:
+    def complete(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> None:
         """Finish the item (deleting it and freeing its dedupe key), fenced on ``token``.
 
         Raises LeaseLostError, WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
         with self._write() as tx:
             ids = {"tenant": tenant, "item_id": item_id, "token": token}
             if not tx.finish("complete", now=tx.stamp(), **ids, **self._limits()):
@@ -148,10 +158,10 @@ class SqliteWorkQueue(_SqliteAdapter):
 
     def fail(
         self,
-        tenant: str,
-        item_id: str,
+        tenant: str | Lease,
+        item_id: str | None = None,
         *,
-        token: int,
+        token: int | None = None,
         error: str | None = None,
         retryable: bool = True,
     ) -> WorkItem:
@@ -159,8 +169,8 @@ class SqliteWorkQueue(_SqliteAdapter):
 
         Raises LeaseLostError, WorkItemNotFoundError.
         """
-        validate_identifier(tenant, "tenant")
-        validate_identifier(item_id, "item_id")
+        tenant, item_id, token = settle_target(tenant, item_id, token)
+        check_error_text(error)
         with self._write() as tx:
             now = tx.now()
             rows = tx.fetch("probe_item", tenant=tenant, item_id=item_id)
