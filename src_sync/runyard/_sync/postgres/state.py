@@ -12,11 +12,10 @@ from runyard._sql import fence_refusal, run_refusal
 from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard._sync.postgres.events import PostgresEvents
+from runyard._sync.postgres.leases import PostgresRunLeases
 from runyard._sync.postgres.updates import PostgresUpdates, own_updates
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
-    LeaseLostError,
-    RunLeaseHeldError,
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
@@ -24,10 +23,9 @@ from runyard.errors import (
     StoreOutcomeUnknown,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
-from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.models import CounterDelta, RunKey, RunPage, RunRecord, SessionRecord
 from runyard.postgres.rows import (
     decode_run,
-    decode_run_lease,
     decode_session,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
@@ -38,7 +36,6 @@ from runyard.validation import (
     check_limit,
     check_patch_result,
     check_status,
-    check_ttl,
     check_write_guards,
 )
 
@@ -48,7 +45,7 @@ __all__ = ["PostgresStateStore"]
 DELETE_BATCH = 500
 
 
-class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
+class PostgresStateStore(PostgresEvents, PostgresRunLeases, _PostgresAdapter, RunIteration):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
 
     Build it on a psycopg ``ConnectionPool``/``Connection`` or any executor;
@@ -361,71 +358,3 @@ class PostgresStateStore(PostgresEvents, _PostgresAdapter, RunIteration):
             f"runs kept being added to session {session_id!r} while deleting it; try again",
             reason="contended",
         )
-
-    # -- run leases --------------------------------------------------------------------------
-    def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
-        """Lease the run to ``holder``: a new epoch unless ``holder`` still holds it.
-
-        Raises RunLeaseHeldError naming the live holder.
-        """
-        validate_identifier(holder, "holder")
-        ttl = check_ttl(ttl_seconds)
-        for _ in range(3):
-            now = self._now()
-            rows = self._fetch("acquire_lease", key.tenant, key.run_id, holder, now, now + ttl)
-            if rows:
-                return decode_run_lease(rows[0])
-            current = self._fetch("get_lease", key.tenant, key.run_id)
-            if current and current[0][2] is not None and float(current[0][4]) >= now:
-                row = current[0]
-                raise RunLeaseHeldError(row[2], int(row[3]), float(row[4]))
-        raise StatePersistenceError("the run lease kept changing; try again", reason="contended")
-
-    def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
-        """Extend a live lease, keeping its epoch. Raises LeaseLostError ("taken", "expired")."""
-        ttl = check_ttl(ttl_seconds)
-        now = self._now()
-        rows = self._fetch("renew_lease", lease.tenant, lease.run_id, lease.epoch, now, now + ttl)
-        if rows:
-            return decode_run_lease(rows[0])
-        current = self._fetch("get_lease", lease.tenant, lease.run_id)
-        if not current or current[0][2] is None or current[0][3] != lease.epoch:
-            raise LeaseLostError(lease.run_id, "taken")
-        if float(current[0][4]) < now:
-            raise LeaseLostError(lease.run_id, "expired")
-        raise LeaseLostError(lease.run_id, "taken")
-
-    def release_lease(self, lease: RunLease) -> bool:
-        """Release the lease if it is still current; a stale release changes nothing.
-
-        Raises StoreOutcomeUnknown when the reply was lost and reading back cannot settle it
-        (the lease row shows a later epoch: whether this release landed first is unknown).
-        """
-        try:
-            return self._release(lease)
-        except StoreOutcomeUnknown:
-            if self._bound:
-                raise
-            # The epoch is the release's identity: read the lease row back.
-            rows = self._fetch("get_lease", lease.tenant, lease.run_id)
-            if not rows:
-                return False  # there was never a lease to release
-            holder, epoch = rows[0][2], int(rows[0][3])
-            if epoch == lease.epoch:
-                if holder is None:
-                    return True  # released: by this call
-                return self._release(lease)  # not applied: release it now
-            raise
-
-    def _release(self, lease: RunLease) -> bool:
-        rows = self._fetch(
-            "release_lease", lease.tenant, lease.run_id, lease.epoch, idempotent=False
-        )
-        return bool(rows)
-
-    def get_lease(self, key: RunKey) -> RunLease | None:
-        """Return the live lease on the run, or None."""
-        rows = self._fetch("get_lease", key.tenant, key.run_id)
-        if not rows or rows[0][2] is None or float(rows[0][4]) < self._now():
-            return None
-        return decode_run_lease(rows[0])
