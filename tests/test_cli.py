@@ -80,9 +80,10 @@ def test_demo_on_memory_shows_no_crash_scene() -> None:
     assert "SIGKILL" not in result.output
 
 
-def test_demo_refuses_an_unsupported_url_naming_what_is_supported() -> None:
-    result = CliRunner().invoke(app, ["demo", "--url", "redis://localhost"])
-    assert result.exit_code == 2 and "sqlite:///path" in result.output
+def test_demo_refuses_an_unknown_url_scheme_naming_the_known_ones() -> None:
+    result = CliRunner().invoke(app, ["demo", "--url", "ftp://localhost"])
+    assert result.exit_code == 2, result.output
+    assert "'ftp'" in result.output and "sqlite://" in result.output
 
 
 def test_worker_with_a_handler_that_cannot_load_exits_2_saying_why() -> None:

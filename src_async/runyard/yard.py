@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-from pydantic import ValidationError
-
 from runyard.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -145,13 +143,13 @@ def _settings(
     options = {names[k]: k for k in given}
     try:
         return cls(**values, **fixed)
-    except ValidationError as exc:
-        # Only the option names and pydantic's reasons: never the URL (it holds the password).
-        reasons = "; ".join(
-            f"option {options.get(str(e['loc'][0]), str(e['loc'][0]))!r}: {e['msg']}"
-            for e in exc.errors()
-            if e["loc"]
-        )
+    except ConfigurationError as exc:
+        # The settings name their fields; say them as the URL spells them, never the URL itself
+        # (it holds the password).
+        fields: tuple[str, ...] = getattr(exc, "fields", ())
+        reasons = str(exc).split(": ", 1)[-1]
+        for field in fields:
+            reasons = reasons.replace(f"{field}: ", f"option {options.get(field, field)!r}: ", 1)
         raise ConfigurationError(f"bad {what} yard URL: {reasons}") from None
 
 

@@ -95,7 +95,7 @@ def demo(
         task = progress.add_task("serving", total=plan.total)
         try:
             result = _run(plan, flavour, url, progress, task)
-        except ConfigurationError as exc:
+        except (ConfigurationError, ValueError) as exc:  # a bad URL: its scheme or options
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
     console.print(_table(result, url))
