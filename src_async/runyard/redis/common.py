@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from runyard._json import load_json
+from runyard.clock import Clock
 from runyard.errors import (
     ConfigurationError,
     LeaseLostError,
@@ -57,6 +58,7 @@ __all__ = [
     "lapse_table",
     "layout_message",
     "layout_refusal",
+    "now_arg",
     "pairs",
     "preflight_problems",
     "raise_refusal",
@@ -234,6 +236,11 @@ def _opt_float(value: Any) -> float | None:
 def timestamp(moment: float) -> str:
     """A time as the exact text a script stores and compares (repr round-trips a float)."""
     return repr(float(moment))
+
+
+def now_arg(clock: Clock | None) -> str:
+    """``now`` for a state script: the injected clock's reading, or '' for the server's TIME."""
+    return "" if clock is None else timestamp(clock.now())
 
 
 def pairs(flat: Sequence[Any]) -> dict[str, Any]:

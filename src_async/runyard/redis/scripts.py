@@ -53,6 +53,7 @@ STATE_SCRIPTS = load_scripts(
         "acquire_lease",
         "renew_lease",
         "release_lease",
+        "get_lease",
     ),
 )
 QUEUE_SCRIPTS = load_scripts(

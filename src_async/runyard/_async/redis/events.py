@@ -19,7 +19,7 @@ from runyard.events import (
     event_body,
 )
 from runyard.models import RunKey, RunRecord
-from runyard.redis.common import ReplyLost, decode_run, pairs, text, timestamp
+from runyard.redis.common import ReplyLost, decode_run, now_arg, pairs, text
 from runyard.redis.events import (
     EVENT_SCRIPTS,
     EventKeys,
@@ -43,7 +43,7 @@ class AsyncRedisEvents:
     """
 
     settings: RedisStoreSettings
-    clock: Clock
+    clock: Clock | None
     _client: AsyncRedisClient
     _runner: AsyncScriptRunner
     terminal_statuses: frozenset[str] = TERMINAL_STATUSES
@@ -76,10 +76,9 @@ class AsyncRedisEvents:
         check_write_guards(None, fence)
         type_, data_text = event_body(type, data, event_id, max_bytes=self.settings.max_value_bytes)
         keys = self._event_keys(key)
-        now = timestamp(self.clock.now())
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
-        args += [now, *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
+        args += [now_arg(self.clock), *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
         try:
             reply = await self._runner.script(
                 EVENT_SCRIPTS["append_event"],
@@ -137,7 +136,7 @@ class AsyncRedisEvents:
         keys = self._event_keys(key)
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, True), event_id or "", fenced]
-        args += [timestamp(self.clock.now()), *self._hint_args(keys), status]
+        args += [now_arg(self.clock), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
         args.append(terminal_arg(self.terminal_statuses))
         try:

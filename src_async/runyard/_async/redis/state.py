@@ -13,7 +13,7 @@ from runyard._async.redis.sessions import AsyncRedisSessions
 from runyard._async.redis.updates import AsyncRedisUpdates
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
+from runyard.clock import Clock
 from runyard.errors import (
     StateNotFoundError,
     StoreOutcomeUnknown,
@@ -23,11 +23,11 @@ from runyard.models import CounterDelta, RunKey, RunPage, RunRecord
 from runyard.redis.common import (
     ReplyLost,
     decode_run,
+    now_arg,
     pairs,
     raise_refusal,
     state_unavailable,
     text,
-    timestamp,
 )
 from runyard.redis.events import EventKeys
 from runyard.redis.flavours import (
@@ -57,7 +57,9 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
 
     Build it with ``await AsyncRedisStateStore.open(client, ...)`` (runs ``preflight()``) or
     ``await AsyncRedisStateStore.from_url(url, ...)``; direct construction skips preflight.
-    Every write is one script round trip; the store owns retries (see docs/redis.md).
+    Every write is one script round trip; the store owns retries (see docs/redis.md). Time
+    (``created_at``/``updated_at``, run lease expiry, event times) is the server's (``TIME`` in
+    the scripts) unless a ``clock`` is injected (tests, the conformance kit).
     """
 
     capabilities = StoreCapabilities(
@@ -80,7 +82,7 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
         live_updates: bool | AsyncRedisUpdates | None = None,
     ) -> None:
         self.settings = settings or RedisStoreSettings()
-        self.clock = clock or SystemClock()
+        self.clock = clock
         self._client = client
         self._owns_client = owns_client
         self._runner = AsyncScriptRunner(client, self.settings, state_unavailable)
@@ -176,7 +178,7 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
             status or "",
             session_id or "",
             "" if fence is None else fence,
-            timestamp(self.clock.now()),
+            now_arg(self.clock),
             DEFAULT_STATUS,
             key.run_id,
         ]
@@ -227,7 +229,7 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
             delta.cursor,
             status or "",
             "" if fence is None else fence,
-            timestamp(self.clock.now()),
+            now_arg(self.clock),
         ]
         keys = [k.run(key.run_id), k.lease(key.run_id)]
         try:
@@ -266,7 +268,7 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
         args = [
             "" if expected_version is None else expected_version,
             "" if fence is None else fence,
-            timestamp(self.clock.now()),
+            now_arg(self.clock),
             key.run_id,
         ]
         log = EventKeys(self.settings.namespace, key.tenant, key.run_id)

@@ -21,7 +21,7 @@ from runyard.events import (
     event_body,
 )
 from runyard.models import RunKey, RunRecord
-from runyard.redis.common import ReplyLost, decode_run, pairs, text, timestamp
+from runyard.redis.common import ReplyLost, decode_run, now_arg, pairs, text
 from runyard.redis.events import (
     EVENT_SCRIPTS,
     EventKeys,
@@ -45,7 +45,7 @@ class RedisEvents:
     """
 
     settings: RedisStoreSettings
-    clock: Clock
+    clock: Clock | None
     _client: RedisClient
     _runner: ScriptRunner
     terminal_statuses: frozenset[str] = TERMINAL_STATUSES
@@ -78,10 +78,9 @@ class RedisEvents:
         check_write_guards(None, fence)
         type_, data_text = event_body(type, data, event_id, max_bytes=self.settings.max_value_bytes)
         keys = self._event_keys(key)
-        now = timestamp(self.clock.now())
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
-        args += [now, *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
+        args += [now_arg(self.clock), *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
         try:
             reply = self._runner.script(
                 EVENT_SCRIPTS["append_event"],
@@ -139,7 +138,7 @@ class RedisEvents:
         keys = self._event_keys(key)
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, True), event_id or "", fenced]
-        args += [timestamp(self.clock.now()), *self._hint_args(keys), status]
+        args += [now_arg(self.clock), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
         args.append(terminal_arg(self.terminal_statuses))
         try:

@@ -23,6 +23,7 @@ from runyard.models import RunKey, RunLease, SessionRecord
 from runyard.redis.common import (
     ReplyLost,
     decode_session,
+    now_arg,
     raise_refusal,
     state_unavailable,
     text,
@@ -50,7 +51,7 @@ class RedisSessions:
     with a fencing epoch, one script per write."""
 
     settings: RedisStoreSettings
-    clock: Clock
+    clock: Clock | None
     _client: RedisClient
     _runner: ScriptRunner
 
@@ -82,13 +83,12 @@ class RedisSessions:
     def _put_session(
         self, tenant: str, session_id: str, stored: str, expected_version: int, sends: int
     ) -> SessionRecord:
-        now = self.clock.now()
         keys = [self._keys(tenant).session(session_id)]
         try:
             reply = self._runner.script(
                 STATE_SCRIPTS["put_session"],
                 keys,
-                [expected_version, stored, timestamp(now)],
+                [expected_version, stored, now_arg(self.clock)],
                 idempotent=False,
             )
         except ReplyLost as lost:
@@ -110,7 +110,7 @@ class RedisSessions:
             blob=load_json(stored),
             version=int(reply[1]),
             created_at=float(text(reply[2])),
-            updated_at=now,
+            updated_at=float(text(reply[3])),
         )
 
     def get_session(self, tenant: str, session_id: str) -> SessionRecord | None:
@@ -195,13 +195,12 @@ class RedisSessions:
         """
         validate_identifier(holder, "holder")
         check_ttl(ttl_seconds)
-        now = self.clock.now()
-        expires = now + ttl_seconds
-        # Sending the same holder and expiry again changes nothing, so a lost reply is retried.
+        # Sending the same holder again keeps its epoch (and only moves the expiry on), so a
+        # lost reply is retried. The expiry is now + ttl, computed in the script.
         reply = self._runner.script(
             STATE_SCRIPTS["acquire_lease"],
             [self._keys(key.tenant).lease(key.run_id)],
-            [holder, timestamp(now), timestamp(expires)],
+            [holder, now_arg(self.clock), timestamp(ttl_seconds)],
             idempotent=True,
         )
         if text(reply[0]) == "held":
@@ -211,21 +210,20 @@ class RedisSessions:
             run_id=key.run_id,
             holder=holder,
             epoch=int(reply[1]),
-            expires_at=expires,
+            expires_at=float(text(reply[2])),
         )
 
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
         check_ttl(ttl_seconds)
-        now = self.clock.now()
-        expires = now + ttl_seconds
         reply = self._runner.script(
             STATE_SCRIPTS["renew_lease"],
             [self._keys(lease.tenant).lease(lease.run_id)],
-            [lease.epoch, timestamp(now), timestamp(expires)],
+            [lease.epoch, now_arg(self.clock), timestamp(ttl_seconds)],
             idempotent=True,
         )
         raise_refusal(reply, lease.run_id)
+        expires = float(text(reply[2]))
         return lease.model_copy(update={"holder": text(reply[1]), "expires_at": expires})
 
     def release_lease(self, lease: RunLease) -> bool:
@@ -268,15 +266,17 @@ class RedisSessions:
         return bool(int(reply))
 
     def get_lease(self, key: RunKey) -> RunLease | None:
-        """Return the live lease on the run, or None."""
-        name = self._keys(key.tenant).lease(key.run_id)
-        values: list[Any] = self._runner.call(
-            lambda: self._client.hmget(name, ["epoch", "holder", "expires_at"]),
+        """Return the live lease on the run (live by the server's clock, or the injected one),
+        or None."""
+        reply: list[Any] = self._runner.script(
+            STATE_SCRIPTS["get_lease"],
+            [self._keys(key.tenant).lease(key.run_id)],
+            [now_arg(self.clock)],
             idempotent=True,
         )
-        epoch, holder, expires = values
-        if holder is None or float(text(expires)) < self.clock.now():
+        if not reply:
             return None
+        epoch, holder, expires = reply
         return RunLease(
             tenant=key.tenant,
             run_id=key.run_id,

@@ -15,7 +15,7 @@ from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard._sync.redis.sessions import RedisSessions
 from runyard._sync.redis.updates import RedisUpdates
 from runyard.capabilities import StoreCapabilities
-from runyard.clock import Clock, SystemClock
+from runyard.clock import Clock
 from runyard.errors import (
     StateNotFoundError,
     StoreOutcomeUnknown,
@@ -25,11 +25,11 @@ from runyard.models import CounterDelta, RunKey, RunPage, RunRecord
 from runyard.redis.common import (
     ReplyLost,
     decode_run,
+    now_arg,
     pairs,
     raise_refusal,
     state_unavailable,
     text,
-    timestamp,
 )
 from runyard.redis.events import EventKeys
 from runyard.redis.flavours import (
@@ -59,7 +59,9 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
 
     Build it with ``RedisStateStore.open(client, ...)`` (runs ``preflight()``) or
     ``RedisStateStore.from_url(url, ...)``; direct construction skips preflight.
-    Every write is one script round trip; the store owns retries (see docs/redis.md).
+    Every write is one script round trip; the store owns retries (see docs/redis.md). Time
+    (``created_at``/``updated_at``, run lease expiry, event times) is the server's (``TIME`` in
+    the scripts) unless a ``clock`` is injected (tests, the conformance kit).
     """
 
     capabilities = StoreCapabilities(
@@ -82,7 +84,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         live_updates: bool | RedisUpdates | None = None,
     ) -> None:
         self.settings = settings or RedisStoreSettings()
-        self.clock = clock or SystemClock()
+        self.clock = clock
         self._client = client
         self._owns_client = owns_client
         self._runner = ScriptRunner(client, self.settings, state_unavailable)
@@ -178,7 +180,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
             status or "",
             session_id or "",
             "" if fence is None else fence,
-            timestamp(self.clock.now()),
+            now_arg(self.clock),
             DEFAULT_STATUS,
             key.run_id,
         ]
@@ -227,7 +229,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
             delta.cursor,
             status or "",
             "" if fence is None else fence,
-            timestamp(self.clock.now()),
+            now_arg(self.clock),
         ]
         keys = [k.run(key.run_id), k.lease(key.run_id)]
         try:
@@ -264,7 +266,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         args = [
             "" if expected_version is None else expected_version,
             "" if fence is None else fence,
-            timestamp(self.clock.now()),
+            now_arg(self.clock),
             key.run_id,
         ]
         log = EventKeys(self.settings.namespace, key.tenant, key.run_id)

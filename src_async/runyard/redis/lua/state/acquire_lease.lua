@@ -1,10 +1,13 @@
 -- Leases a run to a holder: a live lease of another holder refuses, a lapsed one is replaced
 -- with the next epoch (mirrors MemoryStateCore.acquire_lease).
--- KEYS: lease ; ARGV: holder, now, expires_at
+-- KEYS: lease ; ARGV: holder, now ('' server time), ttl seconds
+-- Returns {'ok', epoch, expires_at}, expires_at = now + ttl.
 local key = KEYS[1]
+local now = clock(ARGV[2])
+local expires = plus(now, ARGV[3])
 local lease = redis.call('HMGET', key, 'epoch', 'holder', 'expires_at')
 local epoch
-if lease[2] and tonumber(lease[3]) >= tonumber(ARGV[2]) then
+if lease[2] and tonumber(lease[3]) >= tonumber(now) then
   if lease[2] ~= ARGV[1] then
     return {'held', lease[2], tonumber(lease[1]), lease[3]}
   end
@@ -12,5 +15,5 @@ if lease[2] and tonumber(lease[3]) >= tonumber(ARGV[2]) then
 else
   epoch = redis.call('HINCRBY', key, 'epoch', 1)
 end
-redis.call('HSET', key, 'holder', ARGV[1], 'expires_at', ARGV[3])
-return {'ok', epoch}
+redis.call('HSET', key, 'holder', ARGV[1], 'expires_at', expires)
+return {'ok', epoch, expires}

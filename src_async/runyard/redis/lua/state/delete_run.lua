@@ -1,7 +1,7 @@
 -- Deletes a run and its event log (optionally only at an expected version, fenced); its
 -- epoch survives.
 -- KEYS: run, runs index, lease, event log, event ids
--- ARGV: expected_version ('' any), fence ('' none), now, run id
+-- ARGV: expected_version ('' any), fence ('' none), now ('' server time), run id
 local run_key, index_key, lease_key = KEYS[1], KEYS[2], KEYS[3]
 local version = redis.call('HGET', run_key, 'version')
 if not version then
@@ -13,7 +13,7 @@ end
 if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= tonumber(version) then
   return {'conflict', tonumber(version)}
 end
-local fenced = fence_error(lease_key, ARGV[2], ARGV[3])
+local fenced = ARGV[2] ~= '' and fence_error(lease_key, ARGV[2], clock(ARGV[3]))
 if fenced then
   return fenced
 end

@@ -1,6 +1,6 @@
 -- Sets a terminal status and appends the terminal event, or changes nothing.
 -- KEYS: run, lease, log, event ids
--- ARGV: rest, event_id ('' none), fence ('' none), now, channel ('' none), publish command,
+-- ARGV: rest, event_id ('' none), fence ('' none), now ('' server time), channel ('' none), publish command,
 --       status, expected_version ('' none), terminal statuses (NUL-joined): a run
 --       already in one of them is refused, unless this is the retry of its event_id
 local run_key, lease_key, log_key, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -20,13 +20,14 @@ if not prior then
   if ARGV[8] ~= '' and tonumber(ARGV[8]) ~= actual then
     return {'conflict', actual}
   end
-  local fenced = fence_error(lease_key, ARGV[3], ARGV[4])
+  local now = clock(ARGV[4])
+  local fenced = fence_error(lease_key, ARGV[3], now)
   if fenced then
     return fenced
   end
   redis.call('HINCRBY', run_key, 'version', 1)
-  redis.call('HSET', run_key, 'status', ARGV[7], 'updated_at', ARGV[4])
-  push_event(log_key, ids_key, ARGV[2], ARGV[1], ARGV[4], ARGV[5], ARGV[6])
+  redis.call('HSET', run_key, 'status', ARGV[7], 'updated_at', now)
+  push_event(log_key, ids_key, ARGV[2], ARGV[1], now, ARGV[5], ARGV[6])
 end
 local out = record(run_key)
 out[#out + 1] = 'blob'

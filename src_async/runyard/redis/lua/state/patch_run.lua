@@ -1,12 +1,13 @@
 -- Adds to a run's counters and bumps its version; needs no expected version.
 -- KEYS: run, lease
 -- ARGV: input_tokens, output_tokens, cost_micros, iterations, cursor, status ('' keeps),
---       fence ('' none), now
+--       fence ('' none), now ('' server time)
 local run_key, lease_key = KEYS[1], KEYS[2]
 if redis.call('EXISTS', run_key) == 0 then
   return {'not_found'}
 end
-local fenced = fence_error(lease_key, ARGV[7], ARGV[8])
+local now = clock(ARGV[8])
+local fenced = fence_error(lease_key, ARGV[7], now)
 if fenced then
   return fenced
 end
@@ -25,7 +26,7 @@ for i, name in ipairs(names) do
   end
 end
 redis.call('HINCRBY', run_key, 'version', 1)
-redis.call('HSET', run_key, 'updated_at', ARGV[8])
+redis.call('HSET', run_key, 'updated_at', now)
 if ARGV[6] ~= '' then
   redis.call('HSET', run_key, 'status', ARGV[6])
 end

@@ -1,5 +1,20 @@
--- Shared by the state scripts. Times arrive as text from the caller's injected clock and are
--- stored as given, so a value read back is the exact float the caller computed.
+-- Shared by the state scripts. Time: ARGV carries the injected clock's reading, or '' to use
+-- the server's clock (TIME), so the processes sharing a store agree on it whatever their own
+-- clocks say (as in the queue's prelude). An injected reading is stored as given, so a value
+-- read back is the exact float the caller computed. Scripts are replicated by effects
+-- (Redis 7), so reading TIME in a writing script is allowed.
+local function clock(arg)
+  if arg ~= '' then
+    return arg
+  end
+  local t = redis.call('TIME')
+  return string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1000000)
+end
+
+-- A time plus seconds, as exact text (%.17g round-trips a double, as Python's repr does).
+local function plus(moment, seconds)
+  return string.format('%.17g', tonumber(moment) + tonumber(seconds))
+end
 
 -- Mirrors MemoryStateCore._check_fence: a stale epoch is "taken", a lapsed lease "expired".
 local function fence_error(lease_key, fence, now)

@@ -1,17 +1,18 @@
 -- Compare-and-swap write of a run's blob; version 0 creates it with the tenant's next seq.
 -- KEYS: run, runs index, seq counter, lease [, session-runs]
--- ARGV: expected_version, blob, status ('' keeps), session ('' keeps), fence ('' none), now,
+-- ARGV: expected_version, blob, status ('' keeps), session ('' keeps), fence ('' none),
+--       now ('' server time),
 --       default status, run id
 local run_key, index_key, seq_key, lease_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local actual = tonumber(redis.call('HGET', run_key, 'version') or '0')
 if tonumber(ARGV[1]) ~= actual then
   return {'conflict', actual}
 end
-local fenced = fence_error(lease_key, ARGV[5], ARGV[6])
+local now = clock(ARGV[6])
+local fenced = fence_error(lease_key, ARGV[5], now)
 if fenced then
   return fenced
 end
-local now = ARGV[6]
 if actual == 0 then
   local seq = redis.call('INCR', seq_key)
   local status = ARGV[3]
