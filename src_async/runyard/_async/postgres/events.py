@@ -89,7 +89,8 @@ class AsyncPostgresEvents:
         )
         if rows:
             event = decode_event(key, rows[0])
-            if event.type != type_ or event.data != load_json(text):
+            # The terminal event's id is finalize's: an append naming it is another event.
+            if event.terminal or event.type != type_ or event.data != load_json(text):
                 raise EventConflictError(key.run_id, event_id or "", event.seq)
             return event
         probe = await self._probe(key)
@@ -144,11 +145,17 @@ class AsyncPostgresEvents:
         )
         if rows:
             row = rows[0]
-            prior_type, prior_data = row[RUN_COLUMN_COUNT], row[RUN_COLUMN_COUNT + 1]
+            prior_type, prior_data, prior_seq, prior_terminal = row[
+                RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 4
+            ]
+            # A prior event settles a retry only when it is this finalize's: terminal, and
+            # with its type and data (an ordinary append's id names another event).
             if prior_type is not None and (
-                prior_type != type_ or load_json(prior_data) != load_json(text)
+                not prior_terminal
+                or prior_type != type_
+                or load_json(prior_data) != load_json(text)
             ):
-                raise EventConflictError(key.run_id, event_id or "", int(row[RUN_COLUMN_COUNT + 2]))
+                raise EventConflictError(key.run_id, event_id or "", int(prior_seq))
             return decode_run(row[:RUN_COLUMN_COUNT])
         probe = await self._probe(key)
         if probe is None or probe[0] is None:

@@ -11,6 +11,7 @@ import pytest
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
 from runyard.errors import RunFinalizedError, StateConflictError
+from runyard.events import EventConflictError
 from runyard.models import RunKey
 
 __all__ = ["AsyncEventLifecycleCases"]
@@ -97,6 +98,42 @@ class AsyncEventLifecycleCases:
         # The retry of an append stored before the end still returns its event.
         retried = await log.append_event(KEY, "step", {"i": 1}, event_id="step-1")
         assert retried.seq == 1
+        assert [(e.seq, e.terminal) for e in await log.read_events(KEY)] == [
+            (1, False),
+            (2, True),
+        ]
+
+    @pytest.mark.asyncio
+    async def test_a_finalize_naming_an_appended_event_is_refused(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        await log.append_event(KEY, "done", {"ok": True}, event_id="same-id")
+        # Same id, type and data, but the stored event is not terminal: not this finalize's.
+        with pytest.raises(EventConflictError) as caught:
+            await log.finalize(
+                KEY,
+                status="completed",
+                event_type="done",
+                event_data={"ok": True},
+                event_id="same-id",
+            )
+        assert (caught.value.event_id, caught.value.seq) == ("same-id", 1)
+        run = await log.get_run(KEY)
+        assert run is not None and (run.status, run.version) == ("running", 1)
+        assert [(e.seq, e.terminal) for e in await log.read_events(KEY)] == [(1, False)]
+
+    @pytest.mark.asyncio
+    async def test_an_append_naming_the_terminal_event_is_refused(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await _finalized(log)
+        # Same id, type and data as the terminal event: an append is another event.
+        with pytest.raises(EventConflictError) as caught:
+            await log.append_event(KEY, "done", {"ok": True}, event_id="fin-1")
+        assert (caught.value.event_id, caught.value.seq) == ("fin-1", 2)
         assert [(e.seq, e.terminal) for e in await log.read_events(KEY)] == [
             (1, False),
             (2, True),

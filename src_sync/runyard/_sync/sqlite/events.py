@@ -56,17 +56,24 @@ class SqliteEvents:
             self.live_updates.publish(key)
 
     def _prior(
-        self, tx: _Transaction, key: RunKey, event_id: str | None, type_: str, text: str
+        self,
+        tx: _Transaction,
+        key: RunKey,
+        event_id: str | None,
+        type_: str,
+        text: str,
+        terminal: bool,
     ) -> RunEvent | None:
         """The event a retried ``event_id`` stored (None: a new event); EventConflictError
-        when it was stored with other content."""
+        when it was stored with other content, or as the terminal event by an append (or as
+        an ordinary event by a finalize)."""
         if event_id is None:
             return None
         rows = tx.fetch("prior_event", tenant=key.tenant, run_id=key.run_id, event_id=event_id)
         if not rows:
             return None
         event = decode_event(key, rows[0])
-        if not same_content(event, type_, text):
+        if event.terminal != terminal or not same_content(event, type_, text):
             raise EventConflictError(key.run_id, event_id, event.seq)
         return event
 
@@ -97,7 +104,7 @@ class SqliteEvents:
         check_write_guards(None, fence)
         type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
         with self._write() as tx:
-            prior = self._prior(tx, key, event_id, type_, text)
+            prior = self._prior(tx, key, event_id, type_, text, False)
             if prior is not None:
                 return prior
             probe = self._live_probe(tx, key)
@@ -149,7 +156,7 @@ class SqliteEvents:
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
         with self._write() as tx:
             ids = {"tenant": key.tenant, "run_id": key.run_id}
-            if self._prior(tx, key, event_id, type_, text) is not None:
+            if self._prior(tx, key, event_id, type_, text, True) is not None:
                 stored = tx.fetch("get_run", **ids)
                 if not stored:
                     raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} is gone")
