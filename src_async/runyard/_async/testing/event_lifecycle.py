@@ -6,13 +6,16 @@ it) and no further event: followers end there. ``delete_run`` takes the run's lo
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
+from runyard._flavours import async_gather
 from runyard.errors import RunFinalizedError, StateConflictError
 from runyard.events import EventConflictError
-from runyard.models import RunKey
+from runyard.models import RunKey, RunRecord
 
 __all__ = ["AsyncEventLifecycleCases"]
 
@@ -138,6 +141,36 @@ class AsyncEventLifecycleCases:
             (1, False),
             (2, True),
         ]
+
+    @pytest.mark.asyncio
+    async def test_concurrent_sends_of_one_event_id_all_return_the_stored_event(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store)
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        # A retry racing its original (and each other): one event stored, each call gets it.
+        sent = await async_gather(
+            [partial(log.append_event, KEY, "tool", {"n": 1}, event_id="e-1") for _ in range(16)]
+        )
+        stored = await log.read_events(KEY)
+        assert [(e.seq, e.event_id) for e in stored] == [(1, "e-1")]
+        assert sent == [stored[0]] * 16
+
+    @pytest.mark.asyncio
+    async def test_concurrent_sends_of_one_finalize_all_return_the_run(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+
+        async def finalize() -> RunRecord:
+            return await log.finalize(
+                KEY, status="completed", event_type="done", event_data={}, event_id="fin-1"
+            )
+
+        sent = await async_gather([finalize for _ in range(16)])
+        assert {(run.status, run.version) for run in sent} == {("completed", 2)}
+        assert [(e.event_id, e.terminal) for e in await log.read_events(KEY)] == [("fin-1", True)]
 
     @pytest.mark.asyncio
     async def test_delete_run_deletes_its_event_log(self, store: AsyncStateStore) -> None:

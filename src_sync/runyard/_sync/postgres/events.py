@@ -11,7 +11,12 @@ from runyard._json import load_json
 from runyard._sql import fence_refusal, run_refusal
 from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
 from runyard._sync.updates import Updates
-from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
+from runyard.errors import (
+    RunFinalizedError,
+    StateConflictError,
+    StateNotFoundError,
+    StatePersistenceError,
+)
 from runyard.events import (
     TERMINAL_STATUSES,
     EventConflictError,
@@ -54,9 +59,12 @@ class PostgresEvents:
 
     def _refuse_terminal(self, key: RunKey, probe: Sequence[Any]) -> None:
         """Raise RunFinalizedError when the probed run (``probe_run``'s row) is terminal."""
-        status = probe[4]
-        if status is not None and status in self.terminal_statuses:
-            raise RunFinalizedError(key.run_id, str(status))
+        if self._ended(probe):
+            raise RunFinalizedError(key.run_id, str(probe[4]))
+
+    def _ended(self, probe: Sequence[Any]) -> bool:
+        """Whether the probed run (``probe_run``'s row) is in a terminal status."""
+        return probe[4] is not None and probe[4] in self.terminal_statuses
 
     def append_event(
         self,
@@ -76,19 +84,17 @@ class PostgresEvents:
         check_write_guards(None, fence)
         type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
-        rows = self._fetch(
-            "append_event",
-            key.tenant,
-            key.run_id,
-            type_,
-            text,
-            now,
-            event_id,
-            fence,
-            self._channel(),
-            sorted(self.terminal_statuses),
-            idempotent=event_id is not None,
-        )
+        args = (key.tenant, key.run_id, type_, text, now, event_id, fence)
+        extra = (self._channel(), sorted(self.terminal_statuses))
+        try:
+            rows = self._fetch("append_event", *args, *extra, idempotent=event_id is not None)
+        except StatePersistenceError as error:
+            if event_id is None or error.reason != "invalid":
+                raise
+            # A send of the same event_id racing this one committed first: this statement's
+            # snapshot predates it, so its insert hit the event_id index. Sent again, the
+            # statement sees the stored event (or fails the same way: then raise).
+            rows = self._fetch("append_event", *args, *extra, idempotent=True)
         if rows:
             event = decode_event(key, rows[0])
             # The terminal event's id is finalize's: an append naming it is another event.
@@ -130,21 +136,15 @@ class PostgresEvents:
         check_finalize(status, self.terminal_statuses)
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
-        rows = self._fetch(
-            "finalize",
-            key.tenant,
-            key.run_id,
-            status,
-            type_,
-            text,
-            now,
-            event_id,
-            fence,
-            expected_version,
-            self._channel(),
-            sorted(self.terminal_statuses),
-            idempotent=event_id is not None,
-        )
+        args = (key.tenant, key.run_id, status, type_, text, now, event_id, fence)
+        extra = (expected_version, self._channel(), sorted(self.terminal_statuses))
+        rows = self._fetch("finalize", *args, *extra, idempotent=event_id is not None)
+        probe = None if rows else self._probe(key)
+        if event_id is not None and probe is not None and self._ended(probe):
+            # A send of the same event_id may have ended the run while this statement waited
+            # on the run row (its snapshot predates that commit): sent again, it sees the
+            # stored terminal event and returns the run, or is refused as before.
+            rows = self._fetch("finalize", *args, *extra, idempotent=True)
         if rows:
             row = rows[0]
             prior_type, prior_data, prior_seq, prior_terminal = row[
@@ -159,7 +159,6 @@ class PostgresEvents:
             ):
                 raise EventConflictError(key.run_id, event_id or "", int(prior_seq))
             return decode_run(row[:RUN_COLUMN_COUNT])
-        probe = self._probe(key)
         if probe is None or probe[0] is None:
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
         self._refuse_terminal(key, probe)

@@ -8,12 +8,15 @@ it) and no further event: followers end there. ``delete_run`` takes the run's lo
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+from runyard._flavours import gather
 from runyard._sync.event_protocol import EventLogStore
 from runyard._sync.protocols import StateStore
 from runyard.errors import RunFinalizedError, StateConflictError
 from runyard.events import EventConflictError
-from runyard.models import RunKey
+from runyard.models import RunKey, RunRecord
 
 __all__ = ["EventLifecycleCases"]
 
@@ -123,6 +126,32 @@ class EventLifecycleCases:
             (1, False),
             (2, True),
         ]
+
+    def test_concurrent_sends_of_one_event_id_all_return_the_stored_event(
+        self, store: StateStore
+    ) -> None:
+        log = _log(store)
+        log.put_run(KEY, {"step": 0}, expected_version=0)
+        # A retry racing its original (and each other): one event stored, each call gets it.
+        sent = gather(
+            [partial(log.append_event, KEY, "tool", {"n": 1}, event_id="e-1") for _ in range(16)]
+        )
+        stored = log.read_events(KEY)
+        assert [(e.seq, e.event_id) for e in stored] == [(1, "e-1")]
+        assert sent == [stored[0]] * 16
+
+    def test_concurrent_sends_of_one_finalize_all_return_the_run(self, store: StateStore) -> None:
+        log = _log(store, "atomic_finalize")
+        log.put_run(KEY, {"step": 0}, expected_version=0)
+
+        def finalize() -> RunRecord:
+            return log.finalize(
+                KEY, status="completed", event_type="done", event_data={}, event_id="fin-1"
+            )
+
+        sent = gather([finalize for _ in range(16)])
+        assert {(run.status, run.version) for run in sent} == {("completed", 2)}
+        assert [(e.event_id, e.terminal) for e in log.read_events(KEY)] == [("fin-1", True)]
 
     def test_delete_run_deletes_its_event_log(self, store: StateStore) -> None:
         log = _log(store)
