@@ -4,7 +4,8 @@
 ``postgresql://`` and ``postgres://``. runyard's own options ride in the query string
 (``?namespace=prod&durable=false&pool_size=20&live_updates=true``); every other query
 parameter is left in the URL for the driver (``sslmode=...``, ``options=...``). The password
-is kept out of every repr, error and log line: only ``redacted`` is ever shown.
+(before the host, or a ``password``-like query parameter) is kept out of every repr, error
+and log line: only ``redacted`` is ever shown.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import (
+    parse_qsl,
+    quote,
+    unquote,
+    unquote_plus,
+    urlencode,
+    urlsplit,
+    urlunsplit,
+)
 
 from pydantic import ValidationError
 
@@ -40,18 +49,42 @@ DEFAULT_URL = "sqlite:///runyard.db"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
+_SECRET_PARAMETERS = frozenset({"password", "pass", "passwd", "sslpassword"})
+_HIDDEN = "<unparsable URL, hidden>"
+
+
 def redact(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``."""
+    """``url`` with every password in it replaced by ``***``: the one before the host and the
+    value of a ``password``, ``pass``, ``passwd`` or ``sslpassword`` query parameter.
+
+    A URL that does not parse cleanly is not shown at all: a bad port, or an ``@`` after the
+    host (an unescaped ``#``, ``/`` or ``?`` in a password moves it there, and with it the
+    password out of the part a parser knows to hide).
+    """
     try:
         parts = urlsplit(url)
         password = parts.password
+        parts.port  # noqa: B018 - parses the port, raising ValueError for a bad one
     except ValueError:
-        return "<unparsable URL, hidden>"
-    if password is None:
+        return _HIDDEN
+    if "@" in parts.path + parts.query + parts.fragment:
+        return _HIDDEN
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{host}"
+    query = "&".join(_redact_parameter(p) for p in parts.query.split("&"))
+    if (netloc, query) == (parts.netloc, parts.query):
         return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _redact_parameter(parameter: str) -> str:
+    """``name=value`` with the value hidden when the name is a password's."""
+    name, equals, _ = parameter.partition("=")
+    if equals and unquote_plus(name).strip().lower() in _SECRET_PARAMETERS:
+        return f"{name}=***"
+    return parameter
 
 
 @dataclass(frozen=True)
