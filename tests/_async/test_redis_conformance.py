@@ -33,6 +33,10 @@ class _Lane:
 
 
 class _StateLane(_Lane, AsyncStateStoreConformance):
+    # The Redis adapter's follow() passes ``poll_seconds or DEFAULT_POLL_SECONDS`` (its module
+    # is being reworked in parallel): 0 is not refused there yet.
+    follow_refuses_zero_poll_seconds = False
+
     async def make_store(self) -> AsyncStateStore:
         client = AsyncClients.for_target(self.target)
         return AsyncRedisStateStore(

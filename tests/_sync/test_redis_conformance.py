@@ -35,6 +35,10 @@ class _Lane:
 
 
 class _StateLane(_Lane, StateStoreConformance):
+    # The Redis adapter's follow() passes ``poll_seconds or DEFAULT_POLL_SECONDS`` (its module
+    # is being reworked in parallel): 0 is not refused there yet.
+    follow_refuses_zero_poll_seconds = False
+
     def make_store(self) -> StateStore:
         client = Clients.for_target(self.target)
         return RedisStateStore(client, clock=self.clock, settings=self.settings, owns_client=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from runyard._json import load_json
 from runyard._sql import fence_refusal, run_refusal
-from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._sync.follow import follow_events
 from runyard._sync.updates import Updates
 from runyard.errors import (
     RunFinalizedError,
@@ -172,11 +172,16 @@ class PostgresEvents:
         self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
     ) -> Iterator[RunEvent]:
         """Yield every event after ``after`` once, in order, until the run is terminal and
-        drained; live updates (when on) wake it early, polling is the backstop."""
+        drained. Live updates (when on) wake it early; polling is the backstop.
+
+        Raises ValueError (at the call) for a negative ``after`` or a ``poll_seconds`` that
+        is not positive; iterating raises StateNotFoundError when the run does not exist or
+        is deleted while followed.
+        """
         return follow_events(
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )

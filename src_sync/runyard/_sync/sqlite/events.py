@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runyard._sql import fence_refusal, run_refusal
-from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._sync.follow import follow_events
 from runyard._sync.local_updates import LocalUpdates
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import (
@@ -187,12 +187,16 @@ class SqliteEvents:
         self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
     ) -> Iterator[RunEvent]:
         """Yield every event after ``after`` once, in order, until the run is terminal and
-        drained; the follower polls every ``poll_seconds``. Raises ValueError for a bad
-        ``after``."""
+        drained. The follower polls every ``poll_seconds``.
+
+        Raises ValueError (at the call) for a negative ``after`` or a ``poll_seconds`` that
+        is not positive; iterating raises StateNotFoundError when the run does not exist or
+        is deleted while followed.
+        """
         return follow_events(
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )
