@@ -10,6 +10,7 @@ and log line: only ``redacted`` is ever shown.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ __all__ = [
     "postgres_settings",
     "redact",
     "redis_settings",
+    "refuse_unknown",
     "sqlite_path",
 ]
 
@@ -178,6 +180,11 @@ def _settings(
     options = {names[k]: k for k in given}
     try:
         return cls(**values, **fixed)
+    except ConfigurationError as exc:
+        # runyard's settings raise it naming their fields: name the options as the URL does.
+        fields: tuple[str, ...] = getattr(exc, "fields", ()) or ()
+        named = ", ".join(f"option {options.get(f, f)!r}" for f in fields)
+        raise ConfigurationError(f"bad {what} yard URL: {named or 'options'}: {exc}") from None
     except ValidationError as exc:
         # Only the option names and pydantic's reasons: never the URL (it holds the password).
         reasons = "; ".join(
@@ -199,13 +206,40 @@ REDIS_OPTIONS = {
 }
 
 
+def refuse_unknown(given: Iterable[str], known: Collection[str], what: str) -> None:
+    """Raise ConfigurationError naming the first option of ``given`` not in ``known``."""
+    for name in given:
+        if name not in known:
+            raise ConfigurationError(
+                f"unknown option {name!r} in a {what} yard URL; runyard's options there are: "
+                + ", ".join(sorted(known))
+            )
+
+
+def _runyard_looking(name: str, known: Collection[str]) -> bool:
+    """Whether a query parameter looks meant for runyard rather than the driver: an option of
+    another backend, or a near miss of one of ``known`` (``namespce``, ``live_update``)."""
+    others = {*POSTGRES_OPTIONS, "live_updates"} - set(known)
+    return name in others or bool(difflib.get_close_matches(name, known, n=1, cutoff=0.8))
+
+
 def redis_settings(url: YardURL) -> tuple[str, RedisStoreSettings, bool]:
-    """(the driver's URL, the store settings, live_updates) of a ``redis*://`` yard URL."""
+    """(the driver's URL, the store settings, live_updates) of a ``redis*://`` yard URL.
+
+    Other query parameters go to redis-py, except one that looks meant for runyard (another
+    backend's option, or a near miss of a Redis one): ConfigurationError names it.
+    """
     from runyard.redis.settings import RedisStoreSettings
 
     cluster = url.scheme.endswith("+cluster")
     scheme = url.scheme.removesuffix("+cluster")
-    dsn, options = url.split({*REDIS_OPTIONS, "live_updates"}, scheme=scheme)
+    known = {*REDIS_OPTIONS, "live_updates"}
+    refuse_unknown(
+        (name for name, _ in url.query if name not in known and _runyard_looking(name, known)),
+        known,
+        "Redis",
+    )
+    dsn, options = url.split(known, scheme=scheme)
     live = flag(options, "live_updates")
     settings = _settings(
         RedisStoreSettings, "Redis", options, REDIS_OPTIONS, dsn=dsn, cluster=cluster
