@@ -113,3 +113,61 @@ def test_batched_operations_need_claim_many_with_limit() -> None:
 def test_memory_queues_declare_batched_operations() -> None:
     for queue in (AsyncMemoryWorkQueue(), MemoryWorkQueue()):
         assert validate_capabilities(queue).batched_operations
+
+
+class EventLog:
+    """Declares event_log with every method it needs; subclasses take one piece away."""
+
+    capabilities = StoreCapabilities(event_log=True, deployment="single_host")
+    terminal_statuses: Any = frozenset({"completed"})
+
+    def put_run(self) -> None: ...
+
+    def append_event(
+        self, key: Any, type: str, data: Any, *, event_id: Any, fence: Any
+    ) -> None: ...
+
+    def read_events(self, key: Any, *, after: int = 0, limit: int = 100) -> None: ...
+
+    def follow(self, key: Any, *, after: int = 0, poll_seconds: Any = None) -> None: ...
+
+
+class FollowWithoutPollSeconds(EventLog):
+    def follow(self, key: Any, *, after: int = 0) -> None:  # type: ignore[override]
+        ...
+
+
+class NoTerminalStatuses(EventLog):
+    terminal_statuses = None
+
+
+class EmptyTerminalStatuses(EventLog):
+    terminal_statuses = frozenset()
+
+
+def test_an_event_log_that_validates() -> None:
+    assert validate_capabilities(EventLog()).event_log
+
+
+def test_event_log_needs_follow_with_poll_seconds() -> None:
+    with pytest.raises(StoreCapabilityError) as caught:
+        validate_capabilities(FollowWithoutPollSeconds())
+    err = caught.value
+    assert (err.capability, err.method, err.missing) == (
+        "event_log",
+        "FollowWithoutPollSeconds.follow",
+        ("poll_seconds",),
+    )
+
+
+@pytest.mark.parametrize("store", [NoTerminalStatuses(), EmptyTerminalStatuses()])
+def test_event_log_needs_terminal_statuses(store: object) -> None:
+    with pytest.raises(StoreCapabilityError, match="terminal_statuses") as caught:
+        validate_capabilities(store)
+    assert (caught.value.capability, caught.value.missing) == ("event_log", ("terminal_statuses",))
+
+
+def test_atomic_finalize_requires_event_log() -> None:
+    with pytest.raises(ValueError, match="atomic_finalize=True requires event_log=True"):
+        StoreCapabilities(atomic_finalize=True, deployment="single_host")
+    assert StoreCapabilities(event_log=True, atomic_finalize=True).atomic_finalize

@@ -25,8 +25,10 @@ class StoreCapabilities:
     - ``recovery``: ``reap``/``adopt`` recover work from crashed workers.
     - ``event_log``: each run has an append-only log (``append_event`` with a retry identity
       and a fence, ``read_events``, ``follow``); see docs/events.md.
+      The store also declares ``terminal_statuses`` (a non-empty set of statuses that end a
+      follow).
     - ``atomic_finalize``: ``finalize`` sets a terminal status and appends the terminal event
-      in one atomic write.
+      in one atomic write; requires ``event_log``.
     - ``batched_operations``: ``enqueue_many``, ``claim_many(worker, limit=)``,
       ``heartbeat_many``, ``complete_many`` and ``release_many``, one round trip each, with
       per-item outcomes; see docs/protocols.md.
@@ -49,6 +51,11 @@ class StoreCapabilities:
             raise ValueError(f"unknown capabilities version {self.version}; this runyard knows 1")
         if self.deployment not in (None, "single_process", "single_host", "multi_server"):
             raise ValueError(f"unknown deployment {self.deployment!r}")
+        if self.atomic_finalize and not self.event_log:
+            raise ValueError(
+                "atomic_finalize=True requires event_log=True: finalize appends the terminal "
+                "event to the run's event log"
+            )
 
 
 # capability -> kind of store -> (method, keyword parameters it must accept)
@@ -79,7 +86,7 @@ _REQUIREMENTS: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
         "state": (
             ("append_event", ("event_id", "fence")),
             ("read_events", ("after", "limit")),
-            ("follow", ("after",)),
+            ("follow", ("after", "poll_seconds")),
         ),
     },
     "atomic_finalize": {
@@ -164,7 +171,33 @@ def validate_capabilities(store: object) -> StoreCapabilities:
                     f"add keyword parameter(s) {wanted} to {method_name}() "
                     f"or stop declaring {f.name}=True",
                 )
+    if caps.event_log and kind == "state":
+        _check_terminal_statuses(store, name)
     return caps
+
+
+def _check_terminal_statuses(store: object, name: str) -> None:
+    """Raise StoreCapabilityError unless ``store.terminal_statuses`` is a non-empty set of
+    strings (the statuses that end a follow)."""
+    statuses = getattr(store, "terminal_statuses", None)
+    if (
+        isinstance(statuses, (set, frozenset))
+        and statuses
+        and all(isinstance(s, str) for s in statuses)
+    ):
+        return
+    repair = (
+        "declare `terminal_statuses = runyard.events.TERMINAL_STATUSES` (or another non-empty "
+        "frozenset of statuses) on the store, or stop declaring event_log=True"
+    )
+    raise StoreCapabilityError(
+        "event_log",
+        f"{name}.terminal_statuses",
+        ("terminal_statuses",),
+        repair,
+        message=f"capability 'event_log' is declared but {name} has no usable "
+        f"terminal_statuses (found {statuses!r}): {repair}",
+    )
 
 
 def _missing_keywords(method: object, params: tuple[str, ...]) -> tuple[str, ...]:

@@ -4,16 +4,28 @@
 ``postgresql://`` and ``postgres://``. runyard's own options ride in the query string
 (``?namespace=prod&durable=false&pool_size=20&live_updates=true``); every other query
 parameter is left in the URL for the driver (``sslmode=...``, ``options=...``). The password
-is kept out of every repr, error and log line: only ``redacted`` is ever shown.
+(before the host, or a ``password``-like query parameter) is kept out of every repr, error
+and log line: only ``redacted`` is ever shown.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import (
+    parse_qsl,
+    quote,
+    unquote,
+    unquote_plus,
+    urlencode,
+    urlsplit,
+    urlunsplit,
+)
+
+from pydantic import ValidationError
 
 from runyard.errors import ConfigurationError
 
@@ -30,6 +42,7 @@ __all__ = [
     "postgres_settings",
     "redact",
     "redis_settings",
+    "refuse_unknown",
     "sqlite_path",
 ]
 
@@ -38,18 +51,42 @@ DEFAULT_URL = "sqlite:///runyard.db"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
+_SECRET_PARAMETERS = frozenset({"password", "pass", "passwd", "sslpassword"})
+_HIDDEN = "<unparsable URL, hidden>"
+
+
 def redact(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``."""
+    """``url`` with every password in it replaced by ``***``: the one before the host and the
+    value of a ``password``, ``pass``, ``passwd`` or ``sslpassword`` query parameter.
+
+    A URL that does not parse cleanly is not shown at all: a bad port, or an ``@`` after the
+    host (an unescaped ``#``, ``/`` or ``?`` in a password moves it there, and with it the
+    password out of the part a parser knows to hide).
+    """
     try:
         parts = urlsplit(url)
         password = parts.password
+        parts.port  # noqa: B018 - parses the port, raising ValueError for a bad one
     except ValueError:
-        return "<unparsable URL, hidden>"
-    if password is None:
+        return _HIDDEN
+    if "@" in parts.path + parts.query + parts.fragment:
+        return _HIDDEN
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{host}"
+    query = "&".join(_redact_parameter(p) for p in parts.query.split("&"))
+    if (netloc, query) == (parts.netloc, parts.query):
         return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _redact_parameter(parameter: str) -> str:
+    """``name=value`` with the value hidden when the name is a password's."""
+    name, equals, _ = parameter.partition("=")
+    if equals and unquote_plus(name).strip().lower() in _SECRET_PARAMETERS:
+        return f"{name}=***"
+    return parameter
 
 
 @dataclass(frozen=True)
@@ -144,12 +181,17 @@ def _settings(
     try:
         return cls(**values, **fixed)
     except ConfigurationError as exc:
-        # The settings name their fields; say them as the URL spells them, never the URL itself
-        # (it holds the password).
-        fields: tuple[str, ...] = getattr(exc, "fields", ())
-        reasons = str(exc).split(": ", 1)[-1]
-        for field in fields:
-            reasons = reasons.replace(f"{field}: ", f"option {options.get(field, field)!r}: ", 1)
+        # runyard's settings raise it naming their fields: name the options as the URL does.
+        fields: tuple[str, ...] = getattr(exc, "fields", ()) or ()
+        named = ", ".join(f"option {options.get(f, f)!r}" for f in fields)
+        raise ConfigurationError(f"bad {what} yard URL: {named or 'options'}: {exc}") from None
+    except ValidationError as exc:
+        # Only the option names and pydantic's reasons: never the URL (it holds the password).
+        reasons = "; ".join(
+            f"option {options.get(str(e['loc'][0]), str(e['loc'][0]))!r}: {e['msg']}"
+            for e in exc.errors()
+            if e["loc"]
+        )
         raise ConfigurationError(f"bad {what} yard URL: {reasons}") from None
 
 
@@ -164,13 +206,40 @@ REDIS_OPTIONS = {
 }
 
 
+def refuse_unknown(given: Iterable[str], known: Collection[str], what: str) -> None:
+    """Raise ConfigurationError naming the first option of ``given`` not in ``known``."""
+    for name in given:
+        if name not in known:
+            raise ConfigurationError(
+                f"unknown option {name!r} in a {what} yard URL; runyard's options there are: "
+                + ", ".join(sorted(known))
+            )
+
+
+def _runyard_looking(name: str, known: Collection[str]) -> bool:
+    """Whether a query parameter looks meant for runyard rather than the driver: an option of
+    another backend, or a near miss of one of ``known`` (``namespce``, ``live_update``)."""
+    others = {*POSTGRES_OPTIONS, "live_updates"} - set(known)
+    return name in others or bool(difflib.get_close_matches(name, known, n=1, cutoff=0.8))
+
+
 def redis_settings(url: YardURL) -> tuple[str, RedisStoreSettings, bool]:
-    """(the driver's URL, the store settings, live_updates) of a ``redis*://`` yard URL."""
+    """(the driver's URL, the store settings, live_updates) of a ``redis*://`` yard URL.
+
+    Other query parameters go to redis-py, except one that looks meant for runyard (another
+    backend's option, or a near miss of a Redis one): ConfigurationError names it.
+    """
     from runyard.redis.settings import RedisStoreSettings
 
     cluster = url.scheme.endswith("+cluster")
     scheme = url.scheme.removesuffix("+cluster")
-    dsn, options = url.split({*REDIS_OPTIONS, "live_updates"}, scheme=scheme)
+    known = {*REDIS_OPTIONS, "live_updates"}
+    refuse_unknown(
+        (name for name, _ in url.query if name not in known and _runyard_looking(name, known)),
+        known,
+        "Redis",
+    )
+    dsn, options = url.split(known, scheme=scheme)
     live = flag(options, "live_updates")
     settings = _settings(
         RedisStoreSettings, "Redis", options, REDIS_OPTIONS, dsn=dsn, cluster=cluster

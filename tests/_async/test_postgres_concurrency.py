@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
+from typing import Any
 
 import pytest
-from runyard import Lease, QueuePolicy
+from psycopg_pool import AsyncConnectionPool
+from runyard import Lease, QueuePolicy, RunKey
 from runyard._flavours import async_gather
-from runyard.postgres import AsyncPostgresWorkQueue, StateTables
+from runyard.postgres import AsyncPostgresStateStore, AsyncPostgresWorkQueue, StateTables
 
 from tests._async.postgres_support import open_queue
-from tests.support.postgres_plugin import admin_connection
+from tests.support.postgres_plugin import PG_DSN, admin_connection
 
 
 @pytest.mark.asyncio
@@ -101,3 +103,52 @@ async def test_tenants_with_ready_work_stay_in_the_rotation_under_concurrent_wri
                 AND NOT EXISTS (SELECT 1 FROM {turns} t WHERE t.tenant = w.tenant)"""
         ).fetchall()
     assert hidden == []
+
+
+async def _warm_store(tables: StateTables) -> AsyncPostgresStateStore:
+    """A state store on a pool with 16 connections already open: 16 sends really race."""
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        PG_DSN, min_size=16, max_size=16, open=False
+    )
+    await pool.open(wait=True)
+    return await AsyncPostgresStateStore.open(pool, tables=tables, close_source=True)
+
+
+@pytest.mark.asyncio
+async def test_sixteen_sends_of_one_event_id_store_one_event_and_all_return_it(
+    pg_tables: StateTables,
+) -> None:
+    store = await _warm_store(pg_tables)
+    async with store:
+        for round_ in range(8):
+            key = RunKey("acme", f"raced-{round_}")
+            await store.put_run(key, {}, expected_version=0)
+            sent = await async_gather(
+                [partial(store.append_event, key, "tool", {"n": 1}, event_id="e-1")] * 16
+            )
+            stored = await store.read_events(key)
+            assert [(e.seq, e.event_id) for e in stored] == [(1, "e-1")]
+            assert sent == stored * 16
+
+
+@pytest.mark.asyncio
+async def test_sixteen_sends_of_one_finalize_all_return_the_finalized_run(
+    pg_tables: StateTables,
+) -> None:
+    store = await _warm_store(pg_tables)
+    async with store:
+        for round_ in range(8):
+            key = RunKey("acme", f"ended-{round_}")
+            await store.put_run(key, {}, expected_version=0)
+            finalize = partial(
+                store.finalize,
+                key,
+                status="completed",
+                event_type="done",
+                event_data={},
+                event_id="fin-1",
+            )
+            sent = await async_gather([finalize] * 16)
+            assert {(run.status, run.version) for run in sent} == {("completed", 2)}
+            stored = await store.read_events(key)
+            assert [(e.event_id, e.terminal) for e in stored] == [("fin-1", True)]

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
+from typing import Any
 
-from runyard import Lease, QueuePolicy
+from psycopg_pool import ConnectionPool
+from runyard import Lease, QueuePolicy, RunKey
 from runyard._flavours import gather
-from runyard.postgres import PostgresWorkQueue, StateTables
+from runyard.postgres import PostgresStateStore, PostgresWorkQueue, StateTables
 
 from tests._sync.postgres_support import open_queue
-from tests.support.postgres_plugin import admin_connection
+from tests.support.postgres_plugin import PG_DSN, admin_connection
 
 
 def test_ten_workers_claiming_at_once_take_ten_different_items(
@@ -99,3 +101,46 @@ def test_tenants_with_ready_work_stay_in_the_rotation_under_concurrent_writes(
                 AND NOT EXISTS (SELECT 1 FROM {turns} t WHERE t.tenant = w.tenant)"""
         ).fetchall()
     assert hidden == []
+
+
+def _warm_store(tables: StateTables) -> PostgresStateStore:
+    """A state store on a pool with 16 connections already open: 16 sends really race."""
+    pool: ConnectionPool[Any] = ConnectionPool(PG_DSN, min_size=16, max_size=16, open=False)
+    pool.open(wait=True)
+    return PostgresStateStore.open(pool, tables=tables, close_source=True)
+
+
+def test_sixteen_sends_of_one_event_id_store_one_event_and_all_return_it(
+    pg_tables: StateTables,
+) -> None:
+    store = _warm_store(pg_tables)
+    with store:
+        for round_ in range(8):
+            key = RunKey("acme", f"raced-{round_}")
+            store.put_run(key, {}, expected_version=0)
+            sent = gather([partial(store.append_event, key, "tool", {"n": 1}, event_id="e-1")] * 16)
+            stored = store.read_events(key)
+            assert [(e.seq, e.event_id) for e in stored] == [(1, "e-1")]
+            assert sent == stored * 16
+
+
+def test_sixteen_sends_of_one_finalize_all_return_the_finalized_run(
+    pg_tables: StateTables,
+) -> None:
+    store = _warm_store(pg_tables)
+    with store:
+        for round_ in range(8):
+            key = RunKey("acme", f"ended-{round_}")
+            store.put_run(key, {}, expected_version=0)
+            finalize = partial(
+                store.finalize,
+                key,
+                status="completed",
+                event_type="done",
+                event_data={},
+                event_id="fin-1",
+            )
+            sent = gather([finalize] * 16)
+            assert {(run.status, run.version) for run in sent} == {("completed", 2)}
+            stored = store.read_events(key)
+            assert [(e.event_id, e.terminal) for e in stored] == [("fin-1", True)]

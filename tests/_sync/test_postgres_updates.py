@@ -98,3 +98,24 @@ def test_a_follower_whose_listener_is_killed_polls_to_the_end_and_logs_it(
         "lost their listener" in r.getMessage() and "following by polling" in r.getMessage()
         for r in caplog.records
     )
+
+
+def test_a_follower_that_cannot_subscribe_polls_to_the_end_and_logs_it(
+    pg_tables: StateTables, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="runyard.follow")
+    # Nothing listens on port 1: the LISTEN connection cannot be opened.
+    unreachable = PostgresUpdates.from_conninfo(
+        "host=127.0.0.1 port=1 dbname=runyard connect_timeout=5", pg_tables
+    )
+    with open_store(pg_tables, live_updates=unreachable) as store:
+        store.put_run(KEY, {}, expected_version=0)
+        store.append_event(KEY, "step", {"i": 0})
+        store.finalize(KEY, status="completed", event_type="done", event_data={})
+        followed = [event for event in store.follow(KEY, poll_seconds=0.01)]
+    unreachable.close()
+    assert [(e.seq, e.terminal) for e in followed] == [(1, False), (2, True)]
+    assert any(
+        "lost their listener" in r.getMessage() and "following by polling" in r.getMessage()
+        for r in caplog.records
+    )

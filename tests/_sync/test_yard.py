@@ -148,3 +148,18 @@ def test_the_password_never_shows_in_an_error_or_a_log_line(
 def test_a_bad_option_is_named_as_the_url_spells_it() -> None:
     with pytest.raises(ConfigurationError, match="'pool_size'"):
         Yard.from_url(f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?pool_size=0")
+
+
+@pytest.mark.parametrize(
+    ("url", "option"),
+    [
+        ("memory://?namespace=prod", "namespace"),
+        ("memory://?live_updates=true&bogus=1", "bogus"),
+        ("redis://127.0.0.1:6379/0?schema=jobs", "schema"),
+        ("redis://127.0.0.1:6379/0?namespce=prod", "namespce"),
+        ("redis://127.0.0.1:6379/0?live_update=true", "live_update"),
+    ],
+)
+def test_an_unknown_runyard_option_is_refused_naming_it(url: str, option: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"unknown option '{option}'"):
+        Yard.from_url(url)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from runyard._async.updates import AsyncSubscription, AsyncUpdates
 from runyard._flavours import async_sleep
+from runyard.errors import StateNotFoundError
 from runyard.events import RunEvent, check_after
 from runyard.models import RunKey
 
@@ -25,24 +26,40 @@ _PAGE = 100
 logger = logging.getLogger("runyard.follow")
 
 
-async def follow_events(
+def follow_events(
     store: AsyncEventLogStore,
     key: RunKey,
     *,
     after: int = 0,
-    poll_seconds: float = DEFAULT_POLL_SECONDS,
+    poll_seconds: float | None = None,
     updates: AsyncUpdates | None = None,
 ) -> AsyncIterator[RunEvent]:
     """Yield the run's events after ``after`` once each, in seq order, and end once the run
     is terminal and its log has been read to the end.
 
-    Raises ValueError for a negative ``after`` or a ``poll_seconds`` that is not positive.
+    The arguments are checked here, when ``follow()`` is called, not at the first iteration:
+    ValueError for a negative ``after`` or a ``poll_seconds`` that is not positive (None is
+    ``DEFAULT_POLL_SECONDS``). Iterating raises StateNotFoundError, naming the run, when the
+    run does not exist or is deleted while followed (before its terminal status was seen).
     """
     check_after(after)
-    if not poll_seconds > 0:
-        raise ValueError(f"poll_seconds must be positive, not {poll_seconds!r}")
+    if poll_seconds is None:
+        poll_seconds = DEFAULT_POLL_SECONDS
+    elif isinstance(poll_seconds, bool) or not poll_seconds > 0:
+        raise ValueError(f"poll_seconds must be a positive number of seconds, not {poll_seconds!r}")
+    return _follow(store, key, after, poll_seconds, updates)
+
+
+async def _follow(
+    store: AsyncEventLogStore,
+    key: RunKey,
+    after: int,
+    poll_seconds: float,
+    updates: AsyncUpdates | None,
+) -> AsyncIterator[RunEvent]:
+    """follow_events' loop, its arguments checked."""
     # Subscribe before the first read, so a hint sent between a read and the wait is kept.
-    subscription = await updates.subscribe(key) if updates is not None else None
+    subscription = await _subscribe(updates, key, poll_seconds)
     try:
         seen, ending = after, False
         while True:
@@ -58,13 +75,46 @@ async def follow_events(
             # The status is read before the next read of the log: a terminal status seen here
             # was written after every event that read will return, so one more read drains it.
             run = await store.get_run(key)
-            if run is not None and run.status in store.terminal_statuses:
+            if run is None:
+                # Nothing will ever end this follow: the run (and its log) is gone, or was
+                # never there.
+                raise StateNotFoundError(
+                    f"run {key.run_id!r} of tenant {key.tenant!r} does not exist (never "
+                    "created, or deleted while followed): nothing to follow"
+                )
+            if run.status in store.terminal_statuses:
                 ending = True
                 continue
             subscription = await _wait(subscription, poll_seconds, key)
     finally:
         if subscription is not None:
             await subscription.aclose()
+
+
+async def _subscribe(
+    updates: AsyncUpdates | None, key: RunKey, poll_seconds: float
+) -> AsyncSubscription | None:
+    """A subscription to ``key``'s hints; None (polling, with a warning) when it fails."""
+    if updates is None:
+        return None
+    try:
+        return await updates.subscribe(key)
+    except Exception as exc:  # the listener could not start: poll, as a lost one does
+        logger.warning(
+            "live updates for run %r of tenant %r lost their listener (subscribing failed: "
+            "%s); following by polling every %s s",
+            key.run_id,
+            key.tenant,
+            _reason(exc),
+            poll_seconds,
+        )
+        return None
+
+
+def _reason(exc: Exception) -> str:
+    """The first line of ``exc``, or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 async def _wait(

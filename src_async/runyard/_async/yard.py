@@ -21,6 +21,7 @@ from runyard.yard import (
     parse_yard_url,
     postgres_settings,
     redis_settings,
+    refuse_unknown,
     sqlite_path,
 )
 
@@ -87,6 +88,7 @@ async def _open_memory(url: YardURL, options: YardOptions) -> AsyncYard:
     )
 
     _, given = url.split({"live_updates"})
+    refuse_unknown((name for name, _ in url.query), {"live_updates"}, "memory")
     state = AsyncMemoryStateStore(clock=options.clock, live_updates=flag(given, "live_updates"))
     queue = AsyncMemoryWorkQueue(clock=options.clock, policy=options.policy)
     return AsyncYard(state, queue, AsyncMemoryExecutionStore(clock=options.clock), url=url)

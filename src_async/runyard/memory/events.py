@@ -31,14 +31,19 @@ class MemoryEventsCore:
         self._logs: dict[tuple[str, str], list[RunEvent]] = {}
         self._ids: dict[tuple[str, str], dict[str, int]] = {}
 
-    def _prior(self, key: RunKey, event_id: str | None, type_: str, data: str) -> RunEvent | None:
+    def _prior(
+        self, key: RunKey, event_id: str | None, type_: str, data: str, terminal: bool
+    ) -> RunEvent | None:
+        """The event a retried ``event_id`` stored (None: a new event); EventConflictError
+        when it was stored with other content, or as the terminal event by an append (or as
+        an ordinary event by a finalize)."""
         if event_id is None:
             return None
         seq = self._ids.get((key.tenant, key.run_id), {}).get(event_id)
         if seq is None:
             return None
         event = self._logs[(key.tenant, key.run_id)][seq - 1]
-        if not same_content(event, type_, data):
+        if event.terminal != terminal or not same_content(event, type_, data):
             raise EventConflictError(key.run_id, event_id, seq)
         return event
 
@@ -74,7 +79,7 @@ class MemoryEventsCore:
         self, key: RunKey, type_: str, data: str, *, event_id: str | None, fence: int | None
     ) -> RunEvent:
         """Append (or return the event a retried ``event_id`` stored)."""
-        prior = self._prior(key, event_id, type_, data)
+        prior = self._prior(key, event_id, type_, data, False)
         if prior is not None:
             return prior.model_copy()
         self._live_run(key)
@@ -107,7 +112,7 @@ class MemoryEventsCore:
         event_id: str | None,
     ) -> RunRecord:
         """Set ``status`` and append the terminal event, or change nothing."""
-        if self._prior(key, event_id, type_, data) is not None:
+        if self._prior(key, event_id, type_, data, True) is not None:
             current = self.state.get_run(key)
             if current is None:
                 raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} is gone")

@@ -23,6 +23,7 @@ from runyard.yard import (
     parse_yard_url,
     postgres_settings,
     redis_settings,
+    refuse_unknown,
     sqlite_path,
 )
 
@@ -89,6 +90,7 @@ def _open_memory(url: YardURL, options: YardOptions) -> Yard:
     )
 
     _, given = url.split({"live_updates"})
+    refuse_unknown((name for name, _ in url.query), {"live_updates"}, "memory")
     state = MemoryStateStore(clock=options.clock, live_updates=flag(given, "live_updates"))
     queue = MemoryWorkQueue(clock=options.clock, policy=options.policy)
     return Yard(state, queue, MemoryExecutionStore(clock=options.clock), url=url)

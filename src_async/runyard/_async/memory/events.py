@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from runyard._async.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._async.follow import follow_events
 from runyard._async.memory.updates import AsyncMemoryUpdates
 from runyard._flavours import AsyncLock
 from runyard.events import TERMINAL_STATUSES, RunEvent, check_finalize, event_body
@@ -20,8 +20,9 @@ __all__ = ["AsyncMemoryEvents"]
 class AsyncMemoryEvents:
     """Mixin for AsyncMemoryStateStore: each run's append-only log, kept in this process.
 
-    Followers are woken in-process on every append (``live_updates``, on by default here,
-    since the hints cost nothing); they still poll as a backstop.
+    Followers poll every ``poll_seconds``. With ``live_updates`` (an AsyncMemoryUpdates; off,
+    None, by default: ``live_updates=True`` on the store turns it on) they are also woken
+    in-process on every append and finalize, and still poll as a backstop.
     """
 
     _core: MemoryStateCore
@@ -107,11 +108,16 @@ class AsyncMemoryEvents:
         self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
     ) -> AsyncIterator[RunEvent]:
         """Yield every event after ``after`` once, in order, until the run is terminal and
-        drained. Raises ValueError for a bad ``after``."""
+        drained.
+
+        Raises ValueError (at the call) for a negative ``after`` or a ``poll_seconds`` that
+        is not positive; iterating raises StateNotFoundError when the run does not exist or
+        is deleted while followed.
+        """
         return follow_events(
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from runyard._async.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._async.follow import follow_events
 from runyard._async.redis.scripts import AsyncScriptRunner
 from runyard._async.redis.updates import AsyncRedisUpdates
 from runyard._json import load_json
@@ -159,6 +159,6 @@ class AsyncRedisEvents:
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )

@@ -6,12 +6,16 @@ it) and no further event: followers end there. ``delete_run`` takes the run's lo
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
-from runyard.errors import RunFinalizedError, StateConflictError
-from runyard.models import RunKey
+from runyard._flavours import async_gather
+from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
+from runyard.events import EventConflictError, RunEvent
+from runyard.models import RunKey, RunRecord
 
 __all__ = ["AsyncEventLifecycleCases"]
 
@@ -103,6 +107,72 @@ class AsyncEventLifecycleCases:
         ]
 
     @pytest.mark.asyncio
+    async def test_a_finalize_naming_an_appended_event_is_refused(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        await log.append_event(KEY, "done", {"ok": True}, event_id="same-id")
+        # Same id, type and data, but the stored event is not terminal: not this finalize's.
+        with pytest.raises(EventConflictError) as caught:
+            await log.finalize(
+                KEY,
+                status="completed",
+                event_type="done",
+                event_data={"ok": True},
+                event_id="same-id",
+            )
+        assert (caught.value.event_id, caught.value.seq) == ("same-id", 1)
+        run = await log.get_run(KEY)
+        assert run is not None and (run.status, run.version) == ("running", 1)
+        assert [(e.seq, e.terminal) for e in await log.read_events(KEY)] == [(1, False)]
+
+    @pytest.mark.asyncio
+    async def test_an_append_naming_the_terminal_event_is_refused(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await _finalized(log)
+        # Same id, type and data as the terminal event: an append is another event.
+        with pytest.raises(EventConflictError) as caught:
+            await log.append_event(KEY, "done", {"ok": True}, event_id="fin-1")
+        assert (caught.value.event_id, caught.value.seq) == ("fin-1", 2)
+        assert [(e.seq, e.terminal) for e in await log.read_events(KEY)] == [
+            (1, False),
+            (2, True),
+        ]
+
+    @pytest.mark.asyncio
+    async def test_concurrent_sends_of_one_event_id_all_return_the_stored_event(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store)
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        # A retry racing its original (and each other): one event stored, each call gets it.
+        sent = await async_gather(
+            [partial(log.append_event, KEY, "tool", {"n": 1}, event_id="e-1") for _ in range(16)]
+        )
+        stored = await log.read_events(KEY)
+        assert [(e.seq, e.event_id) for e in stored] == [(1, "e-1")]
+        assert sent == [stored[0]] * 16
+
+    @pytest.mark.asyncio
+    async def test_concurrent_sends_of_one_finalize_all_return_the_run(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store, "atomic_finalize")
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+
+        async def finalize() -> RunRecord:
+            return await log.finalize(
+                KEY, status="completed", event_type="done", event_data={}, event_id="fin-1"
+            )
+
+        sent = await async_gather([finalize for _ in range(16)])
+        assert {(run.status, run.version) for run in sent} == {("completed", 2)}
+        assert [(e.event_id, e.terminal) for e in await log.read_events(KEY)] == [("fin-1", True)]
+
+    @pytest.mark.asyncio
     async def test_delete_run_deletes_its_event_log(self, store: AsyncStateStore) -> None:
         log = _log(store)
         await log.put_run(KEY, {"step": 0}, expected_version=0)
@@ -123,3 +193,42 @@ class AsyncEventLifecycleCases:
             (1, "other"),
             (2, "other"),
         ]
+
+    # -- follow, at its ends -------------------------------------------------------------------
+    @pytest.mark.asyncio
+    async def test_follow_of_a_missing_run_raises_naming_it(self, store: AsyncStateStore) -> None:
+        log = _log(store)
+        with pytest.raises(StateNotFoundError, match="'ghost'"):
+            async for _ in log.follow(RunKey("acme", "ghost"), poll_seconds=0.01):
+                pass
+
+    @pytest.mark.asyncio
+    async def test_follow_of_a_run_deleted_while_followed_raises_naming_it(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store)
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        await log.append_event(KEY, "step", {"i": 1})
+        followed: list[RunEvent] = []
+        with pytest.raises(StateNotFoundError, match="'ending'"):
+            async for event in log.follow(KEY, poll_seconds=0.01):
+                followed.append(event)
+                await log.delete_run(KEY)
+        assert [e.seq for e in followed] == [1]
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize(
+        ("call", "named"),
+        [
+            ({"after": -1}, "after"),
+            ({"poll_seconds": 0}, "poll_seconds"),
+            ({"poll_seconds": -0.5}, "poll_seconds"),
+        ],
+    )
+    async def test_follow_checks_its_arguments_when_called(
+        self, store: AsyncStateStore, call: dict[str, float], named: str
+    ) -> None:
+        log = _log(store)
+        # Refused by the call itself, before anything is iterated.
+        with pytest.raises(ValueError, match=named):
+            log.follow(KEY, **call)  # type: ignore[arg-type]

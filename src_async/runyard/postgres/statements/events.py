@@ -63,7 +63,8 @@ SELECT p.*, 0 FROM prior p""",
     # $9 expected version (NULL: any) $10 channel $11 terminal statuses: a run already in one
     # is left alone (the row lock makes a concurrent second finalize see the first's status).
     # The run as written and the event's seq; or
-    # the run as it is with the prior event's type and data (a retried event_id); no row:
+    # the run as it is with the prior event's type, data, seq and terminal flag (a retried
+    # event_id: the adapter compares them); no row:
     # refused, nothing changed (probe_run explains it).
     "finalize": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$8", now="$6")
@@ -85,11 +86,11 @@ SELECT p.*, 0 FROM prior p""",
     FROM head
     RETURNING e.seq
 )
-SELECT u.*, NULL::text, NULL::text, NULL::bigint, """
+SELECT u.*, NULL::text, NULL::text, NULL::bigint, NULL::boolean, """
     + _NOTIFY.format(channel="$10")
     + """ FROM updated u CROSS JOIN inserted i
 UNION ALL
-SELECT {run_cols_r}, p.type, p.data, p.seq, 0 FROM prior p
+SELECT {run_cols_r}, p.type, p.data, p.seq, p.terminal, 0 FROM prior p
 JOIN {runs} r ON r.tenant = $1::text AND r.run_id = $2::text""",
     # $1 tenant $2 run_id $3 after $4 limit
     "read_events": """

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from runyard._flavours import Lock
-from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._sync.follow import follow_events
 from runyard._sync.memory.updates import MemoryUpdates
 from runyard.events import TERMINAL_STATUSES, RunEvent, check_finalize, event_body
 from runyard.memory.events import MemoryEventsCore
@@ -22,8 +22,9 @@ __all__ = ["MemoryEvents"]
 class MemoryEvents:
     """Mixin for MemoryStateStore: each run's append-only log, kept in this process.
 
-    Followers are woken in-process on every append (``live_updates``, on by default here,
-    since the hints cost nothing); they still poll as a backstop.
+    Followers poll every ``poll_seconds``. With ``live_updates`` (an MemoryUpdates; off,
+    None, by default: ``live_updates=True`` on the store turns it on) they are also woken
+    in-process on every append and finalize, and still poll as a backstop.
     """
 
     _core: MemoryStateCore
@@ -109,11 +110,16 @@ class MemoryEvents:
         self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
     ) -> Iterator[RunEvent]:
         """Yield every event after ``after`` once, in order, until the run is terminal and
-        drained. Raises ValueError for a bad ``after``."""
+        drained.
+
+        Raises ValueError (at the call) for a negative ``after`` or a ``poll_seconds`` that
+        is not positive; iterating raises StateNotFoundError when the run does not exist or
+        is deleted while followed.
+        """
         return follow_events(
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )

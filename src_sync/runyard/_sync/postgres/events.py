@@ -9,9 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from runyard._json import load_json
 from runyard._sql import fence_refusal, run_refusal
-from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._sync.follow import follow_events
 from runyard._sync.updates import Updates
-from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
+from runyard.errors import (
+    RunFinalizedError,
+    StateConflictError,
+    StateNotFoundError,
+    StatePersistenceError,
+)
 from runyard.events import (
     TERMINAL_STATUSES,
     EventConflictError,
@@ -54,9 +59,12 @@ class PostgresEvents:
 
     def _refuse_terminal(self, key: RunKey, probe: Sequence[Any]) -> None:
         """Raise RunFinalizedError when the probed run (``probe_run``'s row) is terminal."""
-        status = probe[4]
-        if status is not None and status in self.terminal_statuses:
-            raise RunFinalizedError(key.run_id, str(status))
+        if self._ended(probe):
+            raise RunFinalizedError(key.run_id, str(probe[4]))
+
+    def _ended(self, probe: Sequence[Any]) -> bool:
+        """Whether the probed run (``probe_run``'s row) is in a terminal status."""
+        return probe[4] is not None and probe[4] in self.terminal_statuses
 
     def append_event(
         self,
@@ -76,22 +84,21 @@ class PostgresEvents:
         check_write_guards(None, fence)
         type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
-        rows = self._fetch(
-            "append_event",
-            key.tenant,
-            key.run_id,
-            type_,
-            text,
-            now,
-            event_id,
-            fence,
-            self._channel(),
-            sorted(self.terminal_statuses),
-            idempotent=event_id is not None,
-        )
+        args = (key.tenant, key.run_id, type_, text, now, event_id, fence)
+        extra = (self._channel(), sorted(self.terminal_statuses))
+        try:
+            rows = self._fetch("append_event", *args, *extra, idempotent=event_id is not None)
+        except StatePersistenceError as error:
+            if event_id is None or error.reason != "invalid":
+                raise
+            # A send of the same event_id racing this one committed first: this statement's
+            # snapshot predates it, so its insert hit the event_id index. Sent again, the
+            # statement sees the stored event (or fails the same way: then raise).
+            rows = self._fetch("append_event", *args, *extra, idempotent=True)
         if rows:
             event = decode_event(key, rows[0])
-            if event.type != type_ or event.data != load_json(text):
+            # The terminal event's id is finalize's: an append naming it is another event.
+            if event.terminal or event.type != type_ or event.data != load_json(text):
                 raise EventConflictError(key.run_id, event_id or "", event.seq)
             return event
         probe = self._probe(key)
@@ -129,30 +136,29 @@ class PostgresEvents:
         check_finalize(status, self.terminal_statuses)
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
-        rows = self._fetch(
-            "finalize",
-            key.tenant,
-            key.run_id,
-            status,
-            type_,
-            text,
-            now,
-            event_id,
-            fence,
-            expected_version,
-            self._channel(),
-            sorted(self.terminal_statuses),
-            idempotent=event_id is not None,
-        )
+        args = (key.tenant, key.run_id, status, type_, text, now, event_id, fence)
+        extra = (expected_version, self._channel(), sorted(self.terminal_statuses))
+        rows = self._fetch("finalize", *args, *extra, idempotent=event_id is not None)
+        probe = None if rows else self._probe(key)
+        if event_id is not None and probe is not None and self._ended(probe):
+            # A send of the same event_id may have ended the run while this statement waited
+            # on the run row (its snapshot predates that commit): sent again, it sees the
+            # stored terminal event and returns the run, or is refused as before.
+            rows = self._fetch("finalize", *args, *extra, idempotent=True)
         if rows:
             row = rows[0]
-            prior_type, prior_data = row[RUN_COLUMN_COUNT], row[RUN_COLUMN_COUNT + 1]
+            prior_type, prior_data, prior_seq, prior_terminal = row[
+                RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 4
+            ]
+            # A prior event settles a retry only when it is this finalize's: terminal, and
+            # with its type and data (an ordinary append's id names another event).
             if prior_type is not None and (
-                prior_type != type_ or load_json(prior_data) != load_json(text)
+                not prior_terminal
+                or prior_type != type_
+                or load_json(prior_data) != load_json(text)
             ):
-                raise EventConflictError(key.run_id, event_id or "", int(row[RUN_COLUMN_COUNT + 2]))
+                raise EventConflictError(key.run_id, event_id or "", int(prior_seq))
             return decode_run(row[:RUN_COLUMN_COUNT])
-        probe = self._probe(key)
         if probe is None or probe[0] is None:
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
         self._refuse_terminal(key, probe)
@@ -166,11 +172,16 @@ class PostgresEvents:
         self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
     ) -> Iterator[RunEvent]:
         """Yield every event after ``after`` once, in order, until the run is terminal and
-        drained; live updates (when on) wake it early, polling is the backstop."""
+        drained. Live updates (when on) wake it early; polling is the backstop.
+
+        Raises ValueError (at the call) for a negative ``after`` or a ``poll_seconds`` that
+        is not positive; iterating raises StateNotFoundError when the run does not exist or
+        is deleted while followed.
+        """
         return follow_events(
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )

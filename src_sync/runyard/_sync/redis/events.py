@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from runyard._json import load_json
-from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._sync.follow import follow_events
 from runyard._sync.redis.scripts import ScriptRunner
 from runyard._sync.redis.updates import RedisUpdates
 from runyard.clock import Clock
@@ -161,6 +161,6 @@ class RedisEvents:
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )

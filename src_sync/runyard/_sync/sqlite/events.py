@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runyard._sql import fence_refusal, run_refusal
-from runyard._sync.follow import DEFAULT_POLL_SECONDS, follow_events
+from runyard._sync.follow import follow_events
 from runyard._sync.local_updates import LocalUpdates
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import (
@@ -56,17 +56,24 @@ class SqliteEvents:
             self.live_updates.publish(key)
 
     def _prior(
-        self, tx: _Transaction, key: RunKey, event_id: str | None, type_: str, text: str
+        self,
+        tx: _Transaction,
+        key: RunKey,
+        event_id: str | None,
+        type_: str,
+        text: str,
+        terminal: bool,
     ) -> RunEvent | None:
         """The event a retried ``event_id`` stored (None: a new event); EventConflictError
-        when it was stored with other content."""
+        when it was stored with other content, or as the terminal event by an append (or as
+        an ordinary event by a finalize)."""
         if event_id is None:
             return None
         rows = tx.fetch("prior_event", tenant=key.tenant, run_id=key.run_id, event_id=event_id)
         if not rows:
             return None
         event = decode_event(key, rows[0])
-        if not same_content(event, type_, text):
+        if event.terminal != terminal or not same_content(event, type_, text):
             raise EventConflictError(key.run_id, event_id, event.seq)
         return event
 
@@ -97,7 +104,7 @@ class SqliteEvents:
         check_write_guards(None, fence)
         type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
         with self._write() as tx:
-            prior = self._prior(tx, key, event_id, type_, text)
+            prior = self._prior(tx, key, event_id, type_, text, False)
             if prior is not None:
                 return prior
             probe = self._live_probe(tx, key)
@@ -149,7 +156,7 @@ class SqliteEvents:
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
         with self._write() as tx:
             ids = {"tenant": key.tenant, "run_id": key.run_id}
-            if self._prior(tx, key, event_id, type_, text) is not None:
+            if self._prior(tx, key, event_id, type_, text, True) is not None:
                 stored = tx.fetch("get_run", **ids)
                 if not stored:
                     raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} is gone")
@@ -180,12 +187,16 @@ class SqliteEvents:
         self, key: RunKey, *, after: int = 0, poll_seconds: float | None = None
     ) -> Iterator[RunEvent]:
         """Yield every event after ``after`` once, in order, until the run is terminal and
-        drained; the follower polls every ``poll_seconds``. Raises ValueError for a bad
-        ``after``."""
+        drained. The follower polls every ``poll_seconds``.
+
+        Raises ValueError (at the call) for a negative ``after`` or a ``poll_seconds`` that
+        is not positive; iterating raises StateNotFoundError when the run does not exist or
+        is deleted while followed.
+        """
         return follow_events(
             self,  # type: ignore[arg-type]
             key,
             after=after,
-            poll_seconds=poll_seconds or DEFAULT_POLL_SECONDS,
+            poll_seconds=poll_seconds,
             updates=self.live_updates,
         )

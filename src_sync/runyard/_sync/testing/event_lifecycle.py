@@ -8,11 +8,15 @@ it) and no further event: followers end there. ``delete_run`` takes the run's lo
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+from runyard._flavours import gather
 from runyard._sync.event_protocol import EventLogStore
 from runyard._sync.protocols import StateStore
-from runyard.errors import RunFinalizedError, StateConflictError
-from runyard.models import RunKey
+from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
+from runyard.events import EventConflictError, RunEvent
+from runyard.models import RunKey, RunRecord
 
 __all__ = ["EventLifecycleCases"]
 
@@ -93,6 +97,62 @@ class EventLifecycleCases:
             (2, True),
         ]
 
+    def test_a_finalize_naming_an_appended_event_is_refused(self, store: StateStore) -> None:
+        log = _log(store, "atomic_finalize")
+        log.put_run(KEY, {"step": 0}, expected_version=0)
+        log.append_event(KEY, "done", {"ok": True}, event_id="same-id")
+        # Same id, type and data, but the stored event is not terminal: not this finalize's.
+        with pytest.raises(EventConflictError) as caught:
+            log.finalize(
+                KEY,
+                status="completed",
+                event_type="done",
+                event_data={"ok": True},
+                event_id="same-id",
+            )
+        assert (caught.value.event_id, caught.value.seq) == ("same-id", 1)
+        run = log.get_run(KEY)
+        assert run is not None and (run.status, run.version) == ("running", 1)
+        assert [(e.seq, e.terminal) for e in log.read_events(KEY)] == [(1, False)]
+
+    def test_an_append_naming_the_terminal_event_is_refused(self, store: StateStore) -> None:
+        log = _log(store, "atomic_finalize")
+        _finalized(log)
+        # Same id, type and data as the terminal event: an append is another event.
+        with pytest.raises(EventConflictError) as caught:
+            log.append_event(KEY, "done", {"ok": True}, event_id="fin-1")
+        assert (caught.value.event_id, caught.value.seq) == ("fin-1", 2)
+        assert [(e.seq, e.terminal) for e in log.read_events(KEY)] == [
+            (1, False),
+            (2, True),
+        ]
+
+    def test_concurrent_sends_of_one_event_id_all_return_the_stored_event(
+        self, store: StateStore
+    ) -> None:
+        log = _log(store)
+        log.put_run(KEY, {"step": 0}, expected_version=0)
+        # A retry racing its original (and each other): one event stored, each call gets it.
+        sent = gather(
+            [partial(log.append_event, KEY, "tool", {"n": 1}, event_id="e-1") for _ in range(16)]
+        )
+        stored = log.read_events(KEY)
+        assert [(e.seq, e.event_id) for e in stored] == [(1, "e-1")]
+        assert sent == [stored[0]] * 16
+
+    def test_concurrent_sends_of_one_finalize_all_return_the_run(self, store: StateStore) -> None:
+        log = _log(store, "atomic_finalize")
+        log.put_run(KEY, {"step": 0}, expected_version=0)
+
+        def finalize() -> RunRecord:
+            return log.finalize(
+                KEY, status="completed", event_type="done", event_data={}, event_id="fin-1"
+            )
+
+        sent = gather([finalize for _ in range(16)])
+        assert {(run.status, run.version) for run in sent} == {("completed", 2)}
+        assert [(e.event_id, e.terminal) for e in log.read_events(KEY)] == [("fin-1", True)]
+
     def test_delete_run_deletes_its_event_log(self, store: StateStore) -> None:
         log = _log(store)
         log.put_run(KEY, {"step": 0}, expected_version=0)
@@ -113,3 +173,39 @@ class EventLifecycleCases:
             (1, "other"),
             (2, "other"),
         ]
+
+    # -- follow, at its ends -------------------------------------------------------------------
+    def test_follow_of_a_missing_run_raises_naming_it(self, store: StateStore) -> None:
+        log = _log(store)
+        with pytest.raises(StateNotFoundError, match="'ghost'"):
+            for _ in log.follow(RunKey("acme", "ghost"), poll_seconds=0.01):
+                pass
+
+    def test_follow_of_a_run_deleted_while_followed_raises_naming_it(
+        self, store: StateStore
+    ) -> None:
+        log = _log(store)
+        log.put_run(KEY, {"step": 0}, expected_version=0)
+        log.append_event(KEY, "step", {"i": 1})
+        followed: list[RunEvent] = []
+        with pytest.raises(StateNotFoundError, match="'ending'"):
+            for event in log.follow(KEY, poll_seconds=0.01):
+                followed.append(event)
+                log.delete_run(KEY)
+        assert [e.seq for e in followed] == [1]
+
+    @pytest.mark.parametrize(
+        ("call", "named"),
+        [
+            ({"after": -1}, "after"),
+            ({"poll_seconds": 0}, "poll_seconds"),
+            ({"poll_seconds": -0.5}, "poll_seconds"),
+        ],
+    )
+    def test_follow_checks_its_arguments_when_called(
+        self, store: StateStore, call: dict[str, float], named: str
+    ) -> None:
+        log = _log(store)
+        # Refused by the call itself, before anything is iterated.
+        with pytest.raises(ValueError, match=named):
+            log.follow(KEY, **call)  # type: ignore[arg-type]
