@@ -19,11 +19,6 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# System packages some tests need (faketime: a worker process whose clock runs ahead);
-# idempotent, installs only what is missing (needs root then). CI runs it before `make test`.
-system-deps:
-	command -v faketime >/dev/null || (apt-get update -qq && apt-get install -y -qq faketime)
-
 twins: $(STAMP)
 	$(PYTHON) -m codegen
 
