@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from runyard._json import load_json
 from runyard.errors import (
     ConfigurationError,
     LeaseLostError,
@@ -18,6 +19,7 @@ from runyard.errors import (
     StateConflictError,
     WorkItemNotFoundError,
 )
+from runyard.models import DeadLetter, Lease, RunLease, RunRecord, SessionRecord, WorkItem
 
 if TYPE_CHECKING:
     from runyard.models import RunKey
@@ -26,6 +28,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_SEQ",
     "check_table_name",
+    "decode_dead_letter",
+    "decode_item",
+    "decode_lease",
+    "decode_run",
+    "decode_run_lease",
+    "decode_session",
     "fence_refusal",
     "is_seq",
     "run_refusal",
@@ -113,3 +121,88 @@ def settle_refusal(
 def is_seq(seq: object) -> bool:
     """Whether ``seq`` could be an outbox or spawn seq (any other value names none)."""
     return isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= MAX_SEQ
+
+
+# -- rows: both SQL backends select the run, session, lease and work columns in one order --
+
+
+def _json(value: Any) -> Any:
+    return load_json(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def decode_run(row: Row) -> RunRecord:
+    """Build a RunRecord from the run columns of the SQL backends' statements."""
+    return RunRecord(
+        tenant=row[0],
+        run_id=row[1],
+        blob=_json(row[2]),
+        version=row[3],
+        status=row[4],
+        session_id=row[5],
+        input_tokens=row[6],
+        output_tokens=row[7],
+        cost_micros=row[8],
+        iterations=row[9],
+        cursor=row[10],
+        created_at=float(row[11]),
+        updated_at=float(row[12]),
+        seq=row[13],
+    )
+
+
+def decode_session(row: Row) -> SessionRecord:
+    """Build a SessionRecord from (tenant, session_id, blob, version, created_at, updated_at)."""
+    return SessionRecord(
+        tenant=row[0],
+        session_id=row[1],
+        blob=_json(row[2]),
+        version=row[3],
+        created_at=float(row[4]),
+        updated_at=float(row[5]),
+    )
+
+
+def decode_run_lease(row: Row) -> RunLease:
+    """Build a RunLease from (tenant, run_id, holder, epoch, expires_at)."""
+    return RunLease(
+        tenant=row[0], run_id=row[1], holder=row[2], epoch=row[3], expires_at=float(row[4])
+    )
+
+
+def decode_item(row: Row) -> WorkItem:
+    """Build a WorkItem from the work columns both SQL backends select."""
+    return WorkItem(
+        tenant=row[0],
+        item_id=row[1],
+        payload=_json(row[2]),
+        priority=row[3],
+        state=row[4],
+        attempts=row[5],
+        available_at=float(row[6]),
+        enqueued_at=float(row[7]),
+        dedupe_key=row[8],
+        worker=row[9],
+        lease_expires_at=_float(row[10]),
+        last_error=row[11],
+    )
+
+
+def decode_lease(row: Row) -> Lease:
+    """Build the Lease of a leased work row (work columns: token, claimed_at follow the item)."""
+    item = decode_item(row)
+    return Lease(
+        item=item,
+        token=row[12],
+        worker=row[9],
+        claimed_at=float(row[13]),
+        expires_at=float(row[10]),
+    )
+
+
+def decode_dead_letter(row: Row) -> DeadLetter:
+    """Build a DeadLetter from a dead work row."""
+    return DeadLetter(item=decode_item(row), reason=row[14] or "", dead_at=float(row[15]))
