@@ -25,6 +25,7 @@ from runyard.clock import Clock, ManualClock, SystemClock
 from runyard.errors import (
     ConfigurationError,
     InvalidArgumentError,
+    ItemLeasedError,
     LeaseLostError,
     PoolExhaustedError,
     QueueUnavailableError,
@@ -124,6 +125,7 @@ __all__ = [
     "ExecutionStore",
     "InvalidArgumentError",
     "InvalidIdentifierError",
+    "ItemLeasedError",
     "Lease",
     "LeaseLostError",
     "ManualClock",

@@ -7,6 +7,7 @@ from typing import Literal
 __all__ = [
     "ConfigurationError",
     "InvalidArgumentError",
+    "ItemLeasedError",
     "LeaseLostError",
     "PoolExhaustedError",
     "QueueUnavailableError",
@@ -172,6 +173,18 @@ class LeaseLostError(RunyardError):
 
 class WorkItemNotFoundError(RunyardError):
     """No such work item in this tenant."""
+
+
+class ItemLeasedError(RunyardError):
+    """The item is leased by a worker: ``cancel`` refuses it (settle or let the lease lapse)."""
+
+    def __init__(self, item_id: str, worker: str | None = None) -> None:
+        self.item_id = item_id
+        self.worker = worker
+        held = f" by worker {worker!r}" if worker else ""
+        super().__init__(
+            f"item {item_id!r} is leased{held}; only ready, delayed or dead items can be cancelled"
+        )
 
 
 class StoreConflict(RunyardError):

@@ -146,6 +146,8 @@ class WorkItem(BaseModel):
     worker: str | None = None
     lease_expires_at: float | None = None
     last_error: str | None = None
+    max_attempts: int | None = None
+    """The item's own attempt budget; None: the queue policy's ``max_attempts``."""
 
 
 class Lease(BaseModel):
@@ -202,3 +204,5 @@ class NewItem(BaseModel):
     dedupe_key: str | None = None
     priority: int = 0
     delay_seconds: float = 0.0
+    run_at: float | None = None
+    max_attempts: int | None = None

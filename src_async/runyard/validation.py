@@ -25,7 +25,9 @@ __all__ = [
     "MAX_COUNTER",
     "MAX_DELAY_SECONDS",
     "MAX_ERROR_BYTES",
+    "MAX_ITEM_ATTEMPTS",
     "MAX_PRIORITY",
+    "MAX_RUN_AT",
     "MAX_STATUS_BYTES",
     "MAX_VERSION_NUMBER",
     "MIN_PRIORITY",
@@ -34,8 +36,11 @@ __all__ = [
     "check_delta",
     "check_error_text",
     "check_limit",
+    "check_max_attempts",
+    "check_older_than",
     "check_patch_result",
     "check_priority",
+    "check_schedule",
     "check_status",
     "check_ttl",
     "check_version_number",
@@ -56,6 +61,8 @@ COUNTER_FIELDS = ("input_tokens", "output_tokens", "cost_micros", "iterations", 
 MIN_PRIORITY = -(2**31)
 MAX_PRIORITY = 2**31 - 1
 MAX_DELAY_SECONDS = 10 * 365 * 86_400  # ten years
+MAX_RUN_AT = 253_402_300_799.0  # 9999-12-31T23:59:59Z in seconds since the epoch
+MAX_ITEM_ATTEMPTS = 10_000
 MAX_STATUS_BYTES = 64
 MAX_ERROR_BYTES = 16_384
 
@@ -135,6 +142,48 @@ def check_delay(delay_seconds: object, argument: str = "delay_seconds") -> float
     if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
         raise _refuse(argument, f"is {delay_seconds!r}, out of range", _DELAY_RULE)
     return float(delay_seconds)
+
+
+_RUN_AT_RULE = f"a finite time in seconds since the epoch, from 0 to {MAX_RUN_AT:.0f}"
+
+
+def check_schedule(delay_seconds: object, run_at: object) -> tuple[float, float | None]:
+    """Return ``(delay_seconds, run_at)`` checked: a delay (see ``check_delay``) or an absolute
+    ``run_at`` (seconds since the epoch, on the store's clock), never both.
+
+    A ``run_at`` in the past makes the item due at once.
+    """
+    delay = check_delay(delay_seconds)
+    if run_at is None:
+        return delay, None
+    if isinstance(run_at, bool) or not isinstance(run_at, int | float):
+        raise _refuse("run_at", f"must be a number, not {type(run_at).__name__}", _RUN_AT_RULE)
+    if not math.isfinite(run_at) or not 0 <= run_at <= MAX_RUN_AT:
+        raise _refuse("run_at", f"is {run_at!r}, out of range", _RUN_AT_RULE)
+    if delay:
+        raise _refuse(
+            "run_at", "was given with a non-zero delay_seconds", "one of run_at or delay_seconds"
+        )
+    return 0.0, float(run_at)
+
+
+def check_max_attempts(max_attempts: object) -> int | None:
+    """Return a per-item ``max_attempts`` (None: the policy's) if it is an int from 1 to
+    MAX_ITEM_ATTEMPTS."""
+    if max_attempts is None:
+        return None
+    rule = f"None or an int from 1 to {MAX_ITEM_ATTEMPTS}"
+    if not _is_int(max_attempts):
+        raise _refuse("max_attempts", f"must be an int, not {type(max_attempts).__name__}", rule)
+    assert isinstance(max_attempts, int)
+    if not 1 <= max_attempts <= MAX_ITEM_ATTEMPTS:
+        raise _refuse("max_attempts", f"is {max_attempts}, out of range", rule)
+    return max_attempts
+
+
+def check_older_than(older_than: object) -> float:
+    """Return ``older_than`` (an age in seconds, as ``check_delay`` bounds it) as a float."""
+    return check_delay(older_than, "older_than")
 
 
 def _check_text(value: object, argument: str, max_bytes: int, *, empty_ok: bool) -> str:

@@ -135,8 +135,14 @@ class AsyncWorkQueue(Protocol):
         dedupe_key: str | None = None,
         priority: int = 0,
         delay_seconds: float = 0.0,
+        run_at: float | None = None,
+        max_attempts: int | None = None,
     ) -> WorkItem:
-        """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one."""
+        """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one.
+
+        ``delay_seconds`` or ``run_at`` (seconds since the epoch on the store's clock; a past
+        time is due at once), never both. ``max_attempts`` overrides the policy's for this item.
+        """
         ...
 
     async def claim(self, worker: str) -> Lease | None:
@@ -196,6 +202,21 @@ class AsyncWorkQueue(Protocol):
 
     async def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
         """Return the item (ready, leased or dead), or None once completed or unknown."""
+        ...
+
+    async def cancel(self, tenant: str, item_id: str) -> bool:
+        """Remove a ready, delayed or dead item (its dedupe key is freed): True; False when the
+        item is unknown or already completed. Raises ItemLeasedError for a leased item."""
+        ...
+
+    async def purge_dead(self, tenant: str, *, older_than: float = 0.0, limit: int = 100) -> int:
+        """Delete up to ``limit`` of the tenant's dead letters that died at least ``older_than``
+        seconds ago, oldest first; return how many were deleted."""
+        ...
+
+    async def prune(self, *, limit: int = 100) -> int:
+        """Forget the rotation entries of up to ``limit`` tenants that hold no item in any
+        state; return how many. A later enqueue for such a tenant serves it as a new one."""
         ...
 
     async def stats(self) -> QueueStats:
