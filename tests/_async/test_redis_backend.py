@@ -432,11 +432,12 @@ async def test_adopt_reads_the_worker_index_in_pages_of_limit_and_skips_lapsed_l
     ) as queue:
         for n in range(6):
             await queue.enqueue("acme", {"n": n}, item_id=f"i{n}")
-        for _ in range(3):
-            assert await queue.claim("w1") is not None
-        clock.advance(11)  # the first three leases lapse (not reaped: still indexed)
-        live = [await queue.claim("w1") for _ in range(3)]
-        assert all(lease is not None for lease in live)
+        leases = [await queue.claim("w1") for _ in range(6)]
+        clock.advance(9)
+        for lease in leases[3:]:
+            assert lease is not None
+            await queue.heartbeat(lease)
+        clock.advance(2)  # the first three leases lapse (not reaped: still indexed)
         with counting_commands(dedicated_redis_target.port) as counted:
             adopted = await queue.adopt("w1", limit=2)
         assert [lease.item_id for lease in adopted] == ["i3", "i4"]
@@ -444,7 +445,8 @@ async def test_adopt_reads_the_worker_index_in_pages_of_limit_and_skips_lapsed_l
         # Pages of at most `limit`, each starting after the last member seen (no offsets).
         assert ranges and all(c.endswith((" LIMIT 0 2", " LIMIT 0 1")) for c in ranges)
         assert all(" (2:w1" in c for c in ranges[1:])
-        assert [x.item_id for x in await queue.adopt("w1", limit=10)] == ["i3", "i4", "i5"]
+        # In token order: adopt gave i3 and i4 fresh tokens, after i5's.
+        assert [x.item_id for x in await queue.adopt("w1", limit=10)] == ["i5", "i3", "i4"]
 
 
 @pytest.mark.asyncio

@@ -34,10 +34,11 @@ async def test_each_item_is_one_small_hash_in_the_queue_slot(
         await queue.enqueue("acme", {"n": 1}, item_id="a")
         keys = QueueKeys(namespace)
         fields = await client.hgetall(keys.item("acme", "a"))
-        assert fields[b"state"] == b"ready" and fields[b"payload"] == b'{"n":1}'
+        # Short field names; defaults (ready, priority 0, no attempts, due at enqueue) left out.
+        assert set(fields) == {b"p", b"e", b"o"} and fields[b"p"] == b'{"n":1}'
         assert await client.hget(keys.all()[0], "layout") == str(QUEUE_LAYOUT).encode()
         assert not await client.exists(keys.legacy_items)
-        assert keys.item("acme", "a").startswith(f"{namespace}:queue:{{{namespace}}}:")
+        assert keys.item("acme", "a") == f"{{{namespace}}}:i:4:acme1:a"
         lease = await queue.claim("w")
         assert lease is not None
         await queue.complete(lease)
@@ -54,10 +55,10 @@ async def test_a_namespace_in_the_old_layout_is_refused_naming_both_versions(
     # Layout 1: every column of every item a field of one hash, no meta key.
     await client.hset(legacy, mapping={"4:acme:1:a:state": "ready", "4:acme:1:a:payload": "1"})
     try:
-        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 2"):
+        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 3"):
             await AsyncRedisWorkQueue.open(client, settings=_settings(namespace))
         queue = AsyncRedisWorkQueue(client, clock=ManualClock(), settings=_settings(namespace))
-        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 2"):
+        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 3"):
             await queue.claim("w")
         with pytest.raises(ConfigurationError, match="layout version 1"):
             await queue.get_item("acme", "a")
@@ -71,15 +72,18 @@ async def test_a_namespace_in_the_old_layout_is_refused_naming_both_versions(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("version", ["2", "4"])
 async def test_a_namespace_stamped_with_another_version_is_refused(
-    dedicated_redis_target: RedisTarget,
+    dedicated_redis_target: RedisTarget, version: str
 ) -> None:
     namespace = fresh_namespace()
     client = AsyncClients.for_target(dedicated_redis_target)
-    await client.hset(QueueKeys(namespace).all()[0], "layout", "3")
+    await client.hset(QueueKeys(namespace).all()[0], "layout", version)
     try:
+        with pytest.raises(ConfigurationError, match=rf"layout version {version}.*version 3"):
+            await AsyncRedisWorkQueue.open(client, settings=_settings(namespace))
         queue = AsyncRedisWorkQueue(client, clock=ManualClock(), settings=_settings(namespace))
-        with pytest.raises(ConfigurationError, match=r"layout version 3.*layout version 2"):
+        with pytest.raises(ConfigurationError, match=rf"layout version {version}.*version 3"):
             await queue.enqueue("acme", 1)
     finally:
         dedicated_redis_target.purge(namespace)
@@ -129,10 +133,11 @@ async def test_adopt_over_20000_stale_entries_reads_at_most_1000_per_script(
 ) -> None:
     namespace = fresh_namespace()
     client = AsyncClients.for_target(dedicated_redis_target)
-    workers = QueueKeys(namespace).all()[4]
+    keys = QueueKeys(namespace).all()
     # Index entries whose items are gone (what a crash between writes could leave behind).
-    stale = {f"2:w1{n:016d}4:acme:6:g{n:05d}": 0 for n in range(20_000)}
-    await client.zadd(workers, stale)
+    stale = {f"2:w1{n:016d}4:acme6:g{n:05d}": 0 for n in range(20_000)}
+    await client.zadd(keys[4], stale)
+    await client.hset(keys[9], "token", 20_000)  # tokens come from the counter
     async with AsyncRedisWorkQueue(
         client, clock=ManualClock(), settings=_settings(namespace), owns_client=True
     ) as queue:
@@ -148,7 +153,7 @@ async def test_adopt_over_20000_stale_entries_reads_at_most_1000_per_script(
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("payload", "split"),
-    [("x" * 62, False), ("x" * 98, True), ("é" * 200, True), ("y" * 2000, False)],
+    [("x" * 61, False), ("x" * 62, True), ("é" * 200, True), ("y" * 2000, False)],
 )
 async def test_a_payload_is_split_only_to_keep_the_item_hash_small(
     dedicated_redis_target: RedisTarget, payload: str, split: bool
@@ -160,7 +165,8 @@ async def test_a_payload_is_split_only_to_keep_the_item_hash_small(
     ) as queue:
         await queue.enqueue("acme", payload, item_id="a")
         name = QueueKeys(namespace).item("acme", "a")
-        assert (await client.hexists(name, "parts")) is split
+        assert (await client.hexists(name, "1")) is split
+        assert (await client.hexists(name, "p")) is not split
         if split:
             assert await client.object("encoding", name) == b"listpack"
         got = await queue.get_item("acme", "a")

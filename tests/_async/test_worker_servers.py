@@ -1,5 +1,6 @@
-"""The worker on the machine's Redis and PostgreSQL: woken by the hint enqueue will send (sent
-by hand here until the enqueue script and statement send it), and surviving an outage."""
+"""The worker on the machine's Redis and PostgreSQL: woken by the hint enqueue sends (Redis: the
+enqueue script; PostgreSQL: sent by hand here until the enqueue statement sends it), and
+surviving an outage."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ class SpyRedisQueue(AsyncRedisWorkQueue):
             self.claimed_nothing.set()
         return lease
 
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        leases = await super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claimed_nothing.set()
+        return leases
+
 
 class SpyPostgresQueue(AsyncPostgresWorkQueue):
     """Reports a claim that found nothing (the worker is idle from then on)."""
@@ -61,7 +68,7 @@ async def redis_settings(local_redis_target: RedisTarget) -> AsyncIterator[Redis
 
 
 @pytest.mark.asyncio
-async def test_an_idle_redis_worker_is_woken_by_a_push_to_the_wake_key(
+async def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
     local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
     client = AsyncClients.for_target(local_redis_target)
@@ -77,8 +84,7 @@ async def test_an_idle_redis_worker_is_woken_by_a_push_to_the_wake_key(
 
     async def drive() -> None:
         assert await queue.claimed_nothing.wait(SAFETY)
-        await queue.enqueue("acme", {})
-        await client.lpush(wakeup.key, "1")  # what the enqueue script will send
+        await queue.enqueue("acme", {})  # its script pushes the hint to the wake key
         woken = await ran.wait(SAFETY)  # the 60 s backstop comes after the safety limit
         worker.stop()
         assert woken

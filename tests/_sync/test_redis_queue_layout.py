@@ -35,10 +35,11 @@ def test_each_item_is_one_small_hash_in_the_queue_slot(
         queue.enqueue("acme", {"n": 1}, item_id="a")
         keys = QueueKeys(namespace)
         fields = client.hgetall(keys.item("acme", "a"))
-        assert fields[b"state"] == b"ready" and fields[b"payload"] == b'{"n":1}'
+        # Short field names; defaults (ready, priority 0, no attempts, due at enqueue) left out.
+        assert set(fields) == {b"p", b"e", b"o"} and fields[b"p"] == b'{"n":1}'
         assert client.hget(keys.all()[0], "layout") == str(QUEUE_LAYOUT).encode()
         assert not client.exists(keys.legacy_items)
-        assert keys.item("acme", "a").startswith(f"{namespace}:queue:{{{namespace}}}:")
+        assert keys.item("acme", "a") == f"{{{namespace}}}:i:4:acme1:a"
         lease = queue.claim("w")
         assert lease is not None
         queue.complete(lease)
@@ -54,10 +55,10 @@ def test_a_namespace_in_the_old_layout_is_refused_naming_both_versions(
     # Layout 1: every column of every item a field of one hash, no meta key.
     client.hset(legacy, mapping={"4:acme:1:a:state": "ready", "4:acme:1:a:payload": "1"})
     try:
-        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 2"):
+        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 3"):
             RedisWorkQueue.open(client, settings=_settings(namespace))
         queue = RedisWorkQueue(client, clock=ManualClock(), settings=_settings(namespace))
-        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 2"):
+        with pytest.raises(ConfigurationError, match=r"layout version 1.*layout version 3"):
             queue.claim("w")
         with pytest.raises(ConfigurationError, match="layout version 1"):
             queue.get_item("acme", "a")
@@ -70,15 +71,18 @@ def test_a_namespace_in_the_old_layout_is_refused_naming_both_versions(
         client.close()
 
 
+@pytest.mark.parametrize("version", ["2", "4"])
 def test_a_namespace_stamped_with_another_version_is_refused(
-    dedicated_redis_target: RedisTarget,
+    dedicated_redis_target: RedisTarget, version: str
 ) -> None:
     namespace = fresh_namespace()
     client = Clients.for_target(dedicated_redis_target)
-    client.hset(QueueKeys(namespace).all()[0], "layout", "3")
+    client.hset(QueueKeys(namespace).all()[0], "layout", version)
     try:
+        with pytest.raises(ConfigurationError, match=rf"layout version {version}.*version 3"):
+            RedisWorkQueue.open(client, settings=_settings(namespace))
         queue = RedisWorkQueue(client, clock=ManualClock(), settings=_settings(namespace))
-        with pytest.raises(ConfigurationError, match=r"layout version 3.*layout version 2"):
+        with pytest.raises(ConfigurationError, match=rf"layout version {version}.*version 3"):
             queue.enqueue("acme", 1)
     finally:
         dedicated_redis_target.purge(namespace)
@@ -125,10 +129,11 @@ def test_adopt_over_20000_stale_entries_reads_at_most_1000_per_script(
 ) -> None:
     namespace = fresh_namespace()
     client = Clients.for_target(dedicated_redis_target)
-    workers = QueueKeys(namespace).all()[4]
+    keys = QueueKeys(namespace).all()
     # Index entries whose items are gone (what a crash between writes could leave behind).
-    stale = {f"2:w1{n:016d}4:acme:6:g{n:05d}": 0 for n in range(20_000)}
-    client.zadd(workers, stale)
+    stale = {f"2:w1{n:016d}4:acme6:g{n:05d}": 0 for n in range(20_000)}
+    client.zadd(keys[4], stale)
+    client.hset(keys[9], "token", 20_000)  # tokens come from the counter
     with RedisWorkQueue(
         client, clock=ManualClock(), settings=_settings(namespace), owns_client=True
     ) as queue:
@@ -143,7 +148,7 @@ def test_adopt_over_20000_stale_entries_reads_at_most_1000_per_script(
 
 @pytest.mark.parametrize(
     ("payload", "split"),
-    [("x" * 62, False), ("x" * 98, True), ("é" * 200, True), ("y" * 2000, False)],
+    [("x" * 61, False), ("x" * 62, True), ("é" * 200, True), ("y" * 2000, False)],
 )
 def test_a_payload_is_split_only_to_keep_the_item_hash_small(
     dedicated_redis_target: RedisTarget, payload: str, split: bool
@@ -155,7 +160,8 @@ def test_a_payload_is_split_only_to_keep_the_item_hash_small(
     ) as queue:
         queue.enqueue("acme", payload, item_id="a")
         name = QueueKeys(namespace).item("acme", "a")
-        assert (client.hexists(name, "parts")) is split
+        assert (client.hexists(name, "1")) is split
+        assert (client.hexists(name, "p")) is not split
         if split:
             assert client.object("encoding", name) == b"listpack"
         got = queue.get_item("acme", "a")

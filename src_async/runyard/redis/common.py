@@ -1,5 +1,5 @@
 """What both Redis twins share and is not I/O: reply decoding, failure classification,
-preflight decisions, retry delays and the policy tables passed to the queue scripts."""
+preflight decisions and retry delays (the queue's item decoding is in items.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from runyard.errors import (
     RunyardError,
     StateConflictError,
     StatePersistenceError,
-    WorkItemNotFoundError,
 )
-from runyard.models import DeadLetter, Lease, RunRecord, SessionRecord, WorkItem
-from runyard.policy import FailureDecision, QueuePolicy
+from runyard.models import RunRecord, SessionRecord
 from runyard.redis.flavours import (
     AsyncRedis,
     AsyncRedisCluster,
@@ -41,28 +39,20 @@ from runyard.redis.flavours import (
 
 __all__ = [
     "CONFIG_SETTINGS",
-    "ITEM_COLUMNS",
     "Failure",
     "ReplyLost",
     "classify",
     "client_retries",
     "client_retry_problem",
     "config_unavailable_message",
-    "decode_dead_letter",
-    "decode_item",
-    "decode_lease",
     "decode_run",
     "decode_session",
-    "failure_table",
-    "item_lease_fields",
-    "lapse_table",
     "layout_message",
     "layout_refusal",
     "now_arg",
     "pairs",
     "preflight_problems",
     "raise_refusal",
-    "raise_settle_refusal",
     "retry_delay",
     "state_unavailable",
     "text",
@@ -71,23 +61,6 @@ __all__ = [
 
 Failure = Literal["noscript", "not_applied", "ambiguous", "pool", "fatal", "configuration"]
 CONFIG_SETTINGS = ("maxmemory-policy", "appendonly", "save")
-# The item columns of an item reply after (tenant, id), as queue_prelude.lua's ITEM_COLUMNS.
-ITEM_COLUMNS = (
-    "payload",
-    "priority",
-    "state",
-    "attempts",
-    "available",
-    "enqueued",
-    "dedupe",
-    "worker",
-    "expires",
-    "error",
-    "claimed",
-    "token",
-    "dead_reason",
-    "dead_at",
-)
 # BUSY: a script (or module command) has run past busy-reply-threshold; the server ran nothing
 # else meanwhile, so the refused command was not applied and may be sent again.
 _NOT_APPLIED_PREFIXES = (
@@ -229,10 +202,6 @@ def _opt_text(value: Any) -> str | None:
     return None if value is None else text(value)
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(text(value))
-
-
 def timestamp(moment: float) -> str:
     """A time as the exact text a script stores and compares (repr round-trips a float)."""
     return repr(float(moment))
@@ -282,50 +251,6 @@ def decode_session(tenant: str, session_id: str, fields: Mapping[Any, Any]) -> S
     )
 
 
-def decode_item(reply: Sequence[Any]) -> WorkItem:
-    """Build a WorkItem from a queue script's item reply (tenant, id, then the columns)."""
-    (
-        tenant,
-        item_id,
-        payload,
-        priority,
-        state,
-        attempts,
-        available,
-        enqueued,
-        dedupe,
-        worker,
-        expires,
-        error,
-    ) = reply[:12]
-    return WorkItem(
-        tenant=text(tenant),
-        item_id=text(item_id),
-        payload=load_json(payload),
-        priority=int(priority),
-        state=text(state),
-        attempts=int(attempts),
-        available_at=float(text(available)),
-        enqueued_at=float(text(enqueued)),
-        dedupe_key=_opt_text(dedupe),
-        worker=_opt_text(worker),
-        lease_expires_at=_opt_float(expires),
-        last_error=_opt_text(error),
-    )
-
-
-def item_lease_fields(reply: Sequence[Any]) -> tuple[float, int]:
-    """Return (claimed_at, token) from a leased item's reply."""
-    return float(text(reply[12])), int(reply[13])
-
-
-def decode_dead_letter(reply: Sequence[Any]) -> DeadLetter:
-    """Build a DeadLetter from a dead item's reply."""
-    return DeadLetter(
-        item=decode_item(reply), reason=text(reply[14]), dead_at=float(text(reply[15]))
-    )
-
-
 def raise_refusal(reply: Sequence[Any], subject: str, expected: int = 0, what: str = "run") -> None:
     """Raise the error a script reported (``conflict``, ``lease_lost``), if it reported one."""
     status = text(reply[0])
@@ -333,30 +258,6 @@ def raise_refusal(reply: Sequence[Any], subject: str, expected: int = 0, what: s
         raise StateConflictError(expected, int(reply[1]), what=what)
     if status == "lease_lost":
         raise LeaseLostError(subject, text(reply[1]))  # type: ignore[arg-type]
-
-
-def _row(decision: FailureDecision) -> list[str]:
-    # The policy decided at time 0, so retry_at is the delay the script adds to its own now.
-    delay = "" if decision.retry_at is None else timestamp(decision.retry_at)
-    return [decision.outcome, delay, decision.reason]
-
-
-def failure_table(policy: QueuePolicy, *, retryable: bool) -> list[str]:
-    """QueuePolicy.on_failure for attempts 1..max_attempts, flattened for fail.lua (retry
-    times as delays: the script adds them to its own now)."""
-    out = [str(policy.max_attempts)]
-    for attempts in range(1, policy.max_attempts + 1):
-        out += _row(policy.on_failure(attempts, 0.0, retryable=retryable))
-    return out
-
-
-def lapse_table(policy: QueuePolicy) -> list[str]:
-    """QueuePolicy.on_lapse for attempts 1..max_attempts, flattened for reap.lua (retry times
-    as delays, as in failure_table)."""
-    out = [str(policy.max_attempts)]
-    for attempts in range(1, policy.max_attempts + 1):
-        out += _row(policy.on_lapse(attempts, 0.0))
-    return out
 
 
 _LAYOUT_REFUSAL = "RUNYARD_LAYOUT "
@@ -378,27 +279,6 @@ def layout_refusal(message: str, namespace: str) -> ConfigurationError | None:
         return None
     found, expected = message[len(_LAYOUT_REFUSAL) :].split()[:2]
     return ConfigurationError(layout_message(namespace, found, expected))
-
-
-def decode_lease(reply: Sequence[Any]) -> Lease:
-    """The Lease a claim, heartbeat or adopt script replies with (an item reply)."""
-    item = decode_item(reply)
-    claimed_at, token = item_lease_fields(reply)
-    assert item.worker is not None and item.lease_expires_at is not None
-    return Lease(
-        item=item,
-        token=token,
-        worker=item.worker,
-        claimed_at=claimed_at,
-        expires_at=item.lease_expires_at,
-    )
-
-
-def raise_settle_refusal(reply: Sequence[Any], tenant: str, item_id: str) -> None:
-    """Raise what a refused settle's reply says: WorkItemNotFoundError or LeaseLostError."""
-    if text(reply[0]) == "not_found":
-        raise WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
-    raise_refusal(reply, item_id)
 
 
 def state_unavailable(message: str) -> StatePersistenceError:

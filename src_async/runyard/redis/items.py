@@ -1,23 +1,215 @@
-"""A queue item's hash as the scripts write it (lua/queue/prelude.lua, store_payload): the
-payload is one field, or fields p1..pn (``parts`` = n) when split to keep the hash small."""
+"""A queue item as the scripts store it (lua/queue/prelude.lua) and reply with it: decoding,
+per-item refusals, and the retry table the scripts decide retries and dead letters with.
+
+An item's hash has short fields and leaves defaults out (FIELDS). The payload is one field
+``p``, or fields ``1``..``n`` when split to keep the hash a listpack (store_payload).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runyard.redis.common import ITEM_COLUMNS, text
+from runyard._json import dump_json, load_json
+from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
+from runyard.keys import validate_identifier
+from runyard.models import DeadLetter, Lease, WorkItem
+from runyard.policy import QueuePolicy
+from runyard.redis.common import pairs, text
+from runyard.validation import (
+    check_max_attempts,
+    check_priority,
+    check_schedule,
+    item_id_or_new,
+)
 
-__all__ = ["item_values"]
+__all__ = [
+    "FIELDS",
+    "PROMOTE_BATCH",
+    "RECLAIM_PER_CLAIM",
+    "RETRY_ROWS_MAX",
+    "decode_dead_letter",
+    "decode_item",
+    "decode_lease",
+    "enqueue_args",
+    "item_from_fields",
+    "raise_settle_refusal",
+    "retry_table",
+    "settle_error",
+]
+
+# field -> column (and its value when the field is absent).
+FIELDS = {
+    "p": "payload (or parts 1..n)",
+    "q": "priority (0)",
+    "s": "state: l leased, d dead (ready)",
+    "a": "attempts (0)",
+    "v": "available_at (enqueued_at)",
+    "e": "enqueued_at",
+    "k": "dedupe_key (none)",
+    "m": "max_attempts (the policy's)",
+    "o": "readiness seq",
+    "w": "worker",
+    "x": "lease expires_at",
+    "c": "claimed_at",
+    "t": "lease token",
+    "r": "last_error (none)",
+    "dr": "dead reason",
+    "dt": "dead_at",
+}
+_STATES = {None: "ready", "l": "leased", "d": "dead"}
+# Lapsed leases a claim (or claim_many) reclaims first, as reap would, in the same script.
+RECLAIM_PER_CLAIM = 8
+# Due delayed items made ready per claim; the rest follow on the next claims.
+PROMOTE_BATCH = 1000
+# Rows of a retry table at most: backoff stops growing at backoff_cap, so later attempts reuse
+# the last row (its own jitter draw).
+RETRY_ROWS_MAX = 64
 
 
-def item_values(fields: Mapping[Any, Any]) -> list[Any] | None:
-    """ITEM_COLUMNS' values (None when absent) from an item's HGETALL, the payload joined from
-    its parts if it was split; None when the item does not exist."""
+def _payload(named: Mapping[str, Any]) -> Any:
+    if "p" in named:
+        return named["p"]
+    parts = sorted((int(k), v) for k, v in named.items() if k.isdigit())
+    return b"".join(v if isinstance(v, bytes) else v.encode() for _, v in parts)
+
+
+def _opt(named: Mapping[str, Any], field: str) -> str | None:
+    value = named.get(field)
+    return None if value is None else text(value)
+
+
+def item_from_fields(tenant: str, item_id: str, fields: Mapping[Any, Any]) -> WorkItem | None:
+    """The WorkItem an item's hash (HGETALL) holds, or None when it does not exist."""
     named = {text(k): v for k, v in fields.items()}
-    if "state" not in named:
+    if "e" not in named:
         return None
-    if "payload" not in named and "parts" in named:
-        parts = [named[f"p{n}"] for n in range(1, int(named["parts"]) + 1)]
-        named["payload"] = b"".join(p if isinstance(p, bytes) else p.encode() for p in parts)
-    return [named.get(column) for column in ITEM_COLUMNS]
+    expires = _opt(named, "x")
+    max_attempts = _opt(named, "m")
+    return WorkItem(
+        tenant=tenant,
+        item_id=item_id,
+        payload=load_json(_payload(named)),
+        priority=int(_opt(named, "q") or 0),
+        state=_STATES[_opt(named, "s")],
+        attempts=int(_opt(named, "a") or 0),
+        available_at=float(_opt(named, "v") or text(named["e"])),
+        enqueued_at=float(text(named["e"])),
+        dedupe_key=_opt(named, "k"),
+        worker=_opt(named, "w"),
+        lease_expires_at=None if expires is None else float(expires),
+        last_error=_opt(named, "r"),
+        max_attempts=None if max_attempts is None else int(max_attempts),
+    )
+
+
+def _fields(reply: Sequence[Any]) -> dict[str, Any]:
+    return pairs(reply[2])
+
+
+def decode_item(reply: Sequence[Any]) -> WorkItem:
+    """The WorkItem of a script's item reply: tenant, id, the item's hash as a flat list."""
+    item = item_from_fields(text(reply[0]), text(reply[1]), _fields(reply))
+    assert item is not None, "a script replied with an item that does not exist"
+    return item
+
+
+def decode_lease(reply: Sequence[Any]) -> Lease:
+    """The Lease a claim, heartbeat or adopt script replies with (an item reply)."""
+    item = decode_item(reply)
+    fields = _fields(reply)
+    assert item.worker is not None and item.lease_expires_at is not None
+    return Lease(
+        item=item,
+        token=int(fields["t"]),
+        worker=item.worker,
+        claimed_at=float(text(fields["c"])),
+        expires_at=item.lease_expires_at,
+    )
+
+
+def decode_dead_letter(reply: Sequence[Any]) -> DeadLetter:
+    """The DeadLetter of a dead item's reply."""
+    fields = _fields(reply)
+    return DeadLetter(
+        item=decode_item(reply), reason=text(fields["dr"]), dead_at=float(text(fields["dt"]))
+    )
+
+
+def settle_error(reply: Sequence[Any], tenant: str, item_id: str) -> RunyardError | None:
+    """The error a refused settle or heartbeat reply stands for (None when it was applied)."""
+    status = text(reply[0])
+    if status == "not_found":
+        return WorkItemNotFoundError(f"no work item {item_id!r} in tenant {tenant!r}")
+    if status == "lease_lost":
+        return LeaseLostError(item_id, text(reply[1]))  # type: ignore[arg-type]
+    return None
+
+
+def raise_settle_refusal(reply: Sequence[Any], tenant: str, item_id: str) -> None:
+    """Raise what a refused settle's reply says: WorkItemNotFoundError or LeaseLostError."""
+    error = settle_error(reply, tenant, item_id)
+    if error is not None:
+        raise error
+
+
+def _rows(policy: QueuePolicy) -> int:
+    # Enough rows to cover the policy's attempts and the backoff's growth up to its cap.
+    grows = 1
+    while grows < RETRY_ROWS_MAX and policy.backoff_base * 2.0 ** (grows - 1) < policy.backoff_cap:
+        grows += 1
+    return min(RETRY_ROWS_MAX, max(policy.max_attempts, grows))
+
+
+def retry_table(policy: QueuePolicy, *, lapse: bool) -> list[str]:
+    """The policy's max_attempts, a row count, then the retry delay after attempt 1, 2, ...
+    (QueuePolicy.on_lapse for a lapsed lease, on_failure for a failure), as the queue scripts
+    take them; the script decides dead or retry with the item's own max attempts, if it has
+    one, and adds the delay to its own now."""
+    rows = _rows(policy)
+    # The delays of attempts past the policy's budget (an item allowed more attempts).
+    unlimited = dataclasses.replace(policy, max_attempts=rows + 1)
+    out = [str(policy.max_attempts), str(rows)]
+    for attempts in range(1, rows + 1):
+        if lapse:
+            decision = unlimited.on_lapse(attempts, 0.0)
+        else:
+            decision = unlimited.on_failure(attempts, 0.0, retryable=True)
+        out.append(repr(float(decision.retry_at or 0.0)))
+    return out
+
+
+def enqueue_args(
+    tenant: str,
+    payload: Any,
+    *,
+    item_id: str | None,
+    dedupe_key: str | None,
+    priority: int,
+    delay_seconds: float,
+    run_at: float | None,
+    max_attempts: int | None,
+    max_bytes: int,
+) -> tuple[list[str], bool]:
+    """Check one item to enqueue (before anything is sent) and return the seven script
+    arguments for it (id, dedupe, payload, priority, delay, run_at, max_attempts) and whether
+    the id was minted here (so no caller identity settles a lost reply)."""
+    validate_identifier(tenant, "tenant")
+    item_id, minted = item_id_or_new(item_id)
+    if dedupe_key is not None:
+        validate_identifier(dedupe_key, "dedupe_key")
+    priority = check_priority(priority)
+    delay, at = check_schedule(delay_seconds, run_at)
+    limit = check_max_attempts(max_attempts)
+    stored = dump_json(payload, max_bytes=max_bytes, what="payload")
+    args = [
+        item_id,
+        dedupe_key or "",
+        stored,
+        str(priority),
+        repr(float(delay)),
+        "" if at is None else repr(float(at)),
+        "" if limit is None else str(limit),
+    ]
+    return args, minted and dedupe_key is None

@@ -48,8 +48,9 @@ def escape_glob(value: str) -> str:
 # Priorities are encoded as fixed-width decimal text so a sorted set orders them lexically.
 MAX_PRIORITY = 10**15 - 1
 # The queue's key layout; queue/prelude.lua's LAYOUT. 1: every column of every item was a field
-# of one `items` hash; 2: one small hash per item and a `meta` hash holding this version.
-QUEUE_LAYOUT = 2
+# of one `items` hash; 2: one small hash per item and a `meta` hash holding this version; 3: short
+# item keys and field names, defaults left out, binary line entries, per-tenant item counts.
+QUEUE_LAYOUT = 3
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
@@ -148,7 +149,15 @@ class QueueKeys:
             f"{p}:dedupe",  # HASH  <tenant seg><dedupe seg> -> item id
             f"{p}:counters",  # HASH  seq, token, turn
             self.legacy_items,
+            self.wake,  # LIST  wake hints (wake.WAKE_LIST_MAX at most)
+            f"{p}:tenants",  # HASH  tenant -> how many items it holds (absent: none)
+            f"{p}:idle",  # ZSET  lex: tenants left with no item (prune forgets them)
         ]
+
+    @property
+    def wake(self) -> str:
+        """LIST: hints pushed by the scripts that make items ready; idle workers BLPOP it."""
+        return f"{self.prefix}:wake"
 
     @property
     def legacy_items(self) -> str:
@@ -156,10 +165,12 @@ class QueueKeys:
         return f"{self.prefix}:items"
 
     def item(self, tenant: str, item_id: str) -> str:
-        """HASH: one item's columns (payload, state, token, attempts, ...)."""
-        return f"{self.prefix}:item:{segment(tenant)}:{segment(item_id)}"
+        """HASH: one item's columns (runyard.redis.items.FIELDS); ``{<ns>}:i:<tenant
+        segment><id segment>``, short because there is one per item."""
+        return f"{{{self.namespace}}}:i:{segment(tenant)}{segment(item_id)}"
 
 
 def cleanup_patterns(namespace: str) -> list[str]:
-    """``SCAN MATCH`` patterns that cover every key of ``namespace`` (glob characters escaped)."""
-    return [f"{escape_glob(namespace)}:*"]
+    """``SCAN MATCH`` patterns that cover every key of ``namespace`` (glob characters escaped):
+    its keys, and its queue's item hashes (``{<ns>}:i:...``)."""
+    return [f"{escape_glob(namespace)}:*", f"{{{escape_glob(namespace)}}}:*"]

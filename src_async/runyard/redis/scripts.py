@@ -69,5 +69,12 @@ QUEUE_SCRIPTS = load_scripts(
         "requeue",
         "dead_letters",
         "stats",
+        "enqueue_many",
+        "claim_many",
+        "heartbeat_many",
+        "settle_many",
+        "cancel",
+        "purge_dead",
+        "prune",
     ),
 )

@@ -12,4 +12,4 @@ WAKE_LIST_MAX = 64
 
 def wake_key(namespace: str) -> str:
     """``{ns}:queue:{<ns>}:wake``: a LIST in the queue's hash slot (one slot per queue)."""
-    return f"{QueueKeys(namespace).prefix}:wake"
+    return QueueKeys(namespace).wake

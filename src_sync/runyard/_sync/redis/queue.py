@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runyard._json import dump_json
 from runyard._sync.closing import Closing
-from runyard._sync.redis.queue_reads import RedisQueueReads
+from runyard._sync.redis.queue_batched import RedisQueueBatched
+from runyard._sync.redis.queue_retention import RedisQueueRetention
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -16,39 +16,26 @@ from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemN
 from runyard.keys import validate_identifier
 from runyard.models import Lease, WorkItem
 from runyard.policy import QueuePolicy
-from runyard.redis.common import (
-    ReplyLost,
+from runyard.redis.common import ReplyLost, text, timestamp
+from runyard.redis.flavours import RedisClient
+from runyard.redis.items import (
     decode_item,
     decode_lease,
-    failure_table,
-    lapse_table,
+    enqueue_args,
     raise_settle_refusal,
-    text,
-    timestamp,
+    retry_table,
 )
-from runyard.redis.flavours import (
-    RedisClient,
-)
-from runyard.redis.keys import QueueKeys, priority_key
+from runyard.redis.keys import QueueKeys
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import (
-    check_delay,
-    check_error_text,
-    check_limit,
-    check_priority,
-    item_id_or_new,
-    settle_target,
-)
+from runyard.validation import check_error_text, check_limit, settle_target
 
 __all__ = ["RedisWorkQueue"]
 
-# Due delayed items made ready per claim; the rest follow on the next claims.
-_PROMOTE_BATCH = 1000
 # Index entries one adopt script reads at most (lapsed leases it steps over included).
 _ADOPT_SCAN = 1000
 
 
-class RedisWorkQueue(RedisQueueReads, Closing):
+class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
     """A WorkQueue on Redis or Redis Cluster; one queue (one namespace) lives in one slot.
 
     Build it with ``RedisWorkQueue.open(client, ...)`` (runs ``preflight()``, checks
@@ -64,6 +51,7 @@ class RedisWorkQueue(RedisQueueReads, Closing):
         retry_ids=True,
         atomic_settle=True,
         recovery=True,
+        batched_operations=True,
         deployment="multi_server",
     )
 
@@ -151,35 +139,34 @@ class RedisWorkQueue(RedisQueueReads, Closing):
         dedupe_key: str | None = None,
         priority: int = 0,
         delay_seconds: float = 0.0,
+        run_at: float | None = None,
+        max_attempts: int | None = None,
     ) -> WorkItem:
         """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one.
 
-        Raises StatePersistenceError for a payload that cannot be stored (before sending),
+        ``run_at`` (the server's clock, or the injected one) or ``delay_seconds`` delays it; an
+        item due at once pushes a wake hint for idle workers in the same script.
+        Raises InvalidArgumentError or StatePersistenceError (before sending),
         StoreOutcomeUnknown when the reply is lost and no caller-minted identity settles it.
         """
-        validate_identifier(tenant, "tenant")
-        item_id, minted = item_id_or_new(item_id)
-        if dedupe_key is not None:
-            validate_identifier(dedupe_key, "dedupe_key")
-        priority = check_priority(priority)
-        delay_seconds = check_delay(delay_seconds)
-        pkey = priority_key(priority)
-        stored = dump_json(payload, max_bytes=self.settings.max_value_bytes, what="payload")
+        item_args, anonymous = enqueue_args(
+            tenant,
+            payload,
+            item_id=item_id,
+            dedupe_key=dedupe_key,
+            priority=priority,
+            delay_seconds=delay_seconds,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            max_bytes=self.settings.max_value_bytes,
+        )
+        item_id = item_args[0]
         for sends in (2, 1):
-            args = [
-                tenant,
-                item_id,
-                dedupe_key or "",
-                stored,
-                priority,
-                pkey,
-                self._now_arg(),
-                timestamp(delay_seconds),
-            ]
+            args = [tenant, *item_args[:4], self._now_arg(), *item_args[4:]]
             try:
                 reply = self._script("enqueue", args, idempotent=False)
             except ReplyLost as lost:
-                if minted and dedupe_key is None:
+                if anonymous:
                     raise StoreOutcomeUnknown(f"enqueue to {tenant!r}: {lost}") from lost
                 # A caller-minted id or dedupe key is a retry identity: read back.
                 existing = self._find(tenant, item_id, dedupe_key, lost)
@@ -194,12 +181,13 @@ class RedisWorkQueue(RedisQueueReads, Closing):
     def claim(self, worker: str) -> Lease | None:
         """Lease the next due item, tenants served in rotation; None when nothing is due.
 
-        One script: promote due delayed items, pick the tenant whose turn it is, lease its
-        head with a fresh token, advance the rotation. Raises StoreOutcomeUnknown when the
-        reply is lost (a lease that was taken lapses and is reaped).
+        One script: reclaim up to RECLAIM_PER_CLAIM lapsed leases (as ``reap``), promote due
+        delayed items, pick the tenant whose turn it is, lease its head with a fresh token,
+        advance the rotation. Raises StoreOutcomeUnknown when the reply is lost (a lease that
+        was taken lapses and is reclaimed).
         """
         validate_identifier(worker, "worker")
-        args = [worker, self._now_arg(), timestamp(self.policy.lease_seconds), _PROMOTE_BATCH]
+        args = [*self._claim_args(worker), *retry_table(self.policy, lapse=True)]
         try:
             reply = self._script("claim", args, idempotent=False)
         except ReplyLost as lost:
@@ -277,7 +265,8 @@ class RedisWorkQueue(RedisQueueReads, Closing):
             timestamp(self.policy.max_lease_seconds),
             "0" if error is None else "1",
             error or "",
-            *failure_table(self.policy, retryable=retryable),
+            "1" if retryable else "0",
+            *retry_table(self.policy, lapse=False),
         ]
         try:
             reply = self._script("fail", args, idempotent=False)
@@ -287,12 +276,13 @@ class RedisWorkQueue(RedisQueueReads, Closing):
         return decode_item(reply[1])
 
     def reap(self, *, limit: int = 100) -> list[WorkItem]:
-        """Return lapsed leases to ready (or the dead letter), at most ``limit`` per call.
+        """Return lapsed leases to ready after the policy's backoff (or to the dead letter), at
+        most ``limit`` per call.
 
         Raises StoreOutcomeUnknown when the reply is lost.
         """
         check_limit(limit)
-        args = [self._now_arg(), limit, *lapse_table(self.policy)]
+        args = [self._now_arg(), limit, *retry_table(self.policy, lapse=True)]
         try:
             reply = self._script("reap", args, idempotent=False)
         except ReplyLost as lost:
@@ -300,7 +290,9 @@ class RedisWorkQueue(RedisQueueReads, Closing):
         return [decode_item(r) for r in reply]
 
     def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        """Return (and extend) the live leases ``worker`` held, in claim order.
+        """Return (and extend) the live leases ``worker`` held, in claim order, each with a
+        fresh token: the old tokens are refused from then on (LeaseLostError ``taken``), so
+        a paused process that held them cannot settle behind its restarted twin.
 
         Each script reads at most ``_ADOPT_SCAN`` index entries, starting after the last one
         the previous script read, so lapsed leases that reap has not taken yet cost more round
@@ -309,7 +301,7 @@ class RedisWorkQueue(RedisQueueReads, Closing):
         validate_identifier(worker, "worker")
         check_limit(limit)
         leases: list[Lease] = []
-        after = ""
+        after = ceiling = ""
         while len(leases) < limit:
             args = [
                 worker,
@@ -319,8 +311,12 @@ class RedisWorkQueue(RedisQueueReads, Closing):
                 limit - len(leases),
                 after,
                 _ADOPT_SCAN,
+                ceiling,
             ]
-            found, last = self._script("adopt", args, idempotent=True)
+            # Re-sent after a lost reply, it mints other fresh tokens: the leases it returns
+            # then are the ones that count.
+            found, last, ceiling = self._script("adopt", args, idempotent=True)
+            ceiling = text(ceiling)
             leases += [decode_lease(r) for r in found]
             after = text(last)
             if not after:

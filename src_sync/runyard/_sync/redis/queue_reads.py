@@ -11,20 +11,18 @@ from runyard.clock import Clock
 from runyard.errors import ConfigurationError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, QueueStats, WorkItem
-from runyard.redis.common import (
-    ReplyLost,
-    decode_dead_letter,
-    decode_item,
-    layout_message,
-    layout_refusal,
-    text,
-    timestamp,
-)
+from runyard.policy import QueuePolicy
+from runyard.redis.common import ReplyLost, layout_message, layout_refusal, text, timestamp
 from runyard.redis.flavours import (
     RedisClient,
     ResponseError,
 )
-from runyard.redis.items import item_values
+from runyard.redis.items import (
+    PROMOTE_BATCH,
+    RECLAIM_PER_CLAIM,
+    decode_dead_letter,
+    item_from_fields,
+)
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, segment
 from runyard.redis.scripts import QUEUE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
@@ -41,12 +39,19 @@ class RedisQueueReads:
     key layout) and holds the reads that change nothing."""
 
     settings: RedisStoreSettings
+    policy: QueuePolicy
     clock: Clock | None
     _client: RedisClient
     _runner: ScriptRunner
     _queue_keys: QueueKeys
     _keys: list[str]
     _layout_checked: bool
+
+    def _claim_args(self, worker: str) -> list[Any]:
+        """worker, now, lease_seconds, promote batch, reclaim count: a claim script's first
+        arguments."""
+        lease = timestamp(self.policy.lease_seconds)
+        return [worker, self._now_arg(), lease, PROMOTE_BATCH, RECLAIM_PER_CLAIM]
 
     def _now_arg(self) -> str:
         """``now`` for a script: the injected clock's reading, or '' for the server's TIME."""
@@ -116,10 +121,7 @@ class RedisQueueReads:
             self.check_layout()
         name = self._queue_keys.item(tenant, item_id)
         fields = self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
-        values = item_values(fields)
-        if values is None:
-            return None
-        return decode_item([tenant, item_id, *values])
+        return item_from_fields(tenant, item_id, fields)
 
     def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
         """Return the tenant's dead-lettered items, oldest first."""

@@ -1,17 +1,18 @@
 -- Shared by the queue scripts; every queue script declares the same KEYS (QueueKeys.all()).
--- An item is addressed by "<tenant segment>:<id segment>" and its columns are fields of one
--- small hash per item, "<queue prefix>:item:<item>", in the queue's slot (the namespace is the
--- hash tag). Those keys are built here from the declared meta key's prefix: a claim picks its
--- item inside the script, so they cannot be declared beforehand. Every value a script reads
--- (state, token, attempts, due time, expiry) is a hash field of its own.
+-- An item is addressed by "<tenant segment><id segment>" and its columns are fields of one
+-- small hash per item, "{<ns>}:i:<item>", in the queue's slot (the namespace is the hash tag).
+-- Those keys are built here from the declared wake key's hash tag: a claim picks its item
+-- inside the script, so they cannot be declared beforehand. Every value a script reads (state,
+-- token, attempts, due time, expiry) is a hash field of its own.
 local META, READY, DELAYED, LEASES, WORKERS, DEAD, TURNS, ROTATION, DEDUPE, COUNTERS, LEGACY =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
   KEYS[11]
-local ITEM_PREFIX = string.sub(META, 1, #META - #'meta') .. 'item:'
+local WAKE, TENANTS, IDLE = KEYS[12], KEYS[13], KEYS[14]
+local ITEM_PREFIX = string.match(META, '{[^}]*}') .. ':i:'
 
 -- The namespace's layout version (keys.QUEUE_LAYOUT): a namespace written in another layout is
 -- refused, never misread. Layout 1 kept every column in one hash (LEGACY) and had no meta key.
-local LAYOUT = '2'
+local LAYOUT = '3'
 local found_layout = redis.call('HGET', META, 'layout')
 if found_layout ~= LAYOUT then
   if found_layout or redis.call('EXISTS', LEGACY) == 1 then
@@ -20,23 +21,23 @@ if found_layout ~= LAYOUT then
   redis.call('HSET', META, 'layout', LAYOUT)
 end
 
-local ITEM_COLUMNS = {'payload', 'priority', 'state', 'attempts', 'available', 'enqueued',
-  'dedupe', 'worker', 'expires', 'error', 'claimed', 'token', 'dead_reason', 'dead_at'}
+-- wake.WAKE_LIST_MAX: the wake key keeps at most this many hints.
+local WAKE_MAX = 64
 
 local function seg(s)
   return #s .. ':' .. s
 end
 
 local function item_field(tenant, id)
-  return seg(tenant) .. ':' .. seg(id)
+  return seg(tenant) .. seg(id)
 end
 
--- Splits "<tenant segment>:<id segment>" back into tenant and id.
+-- Splits "<tenant segment><id segment>" back into tenant and id.
 local function split_item(item)
   local n = string.match(item, '^(%d+):')
   local tenant_start = #n + 2
   local tenant = string.sub(item, tenant_start, tenant_start + tonumber(n) - 1)
-  local rest = string.sub(item, tenant_start + tonumber(n) + 1)
+  local rest = string.sub(item, tenant_start + tonumber(n))
   local m = string.match(rest, '^(%d+):')
   return tenant, string.sub(rest, #m + 2)
 end
@@ -57,18 +58,38 @@ local function plus(moment, seconds)
   return string.format('%.17g', tonumber(moment) + tonumber(seconds))
 end
 
--- keys.time_key: 16 hex digits of the big-endian IEEE 754 double, which sort like the time
--- (a positive normal number: x = m * 2^e with 0.5 <= m < 1, so the biased exponent is
--- e + 1022 and the 52 fraction bits are (2m - 1) * 2^52; written as two 32-bit halves).
-local function time_key(moment)
+-- n (a non-negative integer below 2^(8 * width)) as `width` big-endian bytes: sorts like n.
+local function bytes(n, width)
+  local out = {}
+  for i = width, 1, -1 do
+    out[i] = string.char(n % 256)
+    n = math.floor(n / 256)
+  end
+  return table.concat(out)
+end
+
+-- The big-endian IEEE 754 double of a non-negative time, which sorts like the time (a
+-- positive normal number: x = m * 2^e with 0.5 <= m < 1, so the biased exponent is e + 1022
+-- and the 52 fraction bits are (2m - 1) * 2^52), as two 32-bit halves.
+local function time_halves(moment)
   local x = math.max(tonumber(moment), 0)
   if x == 0 then
-    return '0000000000000000'
+    return 0, 0
   end
   local m, e = math.frexp(x)
   local fraction = (m * 2 - 1) * 2 ^ 52
-  local high = (e + 1022) * 2 ^ 20 + math.floor(fraction / 2 ^ 32)
-  return string.format('%08x%08x', high, fraction % 2 ^ 32)
+  return (e + 1022) * 2 ^ 20 + math.floor(fraction / 2 ^ 32), fraction % 2 ^ 32
+end
+
+-- keys.time_key: those 8 bytes as 16 hex digits.
+local function time_key(moment)
+  local high, low = time_halves(moment)
+  return string.format('%08x%08x', high, low)
+end
+
+local function time_bytes(moment)
+  local high, low = time_halves(moment)
+  return bytes(high, 4) .. bytes(low, 4)
 end
 
 local function num16(n)
@@ -80,6 +101,11 @@ local function ikey(item)
   return ITEM_PREFIX .. item
 end
 
+-- Item hash fields (items.py FIELDS mirrors them); a field at its default is left out:
+-- p payload (or chunks 1..n), q priority (0), s state ('l' leased, 'd' dead; ready), a
+-- attempts (0), v available (enqueued), e enqueued, k dedupe, m max attempts, o readiness
+-- seq, w worker, x lease expiry, c claimed at, t token, r last error, dr dead reason,
+-- dt dead at.
 local function get(item, column)
   return redis.call('HGET', ikey(item), column)
 end
@@ -92,59 +118,74 @@ local function clear(item, ...)
   redis.call('HDEL', ikey(item), ...)
 end
 
--- A payload of PAYLOAD_PART bytes or less is the field `payload`. A longer one, up to
--- PAYLOAD_PARTS_MAX parts, is split into fields p1..pn (`parts` = n) of at most PAYLOAD_PART
--- bytes each, so the item's hash stays a listpack (hash-max-listpack-value defaults to 64):
--- about 360 bytes for a 100-byte payload instead of about 740 as a hashtable. Longer payloads
--- stay whole (a hashtable either way; the payload dominates). items.py mirrors this.
-local PAYLOAD_PART, PAYLOAD_PARTS_MAX = 64, 16
+local function exists(item)
+  return redis.call('EXISTS', ikey(item)) == 1
+end
+
+local function attempts_of(item)
+  return tonumber(get(item, 'a') or 0)
+end
+
+local function set_attempts(item, n)
+  if n > 0 then
+    set(item, 'a', n)
+  else
+    clear(item, 'a')
+  end
+end
+
+local function available_of(item)
+  local v = redis.call('HMGET', ikey(item), 'v', 'e')
+  return v[1] or v[2]
+end
+
+local function set_available(item, at)
+  if tonumber(at) == tonumber(get(item, 'e')) then
+    clear(item, 'v')
+  else
+    set(item, 'v', at)
+  end
+end
+
+-- A payload of PAYLOAD_PART bytes or less is the field `p`. A longer one, up to
+-- PAYLOAD_PARTS_MAX parts, is split into fields 1..n of at most PAYLOAD_PART bytes each, so
+-- the item's hash stays a listpack (hash-max-listpack-value defaults to 64; 63 bytes keep a
+-- one-byte entry header). Longer payloads stay whole (a hashtable either way; the payload
+-- dominates). items.py joins the parts.
+local PAYLOAD_PART, PAYLOAD_PARTS_MAX = 63, 16
 
 local function store_payload(item, payload)
   if #payload <= PAYLOAD_PART or #payload > PAYLOAD_PART * PAYLOAD_PARTS_MAX then
-    set(item, 'payload', payload)
+    set(item, 'p', payload)
     return
   end
   local flat, n = {}, 0
   for at = 1, #payload, PAYLOAD_PART do
     n = n + 1
-    flat[#flat + 1] = 'p' .. n
+    flat[#flat + 1] = tostring(n)
     flat[#flat + 1] = string.sub(payload, at, at + PAYLOAD_PART - 1)
   end
-  set(item, 'parts', n, unpack(flat))
+  set(item, unpack(flat))
 end
 
-local function split_payload(item)
-  local parts = get(item, 'parts')
-  if not parts then
-    return false
-  end
-  local names = {}
-  for i = 1, tonumber(parts) do
-    names[i] = 'p' .. i
-  end
-  return table.concat(redis.call('HMGET', ikey(item), unpack(names)))
-end
-
--- The reply for one item: tenant, id, then ITEM_COLUMNS in order (false when absent).
+-- The reply for one item: tenant, id, then its hash as HGETALL returns it (items.py decodes).
 local function item_reply(item, tenant, id)
-  local values = redis.call('HMGET', ikey(item), unpack(ITEM_COLUMNS))
-  if not values[1] then
-    values[1] = split_payload(item)
-  end
-  local out = {tenant, id}
-  for i = 1, #ITEM_COLUMNS do
-    out[#out + 1] = values[i]
-  end
-  return out
+  return {tenant, id, redis.call('HGETALL', ikey(item))}
 end
 
--- A member of the ready line: tenant, then priority (highest first), due time, readiness seq,
--- so a tenant's head is its highest-priority item that became due first (mirrors the memory
--- model's (-priority, available_at, seq) order). Times are non-negative seconds.
+-- A member of the ready line: tenant, then priority (highest first, 4 bytes), due time (8),
+-- readiness seq (5), id; so a tenant's head is its highest-priority item that became due
+-- first (mirrors the memory model's (-priority, available_at, seq) order).
+local LINE_ORDER_BYTES = 17
+
 local function ready_member(item, tenant, id)
-  local v = redis.call('HMGET', ikey(item), 'pkey', 'available', 'seq')
-  return seg(tenant) .. v[1] .. string.format('%017.6f', tonumber(v[2])) ..
-    num16(tonumber(v[3])) .. id
+  local v = redis.call('HMGET', ikey(item), 'q', 'o')
+  return seg(tenant) .. bytes(2147483647 - tonumber(v[1] or 0), 4) ..
+    time_bytes(available_of(item)) .. bytes(tonumber(v[2]), 5) .. id
+end
+
+local function delayed_member(item)
+  return bytes(tonumber(get(item, 'o')), 5) .. item
 end
 
 -- Puts a ready item (its due time reached) in its tenant's line and the tenant in rotation.
@@ -154,20 +195,27 @@ local function enter_line(item, tenant, id)
 end
 
 -- Mirrors MemoryQueueCore._make_ready: a new seq, then delayed or in its tenant's line.
+-- Returns true when the item is ready now.
 local function make_ready(item, tenant, id, available, now)
   local seq = redis.call('HINCRBY', COUNTERS, 'seq', 1)
-  set(item, 'seq', seq)
+  set(item, 'o', seq)
   if tonumber(available) > tonumber(now) then
-    redis.call('ZADD', DELAYED, available, num16(seq) .. item)
-  else
-    enter_line(item, tenant, id)
+    redis.call('ZADD', DELAYED, available, delayed_member(item))
+    return false
   end
+  enter_line(item, tenant, id)
+  return true
 end
 
--- The head of a tenant's ready line (highest priority, then oldest), or nil.
--- The length of a ready member before the id: tenant segment, pkey, due time, seq.
-local function line_prefix_length(tenant)
-  return #seg(tenant) + 16 + 17 + 16
+-- Makes up to `batch` due delayed items ready.
+local function promote(now, batch)
+  local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, batch)
+  for _, member in ipairs(due) do
+    redis.call('ZREM', DELAYED, member)
+    local item = string.sub(member, 6)
+    local tenant, id = split_item(item)
+    enter_line(item, tenant, id)
+  end
 end
 
 local function head(tenant)
@@ -177,26 +225,131 @@ local function head(tenant)
   return found[1]
 end
 
--- Drops the lease index entries of a leased item.
+-- Takes a ready or delayed item out of its line (and its tenant out of rotation when that
+-- empties the line).
+local function leave_line(item, tenant, id)
+  redis.call('ZREM', DELAYED, delayed_member(item))
+  if redis.call('ZREM', READY, ready_member(item, tenant, id)) == 1 and not head(tenant) then
+    redis.call('ZREM', ROTATION, tenant)
+  end
+end
+
+-- Item counts per tenant (TENANTS); a tenant left with none is listed in IDLE for prune.
+local function count_item(tenant, delta)
+  local n = redis.call('HINCRBY', TENANTS, tenant, delta)
+  if n <= 0 then
+    redis.call('HDEL', TENANTS, tenant)
+    redis.call('ZADD', IDLE, 0, tenant)
+  elseif n == delta then
+    redis.call('ZREM', IDLE, tenant)
+  end
+end
+
+-- Pushes up to `n` hints to the wake key (one per idle worker to wake), keeping it bounded.
+local function wake(n)
+  if n > 0 then
+    local hints = {}
+    for i = 1, math.min(n, WAKE_MAX) do
+      hints[i] = '1'
+    end
+    redis.call('LPUSH', WAKE, unpack(hints))
+    redis.call('LTRIM', WAKE, 0, WAKE_MAX - 1)
+  end
+end
+
+-- Adds an item (mirrors MemoryQueueCore.enqueue); returns 'created' or 'exists', the item and
+-- its tenant and id, and whether it is ready now. run_at and max_attempts are '' when absent.
+local function enqueue_one(tenant, id, dedupe, payload, priority, now, delay, run_at, max)
+  local item = item_field(tenant, id)
+  if exists(item) then
+    return 'exists', item, tenant, id, false
+  end
+  local dedupe_field = seg(tenant) .. seg(dedupe)
+  if dedupe ~= '' then
+    local other = redis.call('HGET', DEDUPE, dedupe_field)
+    if other then
+      return 'exists', item_field(tenant, other), tenant, other, false
+    end
+    redis.call('HSET', DEDUPE, dedupe_field, id)
+    set(item, 'k', dedupe)
+  end
+  local available = plus(now, delay)
+  if run_at ~= '' and tonumber(run_at) > tonumber(now) then
+    available = run_at
+  end
+  store_payload(item, payload)
+  set(item, 'e', now)
+  set_available(item, available)
+  if priority ~= '0' then
+    set(item, 'q', priority)
+  end
+  if max ~= '' then
+    set(item, 'm', max)
+  end
+  redis.call('HSETNX', TURNS, tenant, redis.call('HGET', COUNTERS, 'turn') or 0)
+  count_item(tenant, 1)
+  return 'created', item, tenant, id, make_ready(item, tenant, id, available, now)
+end
+
+-- Deletes an item that is in no line and holds no lease (complete, cancel, purge).
+local function forget(item, tenant)
+  local dedupe = get(item, 'k')
+  if dedupe then
+    redis.call('HDEL', DEDUPE, seg(tenant) .. seg(dedupe))
+  end
+  redis.call('DEL', ikey(item))
+  count_item(tenant, -1)
+end
+
+-- Leases the head of the tenant whose turn it is (lowest turn, ties by name; O(log T)) with a
+-- fresh token and advances the rotation (mirrors MemoryQueueCore.claim); nil when none.
+local function claim_one(worker, now, expires)
+  local first = redis.call('ZRANGE', ROTATION, 0, 0)
+  if #first == 0 then
+    return nil
+  end
+  local tenant = first[1]
+  local member = head(tenant)
+  redis.call('ZREM', READY, member)
+  local id = string.sub(member, #seg(tenant) + LINE_ORDER_BYTES + 1)
+  local item = item_field(tenant, id)
+  local turn = redis.call('HINCRBY', COUNTERS, 'turn', 1)
+  redis.call('HSET', TURNS, tenant, turn)
+  if head(tenant) then
+    redis.call('ZADD', ROTATION, turn, tenant)
+  else
+    redis.call('ZREM', ROTATION, tenant)
+  end
+  local token = redis.call('HINCRBY', COUNTERS, 'token', 1)
+  set(item, 's', 'l', 'a', attempts_of(item) + 1, 'w', worker, 'x', expires, 't', token,
+    'c', now)
+  redis.call('ZADD', LEASES, expires, num16(token) .. item)
+  redis.call('ZADD', WORKERS, 0, seg(worker) .. num16(token) .. item)
+  return item_reply(item, tenant, id)
+end
+
+-- Drops the lease index entries of a leased item and its lease fields.
 local function unlease(item)
-  local token = num16(tonumber(get(item, 'token')))
+  local v = redis.call('HMGET', ikey(item), 't', 'w')
+  local token = num16(tonumber(v[1]))
   redis.call('ZREM', LEASES, token .. item)
-  redis.call('ZREM', WORKERS, seg(get(item, 'worker')) .. token .. item)
+  redis.call('ZREM', WORKERS, seg(v[2]) .. token .. item)
+  clear(item, 's', 'w', 'x', 'c', 't')
 end
 
 -- Mirrors MemoryQueueCore._leased: unknown, then taken, then capped, then expired.
-local function lease_error(item, id, token, now, max_lease)
-  local v = redis.call('HMGET', ikey(item), 'state', 'token', 'claimed', 'expires')
+local function lease_error(item, token, now, max_lease)
+  local v = redis.call('HMGET', ikey(item), 'e', 's', 't', 'c', 'x')
   if not v[1] then
     return {'not_found'}
   end
-  if v[1] ~= 'leased' or v[2] ~= token then
+  if v[2] ~= 'l' or v[3] ~= token then
     return {'lease_lost', 'taken'}
   end
-  if tonumber(now) >= tonumber(v[3]) + tonumber(max_lease) then
+  if tonumber(now) >= tonumber(v[4]) + tonumber(max_lease) then
     return {'lease_lost', 'capped'}
   end
-  if tonumber(now) > tonumber(v[4]) then
+  if tonumber(now) > tonumber(v[5]) then
     return {'lease_lost', 'expired'}
   end
   return nil
@@ -205,46 +358,107 @@ end
 -- Mirrors QueuePolicy.lease_expiry: min(now + lease_seconds, claimed_at + max_lease_seconds).
 -- renew_to is now + lease_seconds (see plus()); values are kept as exact text.
 local function renewed_expiry(item, renew_to, max_lease)
-  local cap = tonumber(get(item, 'claimed')) + tonumber(max_lease)
+  local cap = tonumber(get(item, 'c')) + tonumber(max_lease)
   if tonumber(renew_to) <= cap then
     return renew_to
   end
   return string.format('%.17g', cap)
 end
 
+-- Extends a held lease (fenced); the item's reply, or the refusal.
+local function heartbeat_one(tenant, id, token, now, renew_to, max_lease)
+  local item = item_field(tenant, id)
+  local lost = lease_error(item, token, now, max_lease)
+  if lost then
+    return lost
+  end
+  local expires = renewed_expiry(item, renew_to, max_lease)
+  set(item, 'x', expires)
+  redis.call('ZADD', LEASES, expires, num16(tonumber(token)) .. item)
+  return {'ok', item_reply(item, tenant, id)}
+end
+
+-- Finishes an item (fenced): deleted, its dedupe key freed. {'ok'} or the refusal.
+local function complete_one(tenant, id, token, now, max_lease)
+  local item = item_field(tenant, id)
+  local lost = lease_error(item, token, now, max_lease)
+  if lost then
+    return lost
+  end
+  unlease(item)
+  forget(item, tenant)
+  return {'ok'}
+end
+
 -- Mirrors MemoryQueueCore._kill.
 local function kill(item, tenant, id, reason, error_text, now)
-  local now_key = time_key(now)
   unlease(item)
-  clear(item, 'worker', 'expires', 'claimed', 'token')
   if error_text then
-    set(item, 'error', error_text)
+    set(item, 'r', error_text)
   end
-  set(item, 'state', 'dead', 'dead_reason', reason, 'dead_at', now, 'dead_key', now_key)
-  redis.call('ZADD', DEAD, 0, seg(tenant) .. now_key .. id)
+  set(item, 's', 'd', 'dr', reason, 'dt', now)
+  redis.call('ZADD', DEAD, 0, seg(tenant) .. time_key(now) .. id)
 end
 
--- Mirrors MemoryQueueCore._retry.
+-- Mirrors MemoryQueueCore._retry; true when the item is ready now.
 local function retry(item, tenant, id, at, error_text, now)
   unlease(item)
-  clear(item, 'worker', 'expires', 'claimed', 'token')
   if error_text then
-    set(item, 'error', error_text)
+    set(item, 'r', error_text)
   end
-  set(item, 'state', 'ready', 'available', at)
-  make_ready(item, tenant, id, at, now)
+  set_available(item, at)
+  return make_ready(item, tenant, id, at, now)
 end
 
--- A decision table from QueuePolicy, starting at ARGV[first]: count, then per attempt number
--- outcome, retry delay (seconds after now), reason. Attempts past the table use its last row.
--- Returns outcome, retry time (now + delay), reason.
-local function decision(first, attempts, now)
-  local count = tonumber(ARGV[first])
-  local row = math.min(math.max(attempts, 1), count)
-  local at = first + 1 + (row - 1) * 3
-  local retry_at = false
-  if ARGV[at + 1] ~= '' then
-    retry_at = plus(now, ARGV[at + 1])
+-- Hands a held item back to ready at once, its attempt not counted (fenced).
+local function release_one(tenant, id, token, now, max_lease)
+  local item = item_field(tenant, id)
+  local lost = lease_error(item, token, now, max_lease)
+  if lost then
+    return lost
   end
-  return ARGV[at], retry_at, ARGV[at + 2]
+  set_attempts(item, attempts_of(item) - 1)
+  retry(item, tenant, id, now, false, now)
+  return {'ok'}
+end
+
+-- Retry and dead-letter decisions (QueuePolicy's, per item): a table from ARGV[first]: the
+-- policy's max_attempts, a row count, then the retry delay (seconds) for attempt 1, 2, ...
+-- (attempts past the table use its last row; common.retry_table builds it, with the jitter
+-- drawn from the policy's random). An item's own max attempts (field m) replaces the policy's.
+local function attempt_limit(item, first)
+  return tonumber(get(item, 'm') or ARGV[first])
+end
+
+local function retry_at(first, attempts, now)
+  local rows = tonumber(ARGV[first + 1])
+  return plus(now, ARGV[first + 1 + math.min(math.max(attempts, 1), rows)])
+end
+
+-- A lapsed lease (mirrors QueuePolicy.on_lapse): retried after the backoff, or dead.
+local function lapse(item, tenant, id, now, first)
+  local attempts, limit = attempts_of(item), attempt_limit(item, first)
+  if attempts >= limit then
+    kill(item, tenant, id, 'lease lapsed on attempt ' .. attempts .. ' of ' .. limit,
+      'lease lapsed', now)
+  else
+    retry(item, tenant, id, retry_at(first, attempts, now), 'lease lapsed', now)
+  end
+end
+
+-- Returns up to `limit` lapsed leases (now > expiry) to ready or the dead letter, oldest
+-- expiry first; their replies.
+local function reclaim(now, limit, first)
+  local out = {}
+  if limit <= 0 then
+    return out
+  end
+  local lapsed = redis.call('ZRANGEBYSCORE', LEASES, '-inf', '(' .. now, 'LIMIT', 0, limit)
+  for _, member in ipairs(lapsed) do
+    local item = string.sub(member, 17)
+    local tenant, id = split_item(item)
+    lapse(item, tenant, id, now, first)
+    out[#out + 1] = item_reply(item, tenant, id)
+  end
+  return out
 end

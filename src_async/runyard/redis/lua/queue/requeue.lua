@@ -2,11 +2,13 @@
 -- ARGV: tenant, id, now ('' server)
 local tenant, id, now = ARGV[1], ARGV[2], clock(ARGV[3])
 local item = item_field(tenant, id)
-if get(item, 'state') ~= 'dead' then
+if get(item, 's') ~= 'd' then
   return {'not_found'}
 end
-redis.call('ZREM', DEAD, seg(tenant) .. get(item, 'dead_key') .. id)
-clear(item, 'dead_reason', 'dead_at', 'dead_key')
-set(item, 'state', 'ready', 'attempts', 0, 'available', now)
-make_ready(item, tenant, id, now, now)
+redis.call('ZREM', DEAD, seg(tenant) .. time_key(get(item, 'dt')) .. id)
+clear(item, 's', 'dr', 'dt', 'a')
+set_available(item, now)
+if make_ready(item, tenant, id, now, now) then
+  wake(1)
+end
 return {'ok', item_reply(item, tenant, id)}

@@ -10,7 +10,7 @@ if due_count > 0 then
   local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
   local seen = {}
   for _, member in ipairs(due) do
-    local tenant = split_item(string.sub(member, 17))
+    local tenant = split_item(string.sub(member, 6))
     if not seen[tenant] and not redis.call('ZSCORE', ROTATION, tenant) then
       seen[tenant] = true
       tenants = tenants + 1

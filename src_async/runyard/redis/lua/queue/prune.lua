@@ -1,0 +1,12 @@
+-- Forgets the rotation entries of up to `limit` tenants that hold no item in any state (IDLE
+-- lists them as their last item goes). ARGV: limit. Returns how many tenants were forgotten.
+local idle = redis.call('ZRANGE', IDLE, 0, tonumber(ARGV[1]) - 1)
+local pruned = 0
+for _, tenant in ipairs(idle) do
+  redis.call('ZREM', IDLE, tenant)
+  if redis.call('HEXISTS', TENANTS, tenant) == 0 then
+    pruned = pruned + redis.call('HDEL', TURNS, tenant)
+    redis.call('ZREM', ROTATION, tenant)
+  end
+end
+return pruned
