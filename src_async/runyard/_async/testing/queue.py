@@ -12,6 +12,7 @@ import pytest_asyncio
 from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.testing._kit import KIT_POLICY
 from runyard._async.testing.batched import AsyncBatchedQueueCases
+from runyard._async.testing.queue_admin import AsyncQueueAdminCases
 from runyard._async.testing.queue_schedule import AsyncQueueScheduleCases
 from runyard._async.testing.roundtrip import AsyncQueueRoundTripCases
 from runyard._async.testing.validation import AsyncQueueValidationCases
@@ -29,6 +30,7 @@ class AsyncWorkQueueConformance(
     AsyncQueueRoundTripCases,
     AsyncBatchedQueueCases,
     AsyncQueueScheduleCases,
+    AsyncQueueAdminCases,
 ):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 

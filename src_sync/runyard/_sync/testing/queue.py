@@ -13,6 +13,7 @@ from runyard._flavours import gather
 from runyard._sync.protocols import WorkQueue
 from runyard._sync.testing._kit import KIT_POLICY
 from runyard._sync.testing.batched import BatchedQueueCases
+from runyard._sync.testing.queue_admin import QueueAdminCases
 from runyard._sync.testing.queue_schedule import QueueScheduleCases
 from runyard._sync.testing.roundtrip import QueueRoundTripCases
 from runyard._sync.testing.validation import QueueValidationCases
@@ -29,6 +30,7 @@ class WorkQueueConformance(
     QueueRoundTripCases,
     BatchedQueueCases,
     QueueScheduleCases,
+    QueueAdminCases,
 ):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 
