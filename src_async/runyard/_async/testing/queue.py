@@ -13,6 +13,7 @@ from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.testing._kit import KIT_POLICY
 from runyard._async.testing.batched import AsyncBatchedQueueCases
 from runyard._async.testing.queue_admin import AsyncQueueAdminCases
+from runyard._async.testing.queue_recovery import AsyncQueueRecoveryCases
 from runyard._async.testing.queue_schedule import AsyncQueueScheduleCases
 from runyard._async.testing.roundtrip import AsyncQueueRoundTripCases
 from runyard._async.testing.validation import AsyncQueueValidationCases
@@ -31,6 +32,7 @@ class AsyncWorkQueueConformance(
     AsyncBatchedQueueCases,
     AsyncQueueScheduleCases,
     AsyncQueueAdminCases,
+    AsyncQueueRecoveryCases,
 ):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 

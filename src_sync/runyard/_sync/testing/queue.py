@@ -14,6 +14,7 @@ from runyard._sync.protocols import WorkQueue
 from runyard._sync.testing._kit import KIT_POLICY
 from runyard._sync.testing.batched import BatchedQueueCases
 from runyard._sync.testing.queue_admin import QueueAdminCases
+from runyard._sync.testing.queue_recovery import QueueRecoveryCases
 from runyard._sync.testing.queue_schedule import QueueScheduleCases
 from runyard._sync.testing.roundtrip import QueueRoundTripCases
 from runyard._sync.testing.validation import QueueValidationCases
@@ -31,6 +32,7 @@ class WorkQueueConformance(
     BatchedQueueCases,
     QueueScheduleCases,
     QueueAdminCases,
+    QueueRecoveryCases,
 ):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 
