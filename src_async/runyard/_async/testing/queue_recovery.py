@@ -127,6 +127,17 @@ class AsyncQueueRecoveryCases:
         await queue.complete(lease)
 
     @pytest.mark.asyncio
+    async def test_a_lease_is_live_up_to_its_expiry_instant(self, queue: AsyncWorkQueue) -> None:
+        """Reap, a claim's recovery and a settle agree: a lease lapses once the clock is past
+        ``expires_at``, not at it."""
+        await queue.enqueue("acme", {}, item_id="busy")
+        lease = await self._lease(queue)
+        self.advance(lease.expires_at - lease.claimed_at)
+        assert await queue.claim("w2") is None
+        assert await queue.reap() == []
+        await queue.complete(lease)
+
+    @pytest.mark.asyncio
     async def test_claim_many_takes_back_a_lapsed_lease(self, queue: AsyncWorkQueue) -> None:
         if not queue.capabilities.batched_operations:
             pytest.skip(f"{type(queue).__name__} does not declare batched_operations")

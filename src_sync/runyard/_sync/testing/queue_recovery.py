@@ -117,6 +117,16 @@ class QueueRecoveryCases:
         assert queue.claim("w2") is None
         queue.complete(lease)
 
+    def test_a_lease_is_live_up_to_its_expiry_instant(self, queue: WorkQueue) -> None:
+        """Reap, a claim's recovery and a settle agree: a lease lapses once the clock is past
+        ``expires_at``, not at it."""
+        queue.enqueue("acme", {}, item_id="busy")
+        lease = self._lease(queue)
+        self.advance(lease.expires_at - lease.claimed_at)
+        assert queue.claim("w2") is None
+        assert queue.reap() == []
+        queue.complete(lease)
+
     def test_claim_many_takes_back_a_lapsed_lease(self, queue: WorkQueue) -> None:
         if not queue.capabilities.batched_operations:
             pytest.skip(f"{type(queue).__name__} does not declare batched_operations")
