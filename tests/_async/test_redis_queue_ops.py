@@ -11,9 +11,9 @@ from redis.crc import key_slot
 from runyard import ManualClock, QueuePolicy
 from runyard.errors import ItemLeasedError, LeaseLostError
 from runyard.models import NewItem
+from runyard.policy import RECLAIM_PER_CLAIM
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.redis.flavours import AsyncRedisClient
-from runyard.redis.items import RECLAIM_PER_CLAIM
 from runyard.redis.keys import QueueKeys
 from runyard.redis.wake import WAKE_LIST_MAX, wake_key
 

@@ -7,7 +7,6 @@ An item's hash has short fields and leaves defaults out (FIELDS). The payload is
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +26,6 @@ from runyard.validation import (
 __all__ = [
     "FIELDS",
     "PROMOTE_BATCH",
-    "RECLAIM_PER_CLAIM",
     "RETRY_ROWS_MAX",
     "decode_dead_letter",
     "decode_item",
@@ -59,8 +57,6 @@ FIELDS = {
     "dt": "dead_at",
 }
 _STATES = {None: "ready", "l": "leased", "d": "dead"}
-# Lapsed leases a claim (or claim_many) reclaims first, as reap would, in the same script.
-RECLAIM_PER_CLAIM = 8
 # Due delayed items made ready per claim; the rest follow on the next claims.
 PROMOTE_BATCH = 1000
 # Rows of a retry table at most: backoff stops growing at backoff_cap, so later attempts reuse
@@ -168,14 +164,13 @@ def retry_table(policy: QueuePolicy, *, lapse: bool) -> list[str]:
     take them; the script decides dead or retry with the item's own max attempts, if it has
     one, and adds the delay to its own now."""
     rows = _rows(policy)
-    # The delays of attempts past the policy's budget (an item allowed more attempts).
-    unlimited = dataclasses.replace(policy, max_attempts=rows + 1)
     out = [str(policy.max_attempts), str(rows)]
     for attempts in range(1, rows + 1):
+        # The delay even past the policy's budget (an item may allow more attempts).
         if lapse:
-            decision = unlimited.on_lapse(attempts, 0.0)
+            decision = policy.on_lapse(attempts, 0.0, max_attempts=rows + 1)
         else:
-            decision = unlimited.on_failure(attempts, 0.0, retryable=True)
+            decision = policy.on_failure(attempts, 0.0, retryable=True, max_attempts=rows + 1)
         out.append(repr(float(decision.retry_at or 0.0)))
     return out
 

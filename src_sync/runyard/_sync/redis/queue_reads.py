@@ -11,18 +11,13 @@ from runyard.clock import Clock
 from runyard.errors import ConfigurationError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, QueueStats, WorkItem
-from runyard.policy import QueuePolicy
+from runyard.policy import RECLAIM_PER_CLAIM, QueuePolicy
 from runyard.redis.common import ReplyLost, layout_message, layout_refusal, text, timestamp
 from runyard.redis.flavours import (
     RedisClient,
     ResponseError,
 )
-from runyard.redis.items import (
-    PROMOTE_BATCH,
-    RECLAIM_PER_CLAIM,
-    decode_dead_letter,
-    item_from_fields,
-)
+from runyard.redis.items import PROMOTE_BATCH, decode_dead_letter, item_from_fields
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, segment
 from runyard.redis.scripts import QUEUE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
