@@ -37,17 +37,17 @@ __all__ = [
     "settle_error",
 ]
 
-# field -> column (and its value when the field is absent).
+# field -> column (and its value when the field is absent). Scripts reply with the payload
+# without its header and the header's enqueued_at as ``e`` (lua/queue/prelude.lua, item_reply).
 FIELDS = {
-    "p": "payload (or parts 1..n)",
+    "p": "payload, the header in front (or parts 1..n; or alone beside h when large)",
+    "h": "header beside a large payload: enqueued_at (double), readiness seq (5 bytes)",
     "q": "priority (0)",
     "s": "state: l leased, d dead (ready)",
     "a": "attempts (0)",
     "v": "available_at (enqueued_at)",
-    "e": "enqueued_at",
     "k": "dedupe_key (none)",
     "m": "max_attempts (the policy's)",
-    "o": "readiness seq",
     "w": "worker",
     "x": "lease expires_at",
     "c": "claimed_at",
@@ -77,7 +77,7 @@ def _opt(named: Mapping[str, Any], field: str) -> str | None:
 
 
 def item_from_fields(tenant: str, item_id: str, fields: Mapping[Any, Any]) -> WorkItem | None:
-    """The WorkItem an item's hash (HGETALL) holds, or None when it does not exist."""
+    """The WorkItem of an item reply's fields, or None when they hold no item."""
     named = {text(k): v for k, v in fields.items()}
     if "e" not in named:
         return None

@@ -76,5 +76,6 @@ QUEUE_SCRIPTS = load_scripts(
         "cancel",
         "purge_dead",
         "prune",
+        "get_item",
     ),
 )

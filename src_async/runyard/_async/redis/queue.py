@@ -70,7 +70,6 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
         self._runner = AsyncScriptRunner(client, self.settings, QueueUnavailableError)
         self._queue_keys = QueueKeys(self.settings.namespace)
         self._keys = self._queue_keys.all()
-        self._layout_checked = False
 
     @classmethod
     async def open(

@@ -15,7 +15,7 @@ from runyard.redis.flavours import (
     AsyncRedisClient,
     ResponseError,
 )
-from runyard.redis.items import PROMOTE_BATCH, decode_dead_letter, item_from_fields
+from runyard.redis.items import PROMOTE_BATCH, decode_dead_letter, decode_item
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, segment
 from runyard.redis.scripts import QUEUE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
@@ -38,7 +38,6 @@ class AsyncRedisQueueReads:
     _runner: AsyncScriptRunner
     _queue_keys: QueueKeys
     _keys: list[str]
-    _layout_checked: bool
 
     def _claim_args(self, worker: str) -> list[Any]:
         """worker, now, lease_seconds, promote batch, reclaim count: a claim script's first
@@ -60,7 +59,6 @@ class AsyncRedisQueueReads:
             if refusal is not None:
                 raise refusal from exc
             raise
-        self._layout_checked = True
         return reply
 
     async def check_layout(self) -> None:
@@ -83,7 +81,6 @@ class AsyncRedisQueueReads:
             raise ConfigurationError(
                 layout_message(self.settings.namespace, version, str(QUEUE_LAYOUT))
             )
-        self._layout_checked = True
 
     async def _find(
         self, tenant: str, item_id: str, dedupe_key: str | None, lost: ReplyLost
@@ -110,11 +107,8 @@ class AsyncRedisQueueReads:
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        if not self._layout_checked:
-            await self.check_layout()
-        name = self._queue_keys.item(tenant, item_id)
-        fields = await self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
-        return item_from_fields(tenant, item_id, fields)
+        reply = await self._script("get_item", [tenant, item_id], idempotent=True)
+        return None if reply is None else decode_item(reply)
 
     async def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
         """Return the tenant's dead-lettered items, oldest first."""

@@ -72,7 +72,6 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         self._runner = ScriptRunner(client, self.settings, QueueUnavailableError)
         self._queue_keys = QueueKeys(self.settings.namespace)
         self._keys = self._queue_keys.all()
-        self._layout_checked = False
 
     @classmethod
     def open(

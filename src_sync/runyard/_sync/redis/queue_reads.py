@@ -17,7 +17,7 @@ from runyard.redis.flavours import (
     RedisClient,
     ResponseError,
 )
-from runyard.redis.items import PROMOTE_BATCH, decode_dead_letter, item_from_fields
+from runyard.redis.items import PROMOTE_BATCH, decode_dead_letter, decode_item
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, segment
 from runyard.redis.scripts import QUEUE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
@@ -40,7 +40,6 @@ class RedisQueueReads:
     _runner: ScriptRunner
     _queue_keys: QueueKeys
     _keys: list[str]
-    _layout_checked: bool
 
     def _claim_args(self, worker: str) -> list[Any]:
         """worker, now, lease_seconds, promote batch, reclaim count: a claim script's first
@@ -62,7 +61,6 @@ class RedisQueueReads:
             if refusal is not None:
                 raise refusal from exc
             raise
-        self._layout_checked = True
         return reply
 
     def check_layout(self) -> None:
@@ -85,7 +83,6 @@ class RedisQueueReads:
             raise ConfigurationError(
                 layout_message(self.settings.namespace, version, str(QUEUE_LAYOUT))
             )
-        self._layout_checked = True
 
     def _find(
         self, tenant: str, item_id: str, dedupe_key: str | None, lost: ReplyLost
@@ -112,11 +109,8 @@ class RedisQueueReads:
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        if not self._layout_checked:
-            self.check_layout()
-        name = self._queue_keys.item(tenant, item_id)
-        fields = self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
-        return item_from_fields(tenant, item_id, fields)
+        reply = self._script("get_item", [tenant, item_id], idempotent=True)
+        return None if reply is None else decode_item(reply)
 
     def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
         """Return the tenant's dead-lettered items, oldest first."""

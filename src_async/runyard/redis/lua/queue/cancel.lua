@@ -3,15 +3,15 @@
 -- Returns {'ok'}, {'missing'} (unknown or completed) or {'leased', worker} (nothing changed).
 local tenant, id = ARGV[1], ARGV[2]
 local item = item_field(tenant, id)
-local v = redis.call('HMGET', ikey(item), 'e', 's', 'w', 'dt')
-if not v[1] then
+if not exists(item) then
   return {'missing'}
 end
-if v[2] == 'l' then
-  return {'leased', v[3]}
+local v = redis.call('HMGET', ikey(item), 's', 'w', 'dt')
+if v[1] == 'l' then
+  return {'leased', v[2]}
 end
-if v[2] == 'd' then
-  redis.call('ZREM', DEAD, seg(tenant) .. time_key(v[4]) .. id)
+if v[1] == 'd' then
+  redis.call('ZREM', DEAD, seg(tenant) .. time_key(v[3]) .. id)
 else
   leave_line(item, tenant, id)
 end

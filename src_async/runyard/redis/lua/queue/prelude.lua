@@ -102,10 +102,12 @@ local function ikey(item)
 end
 
 -- Item hash fields (items.py FIELDS mirrors them); a field at its default is left out:
--- p payload (or chunks 1..n), q priority (0), s state ('l' leased, 'd' dead; ready), a
--- attempts (0), v available (enqueued), e enqueued, k dedupe, m max attempts, o readiness
--- seq, w worker, x lease expiry, c claimed at, t token, r last error, dr dead reason,
--- dt dead at.
+-- p payload (or chunks 1..n; see store_payload), q priority (0), s state ('l' leased, 'd'
+-- dead; ready), a attempts (0), v available (enqueued), k dedupe, m max attempts, w worker,
+-- x lease expiry, c claimed at, t token, r last error, dr dead reason, dt dead at, h header
+-- (only beside a large payload). The header (HEADER bytes: enqueued_at as a big-endian
+-- double, then the readiness seq in 5 bytes) is rarely read, so it is packed in front of the
+-- payload.
 local function get(item, column)
   return redis.call('HGET', ikey(item), column)
 end
@@ -122,6 +124,11 @@ local function exists(item)
   return redis.call('EXISTS', ikey(item)) == 1
 end
 
+-- One tenant's ready line: a sorted set per tenant (see ready_member).
+local function line(tenant)
+  return READY .. ':' .. seg(tenant)
+end
+
 local function attempts_of(item)
   return tonumber(get(item, 'a') or 0)
 end
@@ -134,71 +141,128 @@ local function set_attempts(item, n)
   end
 end
 
-local function available_of(item)
-  local v = redis.call('HMGET', ikey(item), 'v', 'e')
-  return v[1] or v[2]
-end
+-- The header and the payload: header .. payload is the field `p` when PAYLOAD_PART bytes or
+-- less; a longer one, up to PAYLOAD_PARTS_MAX parts, is split into fields 1..n of at most
+-- PAYLOAD_PART bytes each, so the item's hash stays a listpack (hash-max-listpack-value
+-- defaults to 64; 63 bytes keep a one-byte entry header). Past that the payload is `p`
+-- alone and the header `h` (a hashtable either way; the payload dominates). items.py reads
+-- them back.
+local HEADER, PAYLOAD_PART, PAYLOAD_PARTS_MAX = 13, 63, 16
 
-local function set_available(item, at)
-  if tonumber(at) == tonumber(get(item, 'e')) then
-    clear(item, 'v')
+local function store_payload(item, header, payload)
+  local blob = header .. payload
+  if #blob > PAYLOAD_PART * PAYLOAD_PARTS_MAX then
+    set(item, 'h', header, 'p', payload)
+  elseif #blob <= PAYLOAD_PART then
+    set(item, 'p', blob)
   else
-    set(item, 'v', at)
+    local flat, n = {}, 0
+    for at = 1, #blob, PAYLOAD_PART do
+      n = n + 1
+      flat[#flat + 1] = tostring(n)
+      flat[#flat + 1] = string.sub(blob, at, at + PAYLOAD_PART - 1)
+    end
+    set(item, unpack(flat))
   end
 end
 
--- A payload of PAYLOAD_PART bytes or less is the field `p`. A longer one, up to
--- PAYLOAD_PARTS_MAX parts, is split into fields 1..n of at most PAYLOAD_PART bytes each, so
--- the item's hash stays a listpack (hash-max-listpack-value defaults to 64; 63 bytes keep a
--- one-byte entry header). Longer payloads stay whole (a hashtable either way; the payload
--- dominates). items.py joins the parts.
-local PAYLOAD_PART, PAYLOAD_PARTS_MAX = 63, 16
-
-local function store_payload(item, payload)
-  if #payload <= PAYLOAD_PART or #payload > PAYLOAD_PART * PAYLOAD_PARTS_MAX then
-    set(item, 'p', payload)
-    return
+-- The field holding the header, and its value (the header, or the header and more).
+local function header_field(item)
+  local h = get(item, 'h')
+  if h then
+    return 'h', h
   end
-  local flat, n = {}, 0
-  for at = 1, #payload, PAYLOAD_PART do
-    n = n + 1
-    flat[#flat + 1] = tostring(n)
-    flat[#flat + 1] = string.sub(payload, at, at + PAYLOAD_PART - 1)
+  local v = redis.call('HMGET', ikey(item), 'p', '1')
+  if v[1] then
+    return 'p', v[1]
   end
-  set(item, unpack(flat))
+  return '1', v[2]
 end
 
--- The reply for one item: tenant, id, then its hash as HGETALL returns it (items.py decodes).
+local function header_of(item)
+  local _, value = header_field(item)
+  return string.sub(value, 1, HEADER)
+end
+
+-- The time in a header's first 8 bytes (time_bytes undone), as exact text.
+local function header_time(header)
+  local b = {string.byte(header, 1, 8)}
+  local high = ((b[1] * 256 + b[2]) * 256 + b[3]) * 256 + b[4]
+  local low = ((b[5] * 256 + b[6]) * 256 + b[7]) * 256 + b[8]
+  if high == 0 and low == 0 then
+    return '0'
+  end
+  local fraction = (high % 2 ^ 20) * 2 ^ 32 + low
+  local x = math.ldexp((fraction / 2 ^ 52 + 1) / 2, math.floor(high / 2 ^ 20) - 1022)
+  return string.format('%.17g', x)
+end
+
+-- The reply for one item: tenant, id, then its fields as HGETALL lists them, the header taken
+-- out of the payload and given as `e` (enqueued_at, text), so a reply holds text only.
 local function item_reply(item, tenant, id)
-  return {tenant, id, redis.call('HGETALL', ikey(item))}
+  local flat = redis.call('HGETALL', ikey(item))
+  local separate = get(item, 'h')
+  local header = separate
+  local out = {}
+  for i = 1, #flat, 2 do
+    local name, value = flat[i], flat[i + 1]
+    if name ~= 'h' then
+      if not separate and (name == 'p' or name == '1') then
+        header = string.sub(value, 1, HEADER)
+        value = string.sub(value, HEADER + 1)
+      end
+      out[#out + 1] = name
+      out[#out + 1] = value
+    end
+  end
+  out[#out + 1] = 'e'
+  out[#out + 1] = header_time(header)
+  return {tenant, id, out}
 end
+
+-- Gives the item a new readiness seq (in its header).
+local function set_seq(item, seq)
+  local field, value = header_field(item)
+  set(item, field, string.sub(value, 1, 8) .. bytes(seq, 5) .. string.sub(value, HEADER + 1))
+end
+
 
 -- A member of the ready line: tenant, then priority (highest first, 4 bytes), due time (8),
 -- readiness seq (5), id; so a tenant's head is its highest-priority item that became due
 -- first (mirrors the memory model's (-priority, available_at, seq) order).
 local LINE_ORDER_BYTES = 17
 
-local function ready_member(item, tenant, id)
-  local v = redis.call('HMGET', ikey(item), 'q', 'o')
-  return seg(tenant) .. bytes(2147483647 - tonumber(v[1] or 0), 4) ..
-    time_bytes(available_of(item)) .. bytes(tonumber(v[2]), 5) .. id
+-- A member of a tenant's ready line: priority (highest first, 4 bytes), due time (8),
+-- readiness seq (5), id; so the head is the highest-priority item that became due first
+-- (mirrors the memory model's (-priority, available_at, seq) order). Without `v` the due time
+-- is the enqueue time, the header's first 8 bytes (the same encoding).
+local LINE_ORDER_BYTES = 17
+
+local function ready_member(item, id)
+  local v = redis.call('HMGET', ikey(item), 'q', 'v')
+  local header = header_of(item)
+  local due = string.sub(header, 1, 8)
+  if v[2] then
+    due = time_bytes(v[2])
+  end
+  return bytes(2147483647 - tonumber(v[1] or 0), 4) .. due .. string.sub(header, 9) .. id
 end
 
 local function delayed_member(item)
-  return bytes(tonumber(get(item, 'o')), 5) .. item
+  return string.sub(header_of(item), 9) .. item
 end
 
 -- Puts a ready item (its due time reached) in its tenant's line and the tenant in rotation.
 local function enter_line(item, tenant, id)
-  redis.call('ZADD', READY, 0, ready_member(item, tenant, id))
+  redis.call('ZADD', line(tenant), 0, ready_member(item, id))
+  redis.call('HINCRBY', COUNTERS, 'ready', 1)
   redis.call('ZADD', ROTATION, 'NX', redis.call('HGET', TURNS, tenant), tenant)
 end
 
 -- Mirrors MemoryQueueCore._make_ready: a new seq, then delayed or in its tenant's line.
 -- Returns true when the item is ready now.
 local function make_ready(item, tenant, id, available, now)
-  local seq = redis.call('HINCRBY', COUNTERS, 'seq', 1)
-  set(item, 'o', seq)
+  set_seq(item, redis.call('HINCRBY', COUNTERS, 'seq', 1))
   if tonumber(available) > tonumber(now) then
     redis.call('ZADD', DELAYED, available, delayed_member(item))
     return false
@@ -219,18 +283,18 @@ local function promote(now, batch)
 end
 
 local function head(tenant)
-  local prefix = seg(tenant)
-  local found = redis.call('ZRANGEBYLEX', READY, '[' .. prefix, '(' .. prefix .. '\255',
-    'LIMIT', 0, 1)
-  return found[1]
+  return redis.call('ZRANGE', line(tenant), 0, 0)[1]
 end
 
 -- Takes a ready or delayed item out of its line (and its tenant out of rotation when that
 -- empties the line).
 local function leave_line(item, tenant, id)
   redis.call('ZREM', DELAYED, delayed_member(item))
-  if redis.call('ZREM', READY, ready_member(item, tenant, id)) == 1 and not head(tenant) then
-    redis.call('ZREM', ROTATION, tenant)
+  if redis.call('ZREM', line(tenant), ready_member(item, id)) == 1 then
+    redis.call('HINCRBY', COUNTERS, 'ready', -1)
+    if not head(tenant) then
+      redis.call('ZREM', ROTATION, tenant)
+    end
   end
 end
 
@@ -273,13 +337,16 @@ local function enqueue_one(tenant, id, dedupe, payload, priority, now, delay, ru
     redis.call('HSET', DEDUPE, dedupe_field, id)
     set(item, 'k', dedupe)
   end
-  local available = plus(now, delay)
-  if run_at ~= '' and tonumber(run_at) > tonumber(now) then
+  local available = now
+  if tonumber(delay) > 0 then
+    available = plus(now, delay)
+  elseif run_at ~= '' and tonumber(run_at) > tonumber(now) then
     available = run_at
   end
-  store_payload(item, payload)
-  set(item, 'e', now)
-  set_available(item, available)
+  store_payload(item, time_bytes(now) .. bytes(0, 5), payload)
+  if available ~= now then
+    set(item, 'v', available)
+  end
   if priority ~= '0' then
     set(item, 'q', priority)
   end
@@ -310,8 +377,9 @@ local function claim_one(worker, now, expires)
   end
   local tenant = first[1]
   local member = head(tenant)
-  redis.call('ZREM', READY, member)
-  local id = string.sub(member, #seg(tenant) + LINE_ORDER_BYTES + 1)
+  redis.call('ZREM', line(tenant), member)
+  redis.call('HINCRBY', COUNTERS, 'ready', -1)
+  local id = string.sub(member, LINE_ORDER_BYTES + 1)
   local item = item_field(tenant, id)
   local turn = redis.call('HINCRBY', COUNTERS, 'turn', 1)
   redis.call('HSET', TURNS, tenant, turn)
@@ -339,17 +407,17 @@ end
 
 -- Mirrors MemoryQueueCore._leased: unknown, then taken, then capped, then expired.
 local function lease_error(item, token, now, max_lease)
-  local v = redis.call('HMGET', ikey(item), 'e', 's', 't', 'c', 'x')
-  if not v[1] then
+  if not exists(item) then
     return {'not_found'}
   end
-  if v[2] ~= 'l' or v[3] ~= token then
+  local v = redis.call('HMGET', ikey(item), 's', 't', 'c', 'x')
+  if v[1] ~= 'l' or v[2] ~= token then
     return {'lease_lost', 'taken'}
   end
-  if tonumber(now) >= tonumber(v[4]) + tonumber(max_lease) then
+  if tonumber(now) >= tonumber(v[3]) + tonumber(max_lease) then
     return {'lease_lost', 'capped'}
   end
-  if tonumber(now) > tonumber(v[5]) then
+  if tonumber(now) > tonumber(v[4]) then
     return {'lease_lost', 'expired'}
   end
   return nil
@@ -406,7 +474,7 @@ local function retry(item, tenant, id, at, error_text, now)
   if error_text then
     set(item, 'r', error_text)
   end
-  set_available(item, at)
+  set(item, 'v', at)
   return make_ready(item, tenant, id, at, now)
 end
 

@@ -7,7 +7,7 @@ if get(item, 's') ~= 'd' then
 end
 redis.call('ZREM', DEAD, seg(tenant) .. time_key(get(item, 'dt')) .. id)
 clear(item, 's', 'dr', 'dt', 'a')
-set_available(item, now)
+set(item, 'v', now)
 if make_ready(item, tenant, id, now, now) then
   wake(1)
 end

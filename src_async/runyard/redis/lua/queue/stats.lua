@@ -18,7 +18,7 @@ if due_count > 0 then
   end
 end
 return {
-  redis.call('ZCARD', READY) + due_count,
+  tonumber(redis.call('HGET', COUNTERS, 'ready') or 0) + due_count,
   redis.call('ZCOUNT', DELAYED, '(' .. now, '+inf'),
   redis.call('ZCARD', LEASES),
   redis.call('ZCARD', DEAD),
