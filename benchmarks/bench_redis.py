@@ -1,8 +1,11 @@
 """Redis backend throughput (``make bench-redis``): both twins, concurrency 1 and 32.
 
 Each operation's ops/s is printed beside the raw redis-py EVALSHA round trip (a one-line
-script, same twin, same concurrency, same run) and their ratio. It starts its own redis-server
-on a free loopback port (persistence off) and stops it by pid; ``--port`` uses a running one.
+script, same twin, same concurrency, same run) and their ratio; ``claim+complete x16`` counts
+items claimed with ``claim_many(limit=16)`` and settled with one ``complete_many`` per batch.
+Then the queue's bytes per item. It starts its own redis-server on a free loopback port
+(persistence off) and stops it by pid; ``--port`` uses a running one. The figures go to
+``<out-dir>/bench-redis.json`` and ``.png`` (benchmarks/_report.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -27,6 +31,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from runyard import CounterDelta, RunKey
+from runyard.models import NewItem
 from runyard.redis import (
     AsyncRedisStateStore,
     AsyncRedisWorkQueue,
@@ -36,9 +41,12 @@ from runyard.redis import (
 )
 from runyard.redis.keys import cleanup_patterns
 
+from benchmarks._report import write_report
 from benchmarks.redis_memory import bytes_per_item
 
 RAW_SCRIPT = "return ARGV[1]"
+BATCH = 16
+OPERATIONS = ("put_run", "patch_run", "claim+complete", f"claim+complete x{BATCH}")
 
 
 def _free_port() -> int:
@@ -140,6 +148,18 @@ async def _async_cell(port: int, concurrency: int, total: int) -> dict[str, floa
         await queue.complete(lease.tenant, lease.item_id, token=lease.token)
 
     out["claim+complete"] = await _async_rate(concurrency, total, claim_complete)
+    for start in range(0, total, 1000):
+        count = min(1000, total - start)
+        await queue.enqueue_many(
+            f"tenant-{start % 8}", [NewItem(payload={"i": start + n}) for n in range(count)]
+        )
+
+    async def claim_complete_batch(_: int) -> None:
+        leases = await queue.claim_many("bench", limit=BATCH)
+        assert await queue.complete_many(leases) == [None] * len(leases)
+
+    batches = await _async_rate(concurrency, total // BATCH, claim_complete_batch)
+    out[f"claim+complete x{BATCH}"] = batches * BATCH
     await _async_purge(client, store.settings.namespace, queue.settings.namespace)
     await client.aclose()
     return out
@@ -186,6 +206,18 @@ def _sync_cell(port: int, concurrency: int, total: int) -> dict[str, float]:
         queue.complete(lease.tenant, lease.item_id, token=lease.token)
 
     out["claim+complete"] = _sync_rate(concurrency, total, claim_complete)
+    for start in range(0, total, 1000):
+        count = min(1000, total - start)
+        queue.enqueue_many(
+            f"tenant-{start % 8}", [NewItem(payload={"i": start + n}) for n in range(count)]
+        )
+
+    def claim_complete_batch(_: int) -> None:
+        leases = queue.claim_many("bench", limit=BATCH)
+        assert queue.complete_many(leases) == [None] * len(leases)
+
+    out[f"claim+complete x{BATCH}"] = _sync_rate(concurrency, total // BATCH, claim_complete_batch)
+    out[f"claim+complete x{BATCH}"] *= BATCH
     _sync_purge(client, store.settings.namespace, queue.settings.namespace)
     client.close()
     return out
@@ -202,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--items", type=int, default=20_000, help="queued items for the bytes-per-item figure"
     )
+    parser.add_argument(
+        "--out-dir",
+        default="benchmarks/results",
+        help="where bench-redis.json and bench-redis.png go",
+    )
     args = parser.parse_args(argv)
     process = workdir = None
     port = args.port
@@ -216,9 +253,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, redis-py {redis.__version__}"
         )
         print(
-            f"{'twin':<6} {'conc':>4}  {'operation':<15} {'ops/s':>9} "
+            f"{'twin':<6} {'conc':>4}  {'operation':<19} {'ops/s':>9} "
             f"{'raw EVALSHA/s':>14} {'ratio':>6}"
         )
+        figures: dict[str, Any] = {}
         for twin in ("async", "sync"):
             for concurrency in (1, 32):
                 if twin == "async":
@@ -226,17 +264,31 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     cell = _sync_cell(port, concurrency, args.ops)
                 raw = cell["raw evalsha"]
-                for op in ("put_run", "patch_run", "claim+complete"):
+                for op in OPERATIONS:
+                    ratio = cell[op] / raw
                     print(
-                        f"{twin:<6} {concurrency:>4}  {op:<15} {cell[op]:>9.0f} {raw:>14.0f} "
-                        f"{cell[op] / raw:>6.2f}"
+                        f"{twin:<6} {concurrency:>4}  {op:<19} {cell[op]:>9.0f} {raw:>14.0f} "
+                        f"{ratio:>6.2f}"
                     )
+                    figures[f"{twin} c{concurrency} {op}"] = {
+                        "ops/s": cell[op],
+                        "raw evalsha/s": raw,
+                        "ratio": ratio,
+                    }
         memory = bytes_per_item(port, args.items)
         print(
             f"queue memory at {args.items} ready items, 100-byte payload: "
             f"{memory['memory_usage']:.0f} B per item (MEMORY USAGE over the namespace's keys), "
             f"{memory['used_memory']:.0f} B per item (used_memory delta)"
         )
+        figures["queue memory"] = {
+            "items": args.items,
+            "payload bytes": 100,
+            "bytes per item (MEMORY USAGE)": memory["memory_usage"],
+            "bytes per item (used_memory delta)": memory["used_memory"],
+        }
+        for path in write_report("bench-redis", figures, out_dir=args.out_dir):
+            print(f"wrote {path}")
     finally:
         if process is not None:
             os.kill(process.pid, signal.SIGTERM)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import redis
 
@@ -22,3 +24,18 @@ def test_the_benchmark_leaves_other_keys_alone_and_removes_its_own(
         assert figures["memory_usage"] > 100  # at least the payload
         assert client.get("someone-else:key") == b"keep me"
         assert list(client.scan_iter(match="bench-*")) == []
+        assert list(client.scan_iter(match="{bench-*")) == []  # item hashes
+
+
+def test_the_benchmark_writes_its_figures_and_chart(
+    dedicated_redis_target: RedisTarget, tmp_path: Path
+) -> None:
+    code = bench_redis.main(
+        ["--port", str(dedicated_redis_target.port), "--ops", "512", "--items", "50"]
+        + ["--out-dir", str(tmp_path)]
+    )
+    assert code == 0
+    figures = json.loads((tmp_path / "bench-redis.json").read_text(encoding="utf-8"))
+    assert figures["async c32 claim+complete x16"]["ratio"] > 0
+    assert figures["queue memory"]["bytes per item (MEMORY USAGE)"] > 100
+    assert (tmp_path / "bench-redis.png").read_bytes().startswith(b"\x89PNG")
