@@ -10,7 +10,12 @@ from collections.abc import Iterator
 import pytest
 from redis.crc import key_slot
 from runyard import ManualClock, QueuePolicy
-from runyard.errors import ItemLeasedError, LeaseLostError
+from runyard.errors import (
+    ItemLeasedError,
+    LeaseLostError,
+    StoreOutcomeUnknown,
+    WorkItemNotFoundError,
+)
 from runyard.models import NewItem
 from runyard.policy import RECLAIM_PER_CLAIM
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
@@ -18,6 +23,7 @@ from runyard.redis.flavours import RedisClient
 from runyard.redis.keys import QueueKeys
 from runyard.redis.wake import WAKE_LIST_MAX, wake_key
 
+from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_commands import counting_commands
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 
@@ -166,3 +172,52 @@ def test_cancel_purge_and_prune_leave_nothing_behind(q: _Queue) -> None:
         assert not q.client.exists(key), key
     assert q.queue.enqueue("a", 1, dedupe_key="d")
     assert (q.queue.stats()).tenants == 1
+
+
+# -- lost replies to the batched calls ---------------------------------------------------------
+@pytest.fixture
+def lossy(
+    dedicated_redis_target: RedisTarget,
+) -> Iterator[tuple[_Queue, ReplyDroppingProxy]]:
+    with running_proxy(dedicated_redis_target.port) as proxy:
+        made = _Queue(RedisTarget("server", port=proxy.port))
+        made.queue.stats()  # the layout check, before any reply is dropped
+        yield made, proxy
+        made.queue.close()
+
+
+def test_a_lost_enqueue_many_reply_is_resent_only_when_every_item_has_an_identity(
+    lossy: tuple[_Queue, ReplyDroppingProxy],
+) -> None:
+    made, proxy = lossy
+    proxy.drop_next_reply()
+    items = made.queue.enqueue_many(
+        "acme", [NewItem(payload=1, item_id="a"), NewItem(payload=2, dedupe_key="k")]
+    )
+    assert proxy.dropped == 1 and [i.payload for i in items] == [1, 2]
+    assert (made.queue.stats()).ready == 2
+    proxy.drop_next_reply()
+    with pytest.raises(StoreOutcomeUnknown):
+        made.queue.enqueue_many("acme", [NewItem(payload=3, item_id="b"), NewItem(payload=4)])
+    assert (made.queue.stats()).ready == 4
+
+
+def test_lost_claim_many_and_complete_many_replies_are_outcome_unknown(
+    lossy: tuple[_Queue, ReplyDroppingProxy],
+) -> None:
+    made, proxy = lossy
+    made.queue.enqueue_many("acme", [NewItem(payload=n) for n in range(3)])
+    proxy.drop_next_reply()
+    with pytest.raises(StoreOutcomeUnknown):
+        made.queue.claim_many("w", limit=2)
+    leases = made.queue.adopt("w")  # what the lost claim took
+    assert len(leases) == 2
+    proxy.drop_next_reply()
+    renewed = made.queue.heartbeat_many(leases)  # re-sent: extends the same leases
+    assert proxy.dropped == 2 and all(not isinstance(r, Exception) for r in renewed)
+    proxy.drop_next_reply()
+    with pytest.raises(StoreOutcomeUnknown):
+        made.queue.complete_many(leases)
+    again = made.queue.complete_many(leases)  # the first send finished them
+    assert all(isinstance(r, WorkItemNotFoundError) for r in again)
+    assert (made.queue.stats()).ready == 1
