@@ -30,9 +30,9 @@ def test_the_benchmark_leaves_other_keys_alone_and_removes_its_own(
 def test_the_benchmark_writes_its_figures_and_chart(
     dedicated_redis_target: RedisTarget, tmp_path: Path
 ) -> None:
+    port = str(dedicated_redis_target.port)
     code = bench_redis.main(
-        ["--port", str(dedicated_redis_target.port), "--ops", "512", "--items", "50"]
-        + ["--out-dir", str(tmp_path)]
+        ["--port", port, "--ops", "512", "--items", "50", "--out-dir", str(tmp_path)]
     )
     assert code == 0
     figures = json.loads((tmp_path / "bench-redis.json").read_text(encoding="utf-8"))
