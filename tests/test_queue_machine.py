@@ -29,7 +29,7 @@ class QueueThatIgnoresTokens(MemoryWorkQueue):
 
 def _stale_ack_story(machine: Any) -> None:
     """w1 claims and fails an item; it becomes due; w2 claims it; w1 acks with its old token."""
-    machine.enqueue(tenant="acme", priority=0, delay=0.0, dedupe=None, attempts=None)
+    machine.enqueue(tenant="acme", priority=0, delay=0.0, dedupe=None)
     machine.claim(worker="w1")
     machine.settle(("acme", "item-1"), "fail", retryable=True)
     machine.tick(seconds=11.0)

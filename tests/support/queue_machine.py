@@ -1,7 +1,7 @@
 """A Hypothesis state machine that drives a WorkQueue and the memory model side by side.
 
 enqueue / claim / heartbeat / complete / fail / settle-with-a-stale-token / tick / reap / requeue /
-cancel / purge_dead:
+cancel / purge_dead (enqueues carry run_at and max_attempts too):
 after every step the queue under test must agree with `runyard.memory.queue.MemoryQueueCore` on what
 was claimed, what was refused, and the counts by state. Backends get it through
 `make_queue_machine(factory)`, with `factory(policy, clock)` returning a fresh sync queue.
@@ -66,19 +66,29 @@ def make_queue_machine(
             delay=st.sampled_from([0.0, 0.0, 5.0]),
             dedupe=st.sampled_from([None, None, "d1"]),
             attempts=st.sampled_from([None, None, 1]),
+            run_at_offset=st.sampled_from([None, None, None, -50.0, 7.0]),
         )
         def enqueue(
-            self, tenant: str, priority: int, delay: float, dedupe: str | None, attempts: int | None
+            self,
+            tenant: str,
+            priority: int,
+            delay: float,
+            dedupe: str | None,
+            attempts: int | None = None,
+            run_at_offset: float | None = None,
         ) -> None:
+            """Enqueue on both; ``run_at_offset`` (seconds from now) replaces the delay."""
             self.count += 1
             item_id = f"item-{self.count}"
             kw: dict[str, Any] = {
                 "item_id": item_id,
                 "dedupe_key": dedupe,
                 "priority": priority,
-                "delay_seconds": delay,
+                "delay_seconds": delay if run_at_offset is None else 0.0,
                 "max_attempts": attempts,
             }
+            if run_at_offset is not None:
+                kw["run_at"] = self.clock.now() + run_at_offset
             model = self.model.enqueue(tenant, {"n": self.count}, **kw)
             real = self.queue.enqueue(tenant, {"n": self.count}, **kw)
             assert (real.item_id, real.state, real.payload, real.max_attempts) == (
@@ -87,6 +97,7 @@ def make_queue_machine(
                 model.payload,
                 model.max_attempts,
             )
+            assert real.available_at == model.available_at
 
         @rule(worker=st.sampled_from(WORKERS))
         def claim(self, worker: str) -> None:
@@ -201,9 +212,10 @@ def make_queue_machine(
             r = _outcome(lambda: self.queue.cancel(tenant, item_id))
             assert m == r, (item_id, m, r)
 
+        @precondition(lambda self: self.model.stats().dead > 0)
         @rule(
             tenant=st.sampled_from(TENANTS),
-            older_than=st.sampled_from([0.0, 5.0]),
+            older_than=st.sampled_from([0.0, 0.0, 5.0]),
             limit=st.sampled_from([1, 100]),
         )
         def purge_dead(self, tenant: str, older_than: float, limit: int) -> None:
