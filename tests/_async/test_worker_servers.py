@@ -67,14 +67,11 @@ async def redis_settings(local_redis_target: RedisTarget) -> AsyncIterator[Redis
     local_redis_target.purge(settings.namespace)
 
 
-@pytest.mark.asyncio
-async def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
-    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
-) -> None:
-    client = AsyncClients.for_target(local_redis_target)
-    queue = SpyRedisQueue(client, settings=redis_settings, owns_client=True)
-    listener = AsyncClients.for_target(local_redis_target)
-    wakeup = AsyncRedisWakeup(listener, namespace=redis_settings.namespace, owns_client=True)
+async def _woken_by_the_enqueue_script(target: RedisTarget, settings: RedisStoreSettings) -> None:
+    client = AsyncClients.for_target(target)
+    queue = SpyRedisQueue(client, settings=settings, owns_client=True)
+    listener = AsyncClients.for_target(target)
+    wakeup = AsyncRedisWakeup(listener, namespace=settings.namespace, owns_client=True)
     ran = AsyncEvent()
 
     async def handler(job: Job) -> None:
@@ -92,6 +89,25 @@ async def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
     await async_gather([worker.run, drive])
     assert worker.stats().completed == 1
     await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    await _woken_by_the_enqueue_script(local_redis_target, redis_settings)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_an_idle_redis_cluster_worker_is_woken_by_the_enqueue_script(
+    cluster_redis_target: RedisTarget,
+) -> None:
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    try:
+        await _woken_by_the_enqueue_script(cluster_redis_target, settings)
+    finally:
+        cluster_redis_target.purge(settings.namespace)
 
 
 @pytest.mark.asyncio

@@ -68,13 +68,11 @@ def redis_settings(local_redis_target: RedisTarget) -> Iterator[RedisStoreSettin
     local_redis_target.purge(settings.namespace)
 
 
-def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
-    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
-) -> None:
-    client = Clients.for_target(local_redis_target)
-    queue = SpyRedisQueue(client, settings=redis_settings, owns_client=True)
-    listener = Clients.for_target(local_redis_target)
-    wakeup = RedisWakeup(listener, namespace=redis_settings.namespace, owns_client=True)
+def _woken_by_the_enqueue_script(target: RedisTarget, settings: RedisStoreSettings) -> None:
+    client = Clients.for_target(target)
+    queue = SpyRedisQueue(client, settings=settings, owns_client=True)
+    listener = Clients.for_target(target)
+    wakeup = RedisWakeup(listener, namespace=settings.namespace, owns_client=True)
     ran = Event()
 
     def handler(job: Job) -> None:
@@ -92,6 +90,23 @@ def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
     gather([worker.run, drive])
     assert worker.stats().completed == 1
     queue.close()
+
+
+def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    _woken_by_the_enqueue_script(local_redis_target, redis_settings)
+
+
+@pytest.mark.slow
+def test_an_idle_redis_cluster_worker_is_woken_by_the_enqueue_script(
+    cluster_redis_target: RedisTarget,
+) -> None:
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    try:
+        _woken_by_the_enqueue_script(cluster_redis_target, settings)
+    finally:
+        cluster_redis_target.purge(settings.namespace)
 
 
 def test_an_idle_postgres_worker_is_woken_by_a_notify_on_the_wake_channel(
