@@ -232,3 +232,15 @@ async def test_lost_claim_many_and_complete_many_replies_are_outcome_unknown(
     again = await made.queue.complete_many(leases)  # the first send finished them
     assert all(isinstance(r, WorkItemNotFoundError) for r in again)
     assert (await made.queue.stats()).ready == 1
+
+
+@pytest.mark.asyncio
+async def test_a_lost_cancel_reply_is_outcome_unknown(
+    lossy: tuple[_Queue, ReplyDroppingProxy],
+) -> None:
+    made, proxy = lossy
+    await made.queue.enqueue("acme", 1, item_id="a")
+    proxy.drop_next_reply()
+    with pytest.raises(StoreOutcomeUnknown):
+        await made.queue.cancel("acme", "a")
+    assert await made.queue.get_item("acme", "a") is None

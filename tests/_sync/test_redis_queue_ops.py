@@ -221,3 +221,14 @@ def test_lost_claim_many_and_complete_many_replies_are_outcome_unknown(
     again = made.queue.complete_many(leases)  # the first send finished them
     assert all(isinstance(r, WorkItemNotFoundError) for r in again)
     assert (made.queue.stats()).ready == 1
+
+
+def test_a_lost_cancel_reply_is_outcome_unknown(
+    lossy: tuple[_Queue, ReplyDroppingProxy],
+) -> None:
+    made, proxy = lossy
+    made.queue.enqueue("acme", 1, item_id="a")
+    proxy.drop_next_reply()
+    with pytest.raises(StoreOutcomeUnknown):
+        made.queue.cancel("acme", "a")
+    assert made.queue.get_item("acme", "a") is None

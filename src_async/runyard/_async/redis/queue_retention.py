@@ -19,12 +19,16 @@ class AsyncRedisQueueRetention(AsyncRedisQueueReads):
         """Remove a ready, delayed or dead item (its dedupe key is freed): True; False when
         the item is unknown or already completed.
 
-        Raises ItemLeasedError for a leased item (nothing changes); a lost reply is sent
-        again (a second send finds the item gone: False).
+        Raises ItemLeasedError for a leased item (nothing changes); StoreOutcomeUnknown when
+        the reply is lost (sent again, it could not tell a cancel that landed from an item
+        that was gone).
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        reply = await self._script("cancel", [tenant, item_id], idempotent=True)
+        try:
+            reply = await self._script("cancel", [tenant, item_id], idempotent=False)
+        except ReplyLost as lost:
+            raise StoreOutcomeUnknown(f"cancel of {item_id!r}: {lost}") from lost
         status = text(reply[0])
         if status == "leased":
             raise ItemLeasedError(item_id, text(reply[1]))
