@@ -1,4 +1,5 @@
--- runyard's SQLite schema: state at version 2 (the run event logs), queue and executions at 1.
+-- runyard's SQLite schema: state at version 2 (the run event logs), queue at 2 (per-item
+-- max_attempts), executions at 1.
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
 -- is idempotent (IF NOT EXISTS, INSERT OR IGNORE), so applying it twice changes nothing;
@@ -93,6 +94,7 @@ CREATE TABLE IF NOT EXISTS "{work}" (
     last_error        TEXT,
     dead_reason       TEXT,
     dead_at           REAL,
+    max_attempts      INTEGER CHECK (max_attempts IS NULL OR max_attempts >= 1),
     PRIMARY KEY (tenant, item_id)
 );
 -- claim: a tenant's due head, highest priority first, then first due, then first ready.
@@ -203,4 +205,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 2), ('queue', 1), ('executions', 1);
+VALUES ('state', 2), ('queue', 2), ('executions', 1);
