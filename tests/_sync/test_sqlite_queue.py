@@ -14,8 +14,9 @@ import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard.errors import ConfigurationError, ItemLeasedError, LeaseLostError
 from runyard.models import NewItem
+from runyard.policy import RECLAIM_PER_CLAIM
 from runyard.sqlite import SQLITE_SCHEMA, SqliteWorkQueue
-from runyard.sqlite.queue_transactions import PRUNE_SCAN_PER_LIMIT, RECLAIM_PER_CLAIM
+from runyard.sqlite.queue_transactions import PRUNE_SCAN_PER_LIMIT
 
 POLICY = QueuePolicy(lease_seconds=30, max_attempts=3, backoff_base=10, random=lambda: 0.5)
 
@@ -135,10 +136,12 @@ def test_prune_looks_at_a_bounded_slice_of_tenants_per_call(
     for n in range(2 * PRUNE_SCAN_PER_LIMIT):
         queue.enqueue(f"busy-{n:02d}", {"n": n})
     idle = queue.enqueue("zz-idle", {"n": 0})
+    assert queue.claim("w1") is not None  # a turn for busy-00: it stays busy
     assert queue.cancel("zz-idle", idle.item_id)
-    # The idle tenant sorts after every busy one: the first call's slice does not reach it.
-    assert queue.prune(limit=1) == 0
+    # The idle tenant comes after 19 busy ones (same turn, then by name): the first call's
+    # slice of 10 does not reach it, the next one (from where the first stopped) does.
     assert queue.prune(limit=1) == 0
     assert queue.prune(limit=1) == 1
+    assert queue.prune(limit=1) == 0
     again = queue.enqueue("zz-idle", {"n": 1})
     assert (queue.get_item("zz-idle", again.item_id)) is not None

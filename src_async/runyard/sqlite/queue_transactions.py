@@ -11,7 +11,6 @@ per-item outcomes for batches.
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from runyard._sql import settle_refusal
 from runyard.errors import ItemLeasedError, LeaseLostError, RunyardError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.models import Lease, WorkItem
-from runyard.policy import FailureDecision, QueuePolicy
+from runyard.policy import RECLAIM_PER_CLAIM, FailureDecision, QueuePolicy
 from runyard.sqlite.flavours import Row
 from runyard.sqlite.rows_queue import decode_item, decode_lease
 from runyard.sqlite.schema import DATABASE_NOW
@@ -35,7 +34,8 @@ from runyard.validation import (
 
 __all__ = [
     "PRUNE_SCAN_PER_LIMIT",
-    "RECLAIM_PER_CLAIM",
+    "START",
+    "Cursor",
     "QueuePlan",
     "Target",
     "adopt_body",
@@ -53,8 +53,6 @@ __all__ = [
     "settle_body",
 ]
 
-# A claim first reclaims at most this many lapsed leases (oldest expiry first), as reap does.
-RECLAIM_PER_CLAIM = 8
 # prune looks at most this many tenants' turns per tenant it may remove.
 PRUNE_SCAN_PER_LIMIT = 10
 
@@ -75,12 +73,6 @@ class QueuePlan:
             "lease_seconds": float(self.policy.lease_seconds),
             "max_lease": float(self.policy.max_lease_seconds),
         }
-
-    def for_item(self, max_attempts: int | None) -> QueuePolicy:
-        """The policy deciding an item: the queue's, with the item's own attempt budget."""
-        if max_attempts is None or max_attempts == self.policy.max_attempts:
-            return self.policy
-        return dataclasses.replace(self.policy, max_attempts=int(max_attempts))
 
 
 def _rows(raw: sqlite3.Connection, sql: str, params: Mapping[str, Any]) -> list[Row]:
@@ -178,7 +170,7 @@ def _reclaim(
     now = _pin(raw, now)
     out = []
     for tenant, item_id, token, attempts, max_attempts in lapsed:
-        decision = plan.for_item(max_attempts).on_lapse(int(attempts), now)
+        decision = plan.policy.on_lapse(int(attempts), now, max_attempts=max_attempts)
         out.append(_decide(raw, plan, (tenant, item_id, token), decision, "lease lapsed", now))
     return out, now
 
@@ -222,7 +214,9 @@ def fail_body(
     refusal = settle_refusal(tenant, item_id, token, probe, now, plan.policy)
     if refusal is not None or probe is None:
         raise refusal or LeaseLostError(item_id, "taken")
-    decision = plan.for_item(probe[5]).on_failure(int(probe[4]), now, retryable=retryable)
+    decision = plan.policy.on_failure(
+        int(probe[4]), now, retryable=retryable, max_attempts=probe[5]
+    )
     return _decide(raw, plan, target, decision, error, now)
 
 
@@ -324,20 +318,25 @@ def purge_dead_body(
     return len(_rows(raw, plan.sql["purge_dead"], params))
 
 
+Cursor = tuple[int, str]  # (turn, tenant): where prune's walk over the turns stopped
+START: Cursor = (-1, "")
+
+
 def prune_body(
-    raw: sqlite3.Connection, plan: QueuePlan, now: float | None, after: str, limit: int
-) -> tuple[int, str]:
-    """Forget the turns of up to ``limit`` tenants without items, looking at no more than
-    ``PRUNE_SCAN_PER_LIMIT * limit`` tenants from the one after ``after`` (wrapping around);
-    return how many were forgotten and the cursor for the next call."""
+    raw: sqlite3.Connection, plan: QueuePlan, now: float | None, after: Cursor, limit: int
+) -> tuple[int, Cursor]:
+    """Forget the turns of up to ``limit`` tenants without items, least recently served first,
+    looking at no more than ``PRUNE_SCAN_PER_LIMIT * limit`` tenants from the cursor ``after``
+    (wrapping around); return how many were forgotten and the cursor for the next call."""
     scan = PRUNE_SCAN_PER_LIMIT * limit
-    tenants = [r[0] for r in _rows(raw, plan.sql["turns_after"], {"after": after, "scan": scan})]
-    if after and len(tenants) < scan:
-        rest = _rows(raw, plan.sql["turns_after"], {"after": "", "scan": scan - len(tenants)})
-        tenants += [r[0] for r in rest if r[0] <= after]
-    removed, cursor = 0, ""
-    for tenant in tenants:
-        cursor = tenant
+    sql = plan.sql["turns_after"]
+    turns = _rows(raw, sql, {"turn": after[0], "tenant": after[1], "scan": scan})
+    if after != START and len(turns) < scan:
+        rest = _rows(raw, sql, {"turn": START[0], "tenant": START[1], "scan": scan - len(turns)})
+        turns += [row for row in rest if tuple(row) <= after]
+    removed, cursor = 0, START
+    for turn, tenant in turns:
+        cursor = (int(turn), str(tenant))
         if _rows(raw, plan.sql["forget_idle"], {"tenant": tenant}):
             removed += 1
             if removed == limit:

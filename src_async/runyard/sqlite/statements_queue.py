@@ -123,9 +123,11 @@ WHERE rowid IN (
     ORDER BY dead_at, item_id
     LIMIT :limit)
 RETURNING item_id""",
-    # prune walks the turns by tenant name from a cursor, a bounded slice per call.
+    # prune walks the turns from a cursor, least recently served first, a bounded slice a call.
     "turns_after": """
-SELECT tenant FROM {turns} WHERE tenant > :after ORDER BY tenant LIMIT :scan""",
+SELECT turn, tenant FROM {turns} WHERE (turn, tenant) > (:turn, :tenant)
+ORDER BY turn, tenant
+LIMIT :scan""",
     "forget_idle": """
 DELETE FROM {turns}
 WHERE tenant = :tenant AND NOT EXISTS (SELECT 1 FROM {work} w WHERE w.tenant = :tenant)

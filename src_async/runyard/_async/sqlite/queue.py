@@ -11,6 +11,7 @@ from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
 from runyard.sqlite.queue_transactions import (
+    START,
     QueuePlan,
     adopt_body,
     cancel_body,
@@ -58,7 +59,7 @@ class AsyncSqliteWorkQueue(_AsyncBatchedSqliteQueue):
         self.policy = policy or QueuePolicy()
         self._sql = queue_statements(self.tables)
         self._plan = QueuePlan(self._sql, self.policy)
-        self._prune_after = ""  # prune's cursor: the last tenant it looked at
+        self._prune_after = START  # prune's cursor: the last tenant it looked at
 
     # -- enqueue and claim -------------------------------------------------------------------
     async def enqueue(
@@ -196,9 +197,10 @@ class AsyncSqliteWorkQueue(_AsyncBatchedSqliteQueue):
         return await self._transact(purge_dead_body, self._plan, self._now(), tenant, age, limit)
 
     async def prune(self, *, limit: int = 100) -> int:
-        """Forget the turns of up to ``limit`` tenants that hold no item in any state (looking
-        at no more than 10 tenants per one it may forget); return how many. A later enqueue
-        for such a tenant serves it as a new one."""
+        """Forget the turns of up to ``limit`` tenants that hold no item in any state, least
+        recently served first (looking at no more than 10 tenants per one it may forget, from
+        where the last call stopped); return how many. A later enqueue for such a tenant
+        serves it as a new one."""
         check_limit(limit)
         after = self._prune_after
         removed, self._prune_after = await self._transact(
