@@ -1,21 +1,22 @@
 """SQLite benchmark (`make bench-sqlite`): ops/s of both twins beside a raw sqlite3 write.
 
-Every cell runs on a fresh file in a temporary directory (WAL, ``synchronous=FULL``: the
-stores' durable default) and is compared with a baseline measured in the same run, on the same
-file, in the same processes: a raw ``sqlite3`` single-row UPDATE followed by COMMIT. The twin and
-the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time drifts
-by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
+Every cell runs on a fresh file in a temporary directory and is compared with a baseline
+measured in the same run, on the same file, in the same processes, with the stores' durable
+settings (WAL, ``synchronous=FULL``, every write in ``BEGIN IMMEDIATE``): a raw ``sqlite3``
+single-row UPDATE followed by COMMIT (and, for the async twin, the same through aiosqlite). The
+twin and the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time
+drifts by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
 claim+complete (two writes) and an execution commit (CAS plus one outbox entry), each for the
 sync and the async twin, in 1 and 4 processes on one file (4 processes: all on the same side
 at once, a barrier between turns; a side's rate is all operations over the wall time of its
-turns). Prints a Markdown table; ``--json`` also writes the figures there.
+turns). Prints a Markdown table and writes ``sqlite.json`` and ``sqlite.png`` (the ratios)
+through ``benchmarks/_report.py`` into ``--out-dir``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import sqlite3
@@ -38,6 +39,8 @@ from runyard.sqlite import (
     SqliteWorkQueue,
     create_schema,
 )
+
+from benchmarks._report import write_report
 
 OPERATIONS = ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
 SINGLE_STATEMENT = ("put_run", "patch_run", "enqueue")
@@ -67,12 +70,18 @@ def _prepare(path: str, operation: str, workers: int, n: int) -> None:
         queue.close()
 
 
+# The stores' durable settings, for the baseline too: WAL, synchronous=FULL, BEGIN IMMEDIATE.
+PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL")
+
+
 class _Raw:
-    """The baseline: one single-row UPDATE and COMMIT on the same file, same pragmas."""
+    """The baseline: one single-row UPDATE and COMMIT on the same file, with the stores'
+    settings (the driver opens ``BEGIN IMMEDIATE`` before the UPDATE)."""
 
     def __init__(self, path: str, me: int) -> None:
-        self.conn = sqlite3.connect(path, timeout=30)
-        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn = sqlite3.connect(path, timeout=30, isolation_level="IMMEDIATE")
+        for pragma in PRAGMAS:
+            self.conn.execute(pragma)
         self.me = me
 
     def run(self, k: int) -> None:
@@ -88,8 +97,9 @@ class _RawAsync:
         self.me = me
 
     async def open(self, path: str) -> None:
-        self.conn = await aiosqlite.connect(path, timeout=30)
-        await self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn = await aiosqlite.connect(path, timeout=30, isolation_level="IMMEDIATE")
+        for pragma in PRAGMAS:
+            await self.conn.execute(pragma)
 
     async def run(self, k: int) -> None:
         for _ in range(k):
@@ -275,41 +285,48 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=400, help="operations per process per cell")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--twins", nargs="+", default=["sync", "async"], choices=["sync", "async"])
+    parser.add_argument("--operations", nargs="+", default=list(OPERATIONS), choices=OPERATIONS)
+    parser.add_argument(
+        "--out-dir", type=Path, default=Path("benchmarks/results"), help="sqlite.json/.png go here"
+    )
     args = parser.parse_args(argv)
+    settings = {
+        "ops_per_process": args.ops,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "durability": "WAL, synchronous=FULL, BEGIN IMMEDIATE (stores and baseline)",
+        "baseline": "raw single-row UPDATE + COMMIT on the same file, in turns of "
+        f"{CHUNK} operations",
+        "temp_dir": tempfile.gettempdir(),
+    }
     print(
-        f"runyard SQLite benchmark: {args.ops} ops per process per cell, {os.cpu_count()} CPUs, "
-        f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}, "
-        "WAL + synchronous=FULL, temp dir "
-        f"{tempfile.gettempdir()}"
+        f"runyard SQLite benchmark: {args.ops} ops per process per cell, {settings['cpus']} "
+        f"CPUs, Python {settings['python']}, SQLite {settings['sqlite']}, "
+        f"{settings['durability']}, temp dir {settings['temp_dir']}"
     )
     print(
         "\n| twin | operation | processes | ops/s | raw sqlite3 UPDATE+COMMIT ops/s | ratio "
         "| raw aiosqlite ops/s | ratio |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    figures: list[dict[str, Any]] = []
+    figures: dict[str, Any] = {"settings": settings}
     for workers in args.processes:
-        for twin in ("sync", "async"):
-            for operation in OPERATIONS:
+        cells = figures[f"{workers} process{'es' if workers > 1 else ''}"] = {}
+        for twin in args.twins:
+            for operation in args.operations:
                 rate, raw, raw_async = measure(operation, twin, workers, args.ops)
-                figures.append(
-                    {
-                        "twin": twin,
-                        "operation": operation,
-                        "processes": workers,
-                        "ops_per_second": round(rate, 1),
-                        "raw_ops_per_second": round(raw, 1),
-                        "ratio": round(rate / raw, 3),
-                        "raw_aiosqlite_ops_per_second": (
-                            None if raw_async is None else round(raw_async, 1)
-                        ),
-                        "ratio_to_aiosqlite": (
-                            None if raw_async is None else round(rate / raw_async, 3)
-                        ),
-                        "single_statement": operation in SINGLE_STATEMENT,
-                    }
-                )
+                cell = {
+                    "ops_per_second": round(rate, 1),
+                    "raw_ops_per_second": round(raw, 1),
+                    "ratio": round(rate / raw, 3),
+                    "single_statement": operation in SINGLE_STATEMENT,
+                }
+                if raw_async is not None:
+                    cell["raw_aiosqlite_ops_per_second"] = round(raw_async, 1)
+                    cell["aiosqlite_ratio"] = round(rate / raw_async, 3)
+                cells.setdefault(twin, {})[operation] = cell
                 versus_async = (
                     "| - | - |"
                     if raw_async is None
@@ -319,10 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {twin} | {operation} | {workers} | {rate:,.0f} | {raw:,.0f} "
                     f"| {rate / raw:.2f} {versus_async}"
                 )
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"figures": figures}, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    for path in write_report("sqlite", figures, out_dir=args.out_dir):
+        print(f"wrote {path}")
     return 0
 
 

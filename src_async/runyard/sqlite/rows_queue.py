@@ -6,8 +6,8 @@ The columns are ``WORK_COLUMNS``: the shared SQL work columns (runyard._sql), th
 
 from __future__ import annotations
 
+from runyard._json import load_json
 from runyard._sql import Row
-from runyard._sql import decode_item as _decode_shared
 from runyard.models import DeadLetter, Lease, WorkItem
 
 __all__ = ["decode_dead_letter", "decode_item", "decode_lease"]
@@ -15,10 +15,21 @@ __all__ = ["decode_dead_letter", "decode_item", "decode_lease"]
 
 def decode_item(row: Row) -> WorkItem:
     """Build a WorkItem (its own ``max_attempts`` included) from a work row."""
-    item = _decode_shared(row)
-    if row[16] is None:
-        return item
-    return item.model_copy(update={"max_attempts": int(row[16])})
+    return WorkItem(
+        tenant=row[0],
+        item_id=row[1],
+        payload=load_json(row[2]),
+        priority=row[3],
+        state=row[4],
+        attempts=row[5],
+        available_at=float(row[6]),
+        enqueued_at=float(row[7]),
+        dedupe_key=row[8],
+        worker=row[9],
+        lease_expires_at=None if row[10] is None else float(row[10]),
+        last_error=row[11],
+        max_attempts=row[16],
+    )
 
 
 def decode_lease(row: Row) -> Lease:
