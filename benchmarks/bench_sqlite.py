@@ -20,9 +20,11 @@ import asyncio
 import multiprocessing
 import os
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
 from typing import Any
@@ -182,7 +184,7 @@ class _Async:
             await store.aclose()
 
 
-Seconds = tuple[float, float, float]  # raw sqlite3, twin, raw aiosqlite (async twin only)
+Turn = tuple[float, float, float]  # seconds of one turn: raw sqlite3, twin, raw aiosqlite
 
 
 class _Phases:
@@ -197,9 +199,9 @@ class _Phases:
         return time.perf_counter()
 
 
-def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
+def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> list[Turn]:
     raw, twin = _Raw(path, me), _Sync(path, operation, me)
-    raw_seconds = twin_seconds = 0.0
+    turns = []
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
         t0 = phases.mark()
@@ -207,16 +209,16 @@ def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> 
         t1 = phases.mark()
         twin.run(k)
         t2 = phases.mark()
-        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + t2 - t1
+        turns.append((t1 - t0, t2 - t1, 0.0))
     twin.close()
-    return raw_seconds, twin_seconds, 0.0
+    return turns
 
 
-async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
+async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> list[Turn]:
     raw, twin, raw_async = _Raw(path, me), _Async(operation, me), _RawAsync(me)
     await twin.open(path)
     await raw_async.open(path)
-    raw_seconds = twin_seconds = raw_async_seconds = 0.0
+    turns = []
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
         t0 = phases.mark()
@@ -226,15 +228,13 @@ async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phas
         t2 = phases.mark()
         await raw_async.run(k)
         t3 = phases.mark()
-        raw_seconds += t1 - t0
-        twin_seconds += t2 - t1
-        raw_async_seconds += t3 - t2
+        turns.append((t1 - t0, t2 - t1, t3 - t2))
     await twin.close()
     await raw_async.close()
-    return raw_seconds, twin_seconds, raw_async_seconds
+    return turns
 
 
-def _turns(path: str, operation: str, twin: str, me: int, n: int, barrier: Any) -> Seconds:
+def _turns(path: str, operation: str, twin: str, me: int, n: int, barrier: Any) -> list[Turn]:
     phases = _Phases(barrier)
     if twin == "sync":
         return _sync_turns(path, operation, me, n, phases)
@@ -245,13 +245,25 @@ def _child(path: str, operation: str, twin: str, me: int, n: int, barrier: Any, 
     pipe.send(_turns(path, operation, twin, me, n, barrier))
 
 
-def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, float, float | None]:
-    """(twin, raw sqlite3, raw aiosqlite) ops/s of ``operation`` in ``workers`` processes on
-    one new file (raw aiosqlite: the async twin only).
+@dataclass(frozen=True)
+class Cell:
+    """One cell's figures: ops/s of each side, and the median over turns of raw/twin time."""
+
+    twin: float
+    raw: float
+    raw_async: float | None
+    turn_ratio_median: float
+
+
+def measure(operation: str, twin: str, workers: int, n: int) -> Cell:
+    """Ops/s of ``operation`` (twin, raw sqlite3, raw aiosqlite: the async twin only) in
+    ``workers`` processes on one new file.
 
     The processes take turns of CHUNK operations between the raw write and the twin, all
     processes on the same side at once (a barrier between turns); a side's rate is all
-    processes' operations over the wall time of its turns.
+    processes' operations over the wall time of its turns. The median of the per-turn ratios
+    (raw time / twin time of adjacent turns) is also kept: it is less moved by a burst of
+    other work on a shared machine than the ratio of the totals.
     """
     with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
         path = str(Path(tmp) / "bench.db")
@@ -272,12 +284,17 @@ def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, flo
             times = [receiver.recv() for receiver, _ in pipes]
             for child in children:
                 child.join()
-        # Every process measured the same turns (barriers), so any one's times are the wall times.
-        raw, twin_, raw_async = (max(t[i] for t in times) for i in range(3))
-        return (
-            workers * n / twin_,
-            workers * n / raw,
-            workers * n / raw_async if raw_async else None,
+        # Every process measured the same turns (barriers): a turn's wall time is the longest.
+        turns = [
+            tuple(max(side) for side in zip(*same, strict=True))
+            for same in zip(*times, strict=True)
+        ]
+        raw, twin_, raw_async = (sum(turn[i] for turn in turns) for i in range(3))
+        return Cell(
+            twin=workers * n / twin_,
+            raw=workers * n / raw,
+            raw_async=workers * n / raw_async if raw_async else None,
+            turn_ratio_median=statistics.median(turn[0] / turn[1] for turn in turns),
         )
 
 
@@ -308,19 +325,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "\n| twin | operation | processes | ops/s | raw sqlite3 UPDATE+COMMIT ops/s | ratio "
-        "| raw aiosqlite ops/s | ratio |"
+        "| median turn ratio | raw aiosqlite ops/s | ratio |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     figures: dict[str, Any] = {"settings": settings}
     for workers in args.processes:
         cells = figures[f"{workers} process{'es' if workers > 1 else ''}"] = {}
         for twin in args.twins:
             for operation in args.operations:
-                rate, raw, raw_async = measure(operation, twin, workers, args.ops)
+                got = measure(operation, twin, workers, args.ops)
+                rate, raw, raw_async = got.twin, got.raw, got.raw_async
                 cell = {
                     "ops_per_second": round(rate, 1),
                     "raw_ops_per_second": round(raw, 1),
                     "ratio": round(rate / raw, 3),
+                    "turn_ratio_median": round(got.turn_ratio_median, 3),
                     "single_statement": operation in SINGLE_STATEMENT,
                 }
                 if raw_async is not None:
@@ -334,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(
                     f"| {twin} | {operation} | {workers} | {rate:,.0f} | {raw:,.0f} "
-                    f"| {rate / raw:.2f} {versus_async}"
+                    f"| {rate / raw:.2f} | {got.turn_ratio_median:.2f} {versus_async}"
                 )
     for path in write_report("sqlite", figures, out_dir=args.out_dir):
         print(f"wrote {path}")

@@ -7,6 +7,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -153,3 +154,32 @@ async def test_prune_looks_at_a_bounded_slice_of_tenants_per_call(
     assert await queue.prune(limit=1) == 0
     again = await queue.enqueue("zz-idle", {"n": 1})
     assert (await queue.get_item("zz-idle", again.item_id)) is not None
+
+
+@pytest.mark.asyncio
+async def test_every_queue_call_is_one_trip_to_the_driver(
+    clocked: tuple[AsyncSqliteWorkQueue, ManualClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, clock = clocked
+    trips: list[str] = []
+    connection = queue.connection
+    for name in ("call", "fetch", "fetch_then_commit", "script"):
+        original = getattr(connection, name)
+
+        async def counted(*args: object, _original: Any = original, _name: str = name) -> Any:
+            trips.append(_name)
+            return await _original(*args)
+
+        monkeypatch.setattr(connection, name, counted)
+    await queue.verify()  # the schema check is done once, before counting
+    trips.clear()
+    await queue.enqueue_many("acme", [NewItem(payload={"n": n}) for n in range(4)])
+    leases = await queue.claim_many("w1", limit=3)
+    clock.advance(31)  # every lease lapses: the next claim reclaims them first
+    assert await queue.claim("w2") is not None
+    await queue.heartbeat_many(leases)
+    await queue.complete_many(leases)
+    await queue.release_many(leases)
+    await queue.adopt("w2")
+    await queue.stats()
+    assert trips == ["call"] * 8

@@ -9,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import ManualClock, QueuePolicy
@@ -145,3 +146,31 @@ def test_prune_looks_at_a_bounded_slice_of_tenants_per_call(
     assert queue.prune(limit=1) == 0
     again = queue.enqueue("zz-idle", {"n": 1})
     assert (queue.get_item("zz-idle", again.item_id)) is not None
+
+
+def test_every_queue_call_is_one_trip_to_the_driver(
+    clocked: tuple[SqliteWorkQueue, ManualClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, clock = clocked
+    trips: list[str] = []
+    connection = queue.connection
+    for name in ("call", "fetch", "fetch_then_commit", "script"):
+        original = getattr(connection, name)
+
+        def counted(*args: object, _original: Any = original, _name: str = name) -> Any:
+            trips.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(connection, name, counted)
+    queue.verify()  # the schema check is done once, before counting
+    trips.clear()
+    queue.enqueue_many("acme", [NewItem(payload={"n": n}) for n in range(4)])
+    leases = queue.claim_many("w1", limit=3)
+    clock.advance(31)  # every lease lapses: the next claim reclaims them first
+    assert queue.claim("w2") is not None
+    queue.heartbeat_many(leases)
+    queue.complete_many(leases)
+    queue.release_many(leases)
+    queue.adopt("w2")
+    queue.stats()
+    assert trips == ["call"] * 8
