@@ -37,6 +37,7 @@ def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Pat
     (SqliteWorkQueue.open(path, create_schema=True)).close()
     with sqlite3.connect(path) as conn:  # what a runyard before per-item max_attempts wrote
         conn.execute("ALTER TABLE runyard_work_items DROP COLUMN max_attempts")
+        conn.execute("CREATE INDEX runyard_work_items_ready_seq ON runyard_work_items (ready_seq)")
         conn.execute("UPDATE runyard_schema SET version = 1 WHERE component = 'queue'")
     with pytest.raises(ConfigurationError) as refused:
         SqliteWorkQueue.open(path, create_schema=True)
@@ -47,6 +48,8 @@ def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Pat
     with sqlite3.connect(path) as conn:  # the repair the message names
         conn.executescript(SQLITE_SCHEMA)
         conn.executescript(f"BEGIN; {migration}; COMMIT;")
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "runyard_work_items_ready_seq" not in indexes
     queue = SqliteWorkQueue.open(path)
     try:
         item = queue.enqueue("acme", {"n": 1}, max_attempts=2)

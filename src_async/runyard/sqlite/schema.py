@@ -24,7 +24,8 @@ __all__ = [
 
 # The schema version of each component this runyard was written for (rows of the schema table).
 # state 2: the run event logs (the events table), see docs/events.md.
-# queue 2: the work table's max_attempts column (a per-item attempt budget).
+# queue 2: the work table's max_attempts column (a per-item attempt budget); the index over
+# every ready_seq is gone (the claim index finds the next one).
 SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 2, "executions": 1}
 
 # How a file at an older version of a component reaches the current one: the SQL to run (after
@@ -33,6 +34,7 @@ _MIGRATIONS: dict[tuple[str, int], str] = {
     ("queue", 1): (
         'ALTER TABLE "{work}" ADD COLUMN max_attempts INTEGER '
         "CHECK (max_attempts IS NULL OR max_attempts >= 1); "
+        'DROP INDEX IF EXISTS "{work}_ready_seq"; '
         "UPDATE \"{schema_table}\" SET version = 2 WHERE component = 'queue'"
     ),
 }

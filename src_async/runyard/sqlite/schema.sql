@@ -75,7 +75,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS "{events}_by_event_id" ON "{events}" (tenant, 
 
 -- Work queues -------------------------------------------------------------------------------
 
--- ready_seq orders items of equal priority and due time by when they last became ready.
+-- ready_seq orders a tenant's ready items of equal priority and due time by when they last
+-- became ready (one more than the last of that group, found in the claim index).
 CREATE TABLE IF NOT EXISTS "{work}" (
     tenant            TEXT NOT NULL,
     item_id           TEXT NOT NULL,
@@ -101,7 +102,6 @@ CREATE TABLE IF NOT EXISTS "{work}" (
 CREATE INDEX IF NOT EXISTS "{work}_ready" ON "{work}" (tenant, priority DESC, available_at, ready_seq)
     WHERE state = 'ready';
 CREATE INDEX IF NOT EXISTS "{work}_due" ON "{work}" (tenant, available_at) WHERE state = 'ready';
-CREATE INDEX IF NOT EXISTS "{work}_ready_seq" ON "{work}" (ready_seq);
 -- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
 CREATE UNIQUE INDEX IF NOT EXISTS "{work}_dedupe" ON "{work}" (tenant, dedupe_key)
     WHERE dedupe_key IS NOT NULL;

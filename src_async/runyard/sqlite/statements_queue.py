@@ -18,8 +18,19 @@ WORK_COLUMNS = (
     "dedupe_key, worker, lease_expires_at, last_error, token, claimed_at, dead_reason, dead_at, "
     "max_attempts"
 )
-# The next readiness order: after every item that exists (a completed item's order is free).
-_NEXT_READY = "(SELECT COALESCE(MAX(r.ready_seq), 0) + 1 FROM {work} r)"
+
+
+def _next_ready(priority: str, available_at: str, tenant: str = "{work}.tenant") -> str:
+    """The readiness order of an item becoming ready: after every ready item it ties with
+    (same tenant, priority and due time), the only items ready_seq orders it against. One
+    seek at the end of that group in the claim index (no index over all the orders)."""
+    return f"""(SELECT COALESCE(MAX(r.ready_seq), 0) + 1 FROM {{work}} r
+     WHERE r.tenant = {tenant} AND r.state = 'ready' AND r.priority = {priority}
+       AND r.available_at = {available_at})"""
+
+
+_DUE_AT = "MAX(:now + :delay, COALESCE(:run_at, 0.0))"
+_WORK = "{work}"
 # A lease that is live and ``:token``'s at ``:now`` (the memory backend's refusal order is
 # rebuilt from probe_item when this does not hold).
 _LIVE = """tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'leased'
@@ -30,7 +41,7 @@ _TEMPLATES: dict[str, str] = {
 INSERT INTO {{work}} (tenant, item_id, payload, priority, state, attempts, available_at,
                       enqueued_at, ready_seq, dedupe_key, max_attempts)
 VALUES (:tenant, :item_id, :payload, :priority, 'ready', 0,
-        MAX(:now + :delay, COALESCE(:run_at, 0.0)), :now, {_NEXT_READY}, :dedupe_key,
+        {_DUE_AT}, :now, {_next_ready(":priority", _DUE_AT, ":tenant")}, :dedupe_key,
         :max_attempts)
 ON CONFLICT DO NOTHING
 RETURNING {WORK_COLUMNS}""",
@@ -73,13 +84,15 @@ RETURNING item_id""",
     "release": f"""
 UPDATE {{work}}
 SET state = 'ready', attempts = MAX(attempts - 1, 0), available_at = :now,
-    ready_seq = {_NEXT_READY}, worker = NULL, token = NULL, claimed_at = NULL,
+    ready_seq = {_next_ready(f"{_WORK}.priority", ":now")}, worker = NULL, token = NULL,
+    claimed_at = NULL,
     lease_expires_at = NULL
 WHERE {_LIVE}
 RETURNING item_id""",
     "retry": f"""
 UPDATE {{work}}
-SET state = 'ready', available_at = :retry_at, ready_seq = {_NEXT_READY}, worker = NULL,
+SET state = 'ready', available_at = :retry_at,
+    ready_seq = {_next_ready(f"{_WORK}.priority", ":retry_at")}, worker = NULL,
     token = NULL, claimed_at = NULL, lease_expires_at = NULL,
     last_error = COALESCE(:error, last_error)
 WHERE tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'leased'
@@ -139,7 +152,8 @@ ORDER BY dead_at, item_id
 LIMIT :limit""",
     "requeue": f"""
 UPDATE {{work}}
-SET state = 'ready', attempts = 0, available_at = :now, ready_seq = {_NEXT_READY},
+SET state = 'ready', attempts = 0, available_at = :now,
+    ready_seq = {_next_ready(f"{_WORK}.priority", ":now")},
     dead_reason = NULL, dead_at = NULL
 WHERE tenant = :tenant AND item_id = :item_id AND state = 'dead'
 RETURNING {WORK_COLUMNS}""",
