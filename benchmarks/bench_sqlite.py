@@ -298,6 +298,27 @@ def measure(operation: str, twin: str, workers: int, n: int) -> Cell:
         )
 
 
+def wal_pages(operation: str, n: int) -> tuple[float, float]:
+    """WAL pages one ``operation`` of the sync twin appends, and one raw write (a commit appends
+    every page it changed once): what a commit costs the disk, whatever the load on the machine."""
+    with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
+        path = str(Path(tmp) / "bench.db")
+        _prepare(path, operation, 1, n)
+        raw, twin = _Raw(path, 0), _Sync(path, operation, 0)
+        stores = (twin.state, twin.queue, twin.store)
+        for conn in (raw.conn, *(store.connection.raw for store in stores)):
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+        frame = raw.conn.execute("PRAGMA page_size").fetchone()[0] + 24
+        pages = []
+        for side in (twin, raw):
+            raw.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            side.run(n)
+            pages.append((os.path.getsize(path + "-wal") - 32) / frame / n)
+        twin.close()
+        raw.conn.close()
+        return pages[0], pages[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=400, help="operations per process per cell")
@@ -342,6 +363,10 @@ def main(argv: list[str] | None = None) -> int:
                     "turn_ratio_median": round(got.turn_ratio_median, 3),
                     "single_statement": operation in SINGLE_STATEMENT,
                 }
+                if workers == 1:
+                    cell["wal_pages_per_op"], cell["raw_wal_pages_per_op"] = (
+                        round(pages, 2) for pages in wal_pages(operation, min(args.ops, 100))
+                    )
                 if raw_async is not None:
                     cell["raw_aiosqlite_ops_per_second"] = round(raw_async, 1)
                     cell["aiosqlite_ratio"] = round(rate / raw_async, 3)
