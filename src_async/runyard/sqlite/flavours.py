@@ -1,7 +1,7 @@
 """The SQLite driver classes, as an async/sync pair: aiosqlite and the standard ``sqlite3``.
 
 The async adapters name ``AsyncConnection``; the twin generator strips ``Async``, so the sync
-twin names ``Connection``. Both have the same shape: ``connect``, ``fetch``, ``script``,
+twin names ``Connection``. Both have the same shape: ``connect``, ``fetch``, ``call``, ``script``,
 ``close``, and the ``lock`` that keeps the transactions of the tasks (or threads) sharing the
 connection apart. Everything else (pragmas, transactions, SQL) is shared code.
 """
