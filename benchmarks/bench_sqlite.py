@@ -6,11 +6,14 @@ settings (WAL, ``synchronous=FULL``, every write in ``BEGIN IMMEDIATE``): a raw 
 single-row UPDATE followed by COMMIT (and, for the async twin, the same through aiosqlite). The
 twin and the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time
 drifts by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
-claim+complete (two writes) and an execution commit (CAS plus one outbox entry), each for the
-sync and the async twin, in 1 and 4 processes on one file (4 processes: all on the same side
+claim+complete (two writes), an execution commit (CAS plus one outbox entry), and the batched
+enqueue_many and claim_many+complete_many (16 items a call; their figures count items), each for
+the sync and the async twin, in 1 and 4 processes on one file (4 processes: all on the same side
 at once, a barrier between turns; a side's rate is all operations over the wall time of its
-turns). Prints a Markdown table and writes ``sqlite.json`` and ``sqlite.png`` (the ratios)
-through ``benchmarks/_report.py`` into ``--out-dir``.
+turns). Each cell also keeps the median of the per-turn ratios and, in 1 process, the WAL pages
+one operation of the sync twin appends beside the raw write's (what a commit costs the disk,
+whatever the load). Prints a Markdown table and writes ``sqlite.json`` and ``sqlite.png`` (the
+ratios) through ``benchmarks/_report.py`` into ``--out-dir``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 import aiosqlite
 from runyard import CounterDelta, RunKey
 from runyard.executions.models import Event, Execution
+from runyard.models import NewItem
 from runyard.sqlite import (
     AsyncSqliteStateStore,
     AsyncSqliteStore,
@@ -44,7 +48,17 @@ from runyard.sqlite import (
 
 from benchmarks._report import write_report
 
-OPERATIONS = ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
+BATCH = 16  # items per call of the batched operations (their figures count items)
+ENQUEUE_MANY, CLAIM_MANY = f"enqueue_many ({BATCH})", f"claim_many+complete_many ({BATCH})"
+OPERATIONS = (
+    "put_run",
+    "patch_run",
+    "enqueue",
+    "claim+complete",
+    "execution commit",
+    ENQUEUE_MANY,
+    CLAIM_MANY,
+)
 SINGLE_STATEMENT = ("put_run", "patch_run", "enqueue")
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -65,7 +79,7 @@ def _prepare(path: str, operation: str, workers: int, n: int) -> None:
         for me in range(workers):
             state.put_run(RunKey("bench", f"run-{me}"), {"step": 0}, expected_version=0)
         state.close()
-    elif operation == "claim+complete":
+    elif operation in ("claim+complete", CLAIM_MANY):
         queue = SqliteWorkQueue.open(path)
         for i in range(workers * n):
             queue.enqueue(f"tenant-{i % 16}", {"i": i})
@@ -124,6 +138,8 @@ class _Sync:
         self.store = SqliteStore.open(path)
 
     def run(self, k: int) -> None:
+        if self.operation in (ENQUEUE_MANY, CLAIM_MANY):
+            return self._run_batched(k)
         for _ in range(k):
             self.done += 1
             i = self.done
@@ -141,6 +157,19 @@ class _Sync:
                 self.exe.context["i"] = i
                 event = Event(id=f"e-{self.me}-{i}", name="tick")
                 self.store.commit(self.exe, emits=[("target", event)])
+
+    def _run_batched(self, k: int) -> None:
+        """``k`` items in calls of up to BATCH."""
+        while k > 0:
+            size = min(BATCH, k)
+            k, first, self.done = k - size, self.done, self.done + size
+            if self.operation == ENQUEUE_MANY:
+                items = [NewItem(payload={"i": first + j}) for j in range(size)]
+                self.queue.enqueue_many(f"tenant-{first % 16}", items)
+            else:
+                leases = self.queue.claim_many(f"w{self.me}", limit=size)
+                assert len(leases) == size
+                assert self.queue.complete_many(leases) == [None] * size
 
     def close(self) -> None:
         for store in (self.state, self.queue, self.store):
@@ -161,6 +190,8 @@ class _Async:
         self.store = await AsyncSqliteStore.open(path)
 
     async def run(self, k: int) -> None:
+        if self.operation in (ENQUEUE_MANY, CLAIM_MANY):
+            return await self._run_batched(k)
         for _ in range(k):
             self.done += 1
             i = self.done
@@ -178,6 +209,19 @@ class _Async:
                 self.exe.context["i"] = i
                 event = Event(id=f"e-{self.me}-{i}", name="tick")
                 await self.store.commit(self.exe, emits=[("target", event)])
+
+    async def _run_batched(self, k: int) -> None:
+        """``k`` items in calls of up to BATCH."""
+        while k > 0:
+            size = min(BATCH, k)
+            k, first, self.done = k - size, self.done, self.done + size
+            if self.operation == ENQUEUE_MANY:
+                items = [NewItem(payload={"i": first + j}) for j in range(size)]
+                await self.queue.enqueue_many(f"tenant-{first % 16}", items)
+            else:
+                leases = await self.queue.claim_many(f"w{self.me}", limit=size)
+                assert len(leases) == size
+                assert await self.queue.complete_many(leases) == [None] * size
 
     async def close(self) -> None:
         for store in (self.state, self.queue, self.store):

@@ -105,6 +105,7 @@ def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
     assert "| sync | put_run | 1 |" in out and "| async | execution commit | 1 |" in out
     cells = json.loads((tmp_path / "sqlite.json").read_text())["1 process"]
     operations = {"put_run", "patch_run", "enqueue", "claim+complete", "execution commit"}
+    operations |= {"enqueue_many (16)", "claim_many+complete_many (16)"}
     assert set(cells) == {"sync", "async"}
     assert all(set(cells[twin]) == operations for twin in cells)
     assert all(cell["ratio"] > 0 for twin in cells for cell in cells[twin].values())
