@@ -60,7 +60,7 @@ bench-events: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_events --out-dir .
 
 bench-sqlite: $(STAMP)
-	$(PYTHON) benchmarks/bench_sqlite.py --json benchmarks/results/sqlite.json
+	$(PYTHON) -m benchmarks.bench_sqlite --out-dir benchmarks/results
 
 bench-worker: $(STAMP)
 	$(PYTHON) benchmarks/bench_worker.py

@@ -1,27 +1,33 @@
 """SQLite benchmark (`make bench-sqlite`): ops/s of both twins beside a raw sqlite3 write.
 
-Every cell runs on a fresh file in a temporary directory (WAL, ``synchronous=FULL``: the
-stores' durable default) and is compared with a baseline measured in the same run, on the same
-file, in the same processes: a raw ``sqlite3`` single-row UPDATE followed by COMMIT. The twin and
-the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time drifts
-by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
-claim+complete (two writes) and an execution commit (CAS plus one outbox entry), each for the
-sync and the async twin, in 1 and 4 processes on one file (4 processes: all on the same side
+Every cell runs on a fresh file in a temporary directory and is compared with a baseline
+measured in the same run, on the same file, in the same processes, with the stores' durable
+settings (WAL, ``synchronous=FULL``, every write in ``BEGIN IMMEDIATE``): a raw ``sqlite3``
+single-row UPDATE followed by COMMIT (and, for the async twin, the same through aiosqlite). The
+twin and the raw write take turns of 20 operations, so both see the same disk (a VM's fsync time
+drifts by several times within a minute). Operations: put_run (CAS update), patch_run, enqueue,
+claim+complete (two writes), an execution commit (CAS plus one outbox entry), and the batched
+enqueue_many and claim_many+complete_many (16 items a call; their figures count items), each for
+the sync and the async twin, in 1 and 4 processes on one file (4 processes: all on the same side
 at once, a barrier between turns; a side's rate is all operations over the wall time of its
-turns). Prints a Markdown table; ``--json`` also writes the figures there.
+turns). Each cell also keeps the median of the per-turn ratios and, in 1 process, the WAL pages
+one operation of the sync twin appends beside the raw write's (what a commit costs the disk,
+whatever the load). Prints a Markdown table and writes ``sqlite.json`` and ``sqlite.png`` (the
+ratios) through ``benchmarks/_report.py`` into ``--out-dir``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,7 @@ from typing import Any
 import aiosqlite
 from runyard import CounterDelta, RunKey
 from runyard.executions.models import Event, Execution
+from runyard.models import NewItem
 from runyard.sqlite import (
     AsyncSqliteStateStore,
     AsyncSqliteStore,
@@ -39,7 +46,19 @@ from runyard.sqlite import (
     create_schema,
 )
 
-OPERATIONS = ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
+from benchmarks._report import write_report
+
+BATCH = 16  # items per call of the batched operations (their figures count items)
+ENQUEUE_MANY, CLAIM_MANY = f"enqueue_many ({BATCH})", f"claim_many+complete_many ({BATCH})"
+OPERATIONS = (
+    "put_run",
+    "patch_run",
+    "enqueue",
+    "claim+complete",
+    "execution commit",
+    ENQUEUE_MANY,
+    CLAIM_MANY,
+)
 SINGLE_STATEMENT = ("put_run", "patch_run", "enqueue")
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -60,19 +79,25 @@ def _prepare(path: str, operation: str, workers: int, n: int) -> None:
         for me in range(workers):
             state.put_run(RunKey("bench", f"run-{me}"), {"step": 0}, expected_version=0)
         state.close()
-    elif operation == "claim+complete":
+    elif operation in ("claim+complete", CLAIM_MANY):
         queue = SqliteWorkQueue.open(path)
         for i in range(workers * n):
             queue.enqueue(f"tenant-{i % 16}", {"i": i})
         queue.close()
 
 
+# The stores' durable settings, for the baseline too: WAL, synchronous=FULL, BEGIN IMMEDIATE.
+PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL")
+
+
 class _Raw:
-    """The baseline: one single-row UPDATE and COMMIT on the same file, same pragmas."""
+    """The baseline: one single-row UPDATE and COMMIT on the same file, with the stores'
+    settings (the driver opens ``BEGIN IMMEDIATE`` before the UPDATE)."""
 
     def __init__(self, path: str, me: int) -> None:
-        self.conn = sqlite3.connect(path, timeout=30)
-        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn = sqlite3.connect(path, timeout=30, isolation_level="IMMEDIATE")
+        for pragma in PRAGMAS:
+            self.conn.execute(pragma)
         self.me = me
 
     def run(self, k: int) -> None:
@@ -88,8 +113,9 @@ class _RawAsync:
         self.me = me
 
     async def open(self, path: str) -> None:
-        self.conn = await aiosqlite.connect(path, timeout=30)
-        await self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn = await aiosqlite.connect(path, timeout=30, isolation_level="IMMEDIATE")
+        for pragma in PRAGMAS:
+            await self.conn.execute(pragma)
 
     async def run(self, k: int) -> None:
         for _ in range(k):
@@ -112,6 +138,8 @@ class _Sync:
         self.store = SqliteStore.open(path)
 
     def run(self, k: int) -> None:
+        if self.operation in (ENQUEUE_MANY, CLAIM_MANY):
+            return self._run_batched(k)
         for _ in range(k):
             self.done += 1
             i = self.done
@@ -129,6 +157,19 @@ class _Sync:
                 self.exe.context["i"] = i
                 event = Event(id=f"e-{self.me}-{i}", name="tick")
                 self.store.commit(self.exe, emits=[("target", event)])
+
+    def _run_batched(self, k: int) -> None:
+        """``k`` items in calls of up to BATCH."""
+        while k > 0:
+            size = min(BATCH, k)
+            k, first, self.done = k - size, self.done, self.done + size
+            if self.operation == ENQUEUE_MANY:
+                items = [NewItem(payload={"i": first + j}) for j in range(size)]
+                self.queue.enqueue_many(f"tenant-{first % 16}", items)
+            else:
+                leases = self.queue.claim_many(f"w{self.me}", limit=size)
+                assert len(leases) == size
+                assert self.queue.complete_many(leases) == [None] * size
 
     def close(self) -> None:
         for store in (self.state, self.queue, self.store):
@@ -149,6 +190,8 @@ class _Async:
         self.store = await AsyncSqliteStore.open(path)
 
     async def run(self, k: int) -> None:
+        if self.operation in (ENQUEUE_MANY, CLAIM_MANY):
+            return await self._run_batched(k)
         for _ in range(k):
             self.done += 1
             i = self.done
@@ -167,12 +210,25 @@ class _Async:
                 event = Event(id=f"e-{self.me}-{i}", name="tick")
                 await self.store.commit(self.exe, emits=[("target", event)])
 
+    async def _run_batched(self, k: int) -> None:
+        """``k`` items in calls of up to BATCH."""
+        while k > 0:
+            size = min(BATCH, k)
+            k, first, self.done = k - size, self.done, self.done + size
+            if self.operation == ENQUEUE_MANY:
+                items = [NewItem(payload={"i": first + j}) for j in range(size)]
+                await self.queue.enqueue_many(f"tenant-{first % 16}", items)
+            else:
+                leases = await self.queue.claim_many(f"w{self.me}", limit=size)
+                assert len(leases) == size
+                assert await self.queue.complete_many(leases) == [None] * size
+
     async def close(self) -> None:
         for store in (self.state, self.queue, self.store):
             await store.aclose()
 
 
-Seconds = tuple[float, float, float]  # raw sqlite3, twin, raw aiosqlite (async twin only)
+Turn = tuple[float, float, float]  # seconds of one turn: raw sqlite3, twin, raw aiosqlite
 
 
 class _Phases:
@@ -187,9 +243,9 @@ class _Phases:
         return time.perf_counter()
 
 
-def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
+def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> list[Turn]:
     raw, twin = _Raw(path, me), _Sync(path, operation, me)
-    raw_seconds = twin_seconds = 0.0
+    turns = []
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
         t0 = phases.mark()
@@ -197,16 +253,16 @@ def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> 
         t1 = phases.mark()
         twin.run(k)
         t2 = phases.mark()
-        raw_seconds, twin_seconds = raw_seconds + t1 - t0, twin_seconds + t2 - t1
+        turns.append((t1 - t0, t2 - t1, 0.0))
     twin.close()
-    return raw_seconds, twin_seconds, 0.0
+    return turns
 
 
-async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> Seconds:
+async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> list[Turn]:
     raw, twin, raw_async = _Raw(path, me), _Async(operation, me), _RawAsync(me)
     await twin.open(path)
     await raw_async.open(path)
-    raw_seconds = twin_seconds = raw_async_seconds = 0.0
+    turns = []
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
         t0 = phases.mark()
@@ -216,15 +272,13 @@ async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phas
         t2 = phases.mark()
         await raw_async.run(k)
         t3 = phases.mark()
-        raw_seconds += t1 - t0
-        twin_seconds += t2 - t1
-        raw_async_seconds += t3 - t2
+        turns.append((t1 - t0, t2 - t1, t3 - t2))
     await twin.close()
     await raw_async.close()
-    return raw_seconds, twin_seconds, raw_async_seconds
+    return turns
 
 
-def _turns(path: str, operation: str, twin: str, me: int, n: int, barrier: Any) -> Seconds:
+def _turns(path: str, operation: str, twin: str, me: int, n: int, barrier: Any) -> list[Turn]:
     phases = _Phases(barrier)
     if twin == "sync":
         return _sync_turns(path, operation, me, n, phases)
@@ -235,13 +289,25 @@ def _child(path: str, operation: str, twin: str, me: int, n: int, barrier: Any, 
     pipe.send(_turns(path, operation, twin, me, n, barrier))
 
 
-def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, float, float | None]:
-    """(twin, raw sqlite3, raw aiosqlite) ops/s of ``operation`` in ``workers`` processes on
-    one new file (raw aiosqlite: the async twin only).
+@dataclass(frozen=True)
+class Cell:
+    """One cell's figures: ops/s of each side, and the median over turns of raw/twin time."""
+
+    twin: float
+    raw: float
+    raw_async: float | None
+    turn_ratio_median: float
+
+
+def measure(operation: str, twin: str, workers: int, n: int) -> Cell:
+    """Ops/s of ``operation`` (twin, raw sqlite3, raw aiosqlite: the async twin only) in
+    ``workers`` processes on one new file.
 
     The processes take turns of CHUNK operations between the raw write and the twin, all
     processes on the same side at once (a barrier between turns); a side's rate is all
-    processes' operations over the wall time of its turns.
+    processes' operations over the wall time of its turns. The median of the per-turn ratios
+    (raw time / twin time of adjacent turns) is also kept: it is less moved by a burst of
+    other work on a shared machine than the ratio of the totals.
     """
     with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
         path = str(Path(tmp) / "bench.db")
@@ -262,54 +328,93 @@ def measure(operation: str, twin: str, workers: int, n: int) -> tuple[float, flo
             times = [receiver.recv() for receiver, _ in pipes]
             for child in children:
                 child.join()
-        # Every process measured the same turns (barriers), so any one's times are the wall times.
-        raw, twin_, raw_async = (max(t[i] for t in times) for i in range(3))
-        return (
-            workers * n / twin_,
-            workers * n / raw,
-            workers * n / raw_async if raw_async else None,
+        # Every process measured the same turns (barriers): a turn's wall time is the longest.
+        turns = [
+            tuple(max(side) for side in zip(*same, strict=True))
+            for same in zip(*times, strict=True)
+        ]
+        raw, twin_, raw_async = (sum(turn[i] for turn in turns) for i in range(3))
+        return Cell(
+            twin=workers * n / twin_,
+            raw=workers * n / raw,
+            raw_async=workers * n / raw_async if raw_async else None,
+            turn_ratio_median=statistics.median(turn[0] / turn[1] for turn in turns),
         )
+
+
+def wal_pages(operation: str, n: int) -> tuple[float, float]:
+    """WAL pages one ``operation`` of the sync twin appends, and one raw write (a commit appends
+    every page it changed once): what a commit costs the disk, whatever the load on the machine."""
+    with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
+        path = str(Path(tmp) / "bench.db")
+        _prepare(path, operation, 1, n)
+        raw, twin = _Raw(path, 0), _Sync(path, operation, 0)
+        stores = (twin.state, twin.queue, twin.store)
+        for conn in (raw.conn, *(store.connection.raw for store in stores)):
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+        frame = raw.conn.execute("PRAGMA page_size").fetchone()[0] + 24
+        pages = []
+        for side in (twin, raw):
+            raw.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            side.run(n)
+            pages.append((os.path.getsize(path + "-wal") - 32) / frame / n)
+        twin.close()
+        raw.conn.close()
+        return pages[0], pages[1]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=400, help="operations per process per cell")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--twins", nargs="+", default=["sync", "async"], choices=["sync", "async"])
+    parser.add_argument("--operations", nargs="+", default=list(OPERATIONS), choices=OPERATIONS)
+    parser.add_argument(
+        "--out-dir", type=Path, default=Path("benchmarks/results"), help="sqlite.json/.png go here"
+    )
     args = parser.parse_args(argv)
+    settings = {
+        "ops_per_process": args.ops,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "durability": "WAL, synchronous=FULL, BEGIN IMMEDIATE (stores and baseline)",
+        "baseline": "raw single-row UPDATE + COMMIT on the same file, in turns of "
+        f"{CHUNK} operations",
+        "temp_dir": tempfile.gettempdir(),
+    }
     print(
-        f"runyard SQLite benchmark: {args.ops} ops per process per cell, {os.cpu_count()} CPUs, "
-        f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}, "
-        "WAL + synchronous=FULL, temp dir "
-        f"{tempfile.gettempdir()}"
+        f"runyard SQLite benchmark: {args.ops} ops per process per cell, {settings['cpus']} "
+        f"CPUs, Python {settings['python']}, SQLite {settings['sqlite']}, "
+        f"{settings['durability']}, temp dir {settings['temp_dir']}"
     )
     print(
         "\n| twin | operation | processes | ops/s | raw sqlite3 UPDATE+COMMIT ops/s | ratio "
-        "| raw aiosqlite ops/s | ratio |"
+        "| median turn ratio | raw aiosqlite ops/s | ratio |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    figures: list[dict[str, Any]] = []
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    figures: dict[str, Any] = {"settings": settings}
     for workers in args.processes:
-        for twin in ("sync", "async"):
-            for operation in OPERATIONS:
-                rate, raw, raw_async = measure(operation, twin, workers, args.ops)
-                figures.append(
-                    {
-                        "twin": twin,
-                        "operation": operation,
-                        "processes": workers,
-                        "ops_per_second": round(rate, 1),
-                        "raw_ops_per_second": round(raw, 1),
-                        "ratio": round(rate / raw, 3),
-                        "raw_aiosqlite_ops_per_second": (
-                            None if raw_async is None else round(raw_async, 1)
-                        ),
-                        "ratio_to_aiosqlite": (
-                            None if raw_async is None else round(rate / raw_async, 3)
-                        ),
-                        "single_statement": operation in SINGLE_STATEMENT,
-                    }
-                )
+        cells = figures[f"{workers} process{'es' if workers > 1 else ''}"] = {}
+        for twin in args.twins:
+            for operation in args.operations:
+                got = measure(operation, twin, workers, args.ops)
+                rate, raw, raw_async = got.twin, got.raw, got.raw_async
+                cell = {
+                    "ops_per_second": round(rate, 1),
+                    "raw_ops_per_second": round(raw, 1),
+                    "ratio": round(rate / raw, 3),
+                    "turn_ratio_median": round(got.turn_ratio_median, 3),
+                    "single_statement": operation in SINGLE_STATEMENT,
+                }
+                if workers == 1:
+                    cell["wal_pages_per_op"], cell["raw_wal_pages_per_op"] = (
+                        round(pages, 2) for pages in wal_pages(operation, min(args.ops, 100))
+                    )
+                if raw_async is not None:
+                    cell["raw_aiosqlite_ops_per_second"] = round(raw_async, 1)
+                    cell["aiosqlite_ratio"] = round(rate / raw_async, 3)
+                cells.setdefault(twin, {})[operation] = cell
                 versus_async = (
                     "| - | - |"
                     if raw_async is None
@@ -317,12 +422,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(
                     f"| {twin} | {operation} | {workers} | {rate:,.0f} | {raw:,.0f} "
-                    f"| {rate / raw:.2f} {versus_async}"
+                    f"| {rate / raw:.2f} | {got.turn_ratio_median:.2f} {versus_async}"
                 )
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"figures": figures}, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    for path in write_report("sqlite", figures, out_dir=args.out_dir):
+        print(f"wrote {path}")
     return 0
 
 

@@ -92,19 +92,26 @@ def test_write_report_refuses_figures_without_a_ratio(tmp_path: Path) -> None:
 
 
 def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
-    figures = tmp_path / "sqlite.json"
     out = _run(
-        "benchmarks/bench_sqlite.py", "--ops", "5", "--processes", "1", "--json", str(figures)
+        "-m",
+        "benchmarks.bench_sqlite",
+        "--ops",
+        "5",
+        "--processes",
+        "1",
+        "--out-dir",
+        str(tmp_path),
     )
     assert "| sync | put_run | 1 |" in out and "| async | execution commit | 1 |" in out
-    rows = json.loads(figures.read_text())["figures"]
-    assert {(r["twin"], r["operation"]) for r in rows} == {
-        (twin, op)
-        for twin in ("sync", "async")
-        for op in ("put_run", "patch_run", "enqueue", "claim+complete", "execution commit")
-    }
-    assert all(r["ratio"] > 0 for r in rows)
-    assert all((r["ratio_to_aiosqlite"] is None) == (r["twin"] == "sync") for r in rows)
+    cells = json.loads((tmp_path / "sqlite.json").read_text())["1 process"]
+    operations = {"put_run", "patch_run", "enqueue", "claim+complete", "execution commit"}
+    operations |= {"enqueue_many (16)", "claim_many+complete_many (16)"}
+    assert set(cells) == {"sync", "async"}
+    assert all(set(cells[twin]) == operations for twin in cells)
+    assert all(cell["ratio"] > 0 for twin in cells for cell in cells[twin].values())
+    assert all("aiosqlite_ratio" in cell for cell in cells["async"].values())
+    assert not any("aiosqlite_ratio" in cell for cell in cells["sync"].values())
+    assert (tmp_path / "sqlite.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
 def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ from collections import Counter
 from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
 
+import pytest
 from runyard import RunKey
+from runyard.models import NewItem
 from runyard.sqlite import SqliteStateStore, SqliteWorkQueue
 
 ITEMS = 400
@@ -23,26 +25,35 @@ TENANTS = 7
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def _claim_until_empty(path: str, worker: str, start: Pipe, results: Pipe) -> None:
+def _claim_until_empty(path: str, worker: str, batch: int, start: Pipe, results: Pipe) -> None:
     queue = SqliteWorkQueue.open(path, busy_timeout_seconds=30)
     start.recv()  # every worker starts claiming at once
     done: list[int] = []
-    while (lease := queue.claim(worker)) is not None:
-        queue.complete(lease.tenant, lease.item_id, token=lease.token)
-        done.append(lease.item.payload["i"])
+    if batch == 1:
+        while (lease := queue.claim(worker)) is not None:
+            queue.complete(lease.tenant, lease.item_id, token=lease.token)
+            done.append(lease.item.payload["i"])
+    else:  # the batched calls: one transaction per claim_many and per complete_many
+        while leases := queue.claim_many(worker, limit=batch):
+            assert queue.complete_many(leases) == [None] * len(leases)
+            done.extend(lease.item.payload["i"] for lease in leases)
     queue.close()
     results.send(done)
 
 
-def test_four_processes_complete_every_item_exactly_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [1, 8])
+def test_four_processes_complete_every_item_exactly_once(tmp_path: Path, batch: int) -> None:
     path = str(tmp_path / "shared.db")
     queue = SqliteWorkQueue.open(path, create_schema=True)
-    for i in range(ITEMS):
-        queue.enqueue(f"tenant-{i % TENANTS}", {"i": i})
+    for tenant in range(TENANTS):
+        ids = range(tenant, ITEMS, TENANTS)
+        queue.enqueue_many(f"tenant-{tenant}", [NewItem(payload={"i": i}) for i in ids])
     pipes = [SPAWN.Pipe() for _ in range(WORKERS)]
     results = [SPAWN.Pipe(duplex=False) for _ in range(WORKERS)]
     workers = [
-        SPAWN.Process(target=_claim_until_empty, args=(path, f"w{n}", pipes[n][1], results[n][1]))
+        SPAWN.Process(
+            target=_claim_until_empty, args=(path, f"w{n}", batch, pipes[n][1], results[n][1])
+        )
         for n in range(WORKERS)
     ]
     for process in workers:

@@ -1,7 +1,7 @@
 """The SQLite driver classes, as an async/sync pair: aiosqlite and the standard ``sqlite3``.
 
 The async adapters name ``AsyncConnection``; the twin generator strips ``Async``, so the sync
-twin names ``Connection``. Both have the same shape: ``connect``, ``fetch``, ``script``,
+twin names ``Connection``. Both have the same shape: ``connect``, ``fetch``, ``call``, ``script``,
 ``close``, and the ``lock`` that keeps the transactions of the tasks (or threads) sharing the
 connection apart. Everything else (pragmas, transactions, SQL) is shared code.
 """
@@ -9,8 +9,8 @@ connection apart. Everything else (pragmas, transactions, SQL) is shared code.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runyard._flavours import AsyncLock, Lock
 from runyard.errors import ConfigurationError
@@ -18,10 +18,30 @@ from runyard.errors import ConfigurationError
 if TYPE_CHECKING:
     import aiosqlite
 
-__all__ = ["AsyncConnection", "Connection", "Params", "Row"]
+__all__ = ["AsyncConnection", "Body", "Connection", "Params", "Row", "in_transaction"]
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any] | Sequence[Any]
+T = TypeVar("T")
+Body = Callable[..., T]
+"""A transaction's body: ``body(raw, *args)`` runs its statements on the ``sqlite3`` connection."""
+
+
+def in_transaction(raw: sqlite3.Connection, body: Body[T], *args: Any) -> T:
+    """Run ``body(raw, *args)`` in one ``BEGIN IMMEDIATE`` ... ``COMMIT``; roll back on any error.
+
+    Runs on the connection's own thread (aiosqlite's, or the caller's for ``sqlite3``), so a
+    whole transaction is one trip to the driver whatever number of statements it sends.
+    """
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        result = body(raw, *args)
+        raw.commit()
+    except BaseException:
+        if raw.in_transaction:
+            raw.rollback()
+        raise
+    return result
 
 
 def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
@@ -73,6 +93,16 @@ class AsyncConnection:
         )
         return rows
 
+    async def call(self, body: Body[T], *args: Any) -> T:
+        """Run ``body(raw, *args)`` on aiosqlite's thread, where the ``sqlite3`` connection lives:
+        one trip, whatever number of statements ``body`` sends."""
+        # aiosqlite has no public way to run a function on its thread; _execute is how its own
+        # methods do it (the same private entry fetch_then_commit uses).
+        result: T = await self.raw._execute(  # type: ignore[no-untyped-call]
+            body, self.raw._conn, *args
+        )
+        return result
+
     async def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
         await self.raw.executescript(sql)
@@ -111,6 +141,10 @@ class Connection:
     def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; when it returns rows, commit the transaction in the same call."""
         return _fetch_then_commit(self.raw, sql, params)
+
+    def call(self, body: Body[T], *args: Any) -> T:
+        """Run ``body(raw, *args)`` on the ``sqlite3`` connection, in the calling thread."""
+        return body(self.raw, *args)
 
     def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""

@@ -19,11 +19,25 @@ __all__ = [
     "render",
     "schema_sql",
     "verify_statements",
+    "version_message",
 ]
 
 # The schema version of each component this runyard was written for (rows of the schema table).
 # state 2: the run event logs (the events table), see docs/events.md.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 1, "executions": 1}
+# queue 2: the work table's max_attempts column (a per-item attempt budget); the index over
+# every ready_seq is gone (the claim index finds the next one).
+SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 2, "executions": 1}
+
+# How a file at an older version of a component reaches the current one: the SQL to run (after
+# SQLITE_SCHEMA, which adds missing tables and indexes), keyed by (component, version found).
+_MIGRATIONS: dict[tuple[str, int], str] = {
+    ("queue", 1): (
+        'ALTER TABLE "{work}" ADD COLUMN max_attempts INTEGER '
+        "CHECK (max_attempts IS NULL OR max_attempts >= 1); "
+        'DROP INDEX IF EXISTS "{work}_ready_seq"; '
+        "UPDATE \"{schema_table}\" SET version = 2 WHERE component = 'queue'"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,27 @@ def missing_schema_message(what: str, where: str) -> str:
         f"{what} in {where}: create runyard's schema first: open the store with "
         "create_schema=True, or call runyard.sqlite.create_schema(path), or apply "
         "runyard.sqlite.SQLITE_SCHEMA with your migration tool (see docs/sqlite.md)"
+    )
+
+
+def version_message(tables: SqliteTables, component: str, found: int | None, where: str) -> str:
+    """The ConfigurationError text for a component at another schema version, with the repair:
+    the SQL that migrates the file when runyard knows it, else the matching runyard."""
+    wanted = SCHEMA_VERSIONS[component]
+    head = (
+        f"{tables.schema_table} in {where} says component {component!r} is at schema version "
+        f"{found}, but this runyard was written for version {wanted}: "
+    )
+    migration = None if found is None else _MIGRATIONS.get((component, found))
+    if migration is None:
+        return head + (
+            "migrate the file (runyard.sqlite.SQLITE_SCHEMA, see docs/sqlite.md) or install "
+            "the matching runyard"
+        )
+    sql = migration.format_map({k: v for k, v in tables.names().items()})
+    return head + (
+        f"migrate the file: apply runyard.sqlite.SQLITE_SCHEMA, then run `{sql}` in one "
+        "transaction (see docs/sqlite.md), or install the matching runyard"
     )
 
 

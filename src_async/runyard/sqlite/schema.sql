@@ -1,4 +1,5 @@
--- runyard's SQLite schema: state at version 2 (the run event logs), queue and executions at 1.
+-- runyard's SQLite schema: state at version 2 (the run event logs), queue at 2 (per-item
+-- max_attempts), executions at 1.
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
 -- is idempotent (IF NOT EXISTS, INSERT OR IGNORE), so applying it twice changes nothing;
@@ -74,7 +75,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS "{events}_by_event_id" ON "{events}" (tenant, 
 
 -- Work queues -------------------------------------------------------------------------------
 
--- ready_seq orders items of equal priority and due time by when they last became ready.
+-- ready_seq orders a tenant's ready items of equal priority and due time by when they last
+-- became ready (one more than the last of that group, found in the claim index).
 CREATE TABLE IF NOT EXISTS "{work}" (
     tenant            TEXT NOT NULL,
     item_id           TEXT NOT NULL,
@@ -93,13 +95,13 @@ CREATE TABLE IF NOT EXISTS "{work}" (
     last_error        TEXT,
     dead_reason       TEXT,
     dead_at           REAL,
+    max_attempts      INTEGER CHECK (max_attempts IS NULL OR max_attempts >= 1),
     PRIMARY KEY (tenant, item_id)
 );
 -- claim: a tenant's due head, highest priority first, then first due, then first ready.
 CREATE INDEX IF NOT EXISTS "{work}_ready" ON "{work}" (tenant, priority DESC, available_at, ready_seq)
     WHERE state = 'ready';
 CREATE INDEX IF NOT EXISTS "{work}_due" ON "{work}" (tenant, available_at) WHERE state = 'ready';
-CREATE INDEX IF NOT EXISTS "{work}_ready_seq" ON "{work}" (ready_seq);
 -- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
 CREATE UNIQUE INDEX IF NOT EXISTS "{work}_dedupe" ON "{work}" (tenant, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
@@ -203,4 +205,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 2), ('queue', 1), ('executions', 1);
+VALUES ('state', 2), ('queue', 2), ('executions', 1);

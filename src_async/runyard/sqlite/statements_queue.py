@@ -15,10 +15,22 @@ __all__ = ["WORK_COLUMNS", "queue_statements"]
 
 WORK_COLUMNS = (
     "tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at, "
-    "dedupe_key, worker, lease_expires_at, last_error, token, claimed_at, dead_reason, dead_at"
+    "dedupe_key, worker, lease_expires_at, last_error, token, claimed_at, dead_reason, dead_at, "
+    "max_attempts"
 )
-# The next readiness order: after every item that exists (a completed item's order is free).
-_NEXT_READY = "(SELECT COALESCE(MAX(r.ready_seq), 0) + 1 FROM {work} r)"
+
+
+def _next_ready(priority: str, available_at: str, tenant: str = "{work}.tenant") -> str:
+    """The readiness order of an item becoming ready: after every ready item it ties with
+    (same tenant, priority and due time), the only items ready_seq orders it against. One
+    seek at the end of that group in the claim index (no index over all the orders)."""
+    return f"""(SELECT COALESCE(MAX(r.ready_seq), 0) + 1 FROM {{work}} r
+     WHERE r.tenant = {tenant} AND r.state = 'ready' AND r.priority = {priority}
+       AND r.available_at = {available_at})"""
+
+
+_DUE_AT = "MAX(:now + :delay, COALESCE(:run_at, 0.0))"
+_WORK = "{work}"
 # A lease that is live and ``:token``'s at ``:now`` (the memory backend's refusal order is
 # rebuilt from probe_item when this does not hold).
 _LIVE = """tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'leased'
@@ -27,9 +39,10 @@ _LIVE = """tenant = :tenant AND item_id = :item_id AND token = :token AND state 
 _TEMPLATES: dict[str, str] = {
     "enqueue": f"""
 INSERT INTO {{work}} (tenant, item_id, payload, priority, state, attempts, available_at,
-                      enqueued_at, ready_seq, dedupe_key)
-VALUES (:tenant, :item_id, :payload, :priority, 'ready', 0, :now + :delay, :now,
-        {_NEXT_READY}, :dedupe_key)
+                      enqueued_at, ready_seq, dedupe_key, max_attempts)
+VALUES (:tenant, :item_id, :payload, :priority, 'ready', 0,
+        {_DUE_AT}, :now, {_next_ready(":priority", _DUE_AT, ":tenant")}, :dedupe_key,
+        :max_attempts)
 ON CONFLICT DO NOTHING
 RETURNING {WORK_COLUMNS}""",
     # The stored item a repeated enqueue stands for: by id first, then by live dedupe key.
@@ -58,7 +71,7 @@ WHERE rowid = (
     LIMIT 1)
 RETURNING {WORK_COLUMNS}""",
     "probe_item": """
-SELECT token, state, claimed_at, lease_expires_at, attempts FROM {work}
+SELECT token, state, claimed_at, lease_expires_at, attempts, max_attempts, worker FROM {work}
 WHERE tenant = :tenant AND item_id = :item_id""",
     "heartbeat": f"""
 UPDATE {{work}} SET lease_expires_at = MIN(:now + :lease_seconds, claimed_at + :max_lease)
@@ -67,9 +80,19 @@ RETURNING {WORK_COLUMNS}""",
     "complete": f"""
 DELETE FROM {{work}} WHERE {_LIVE}
 RETURNING item_id""",
+    # Back to ready at once, the attempt not counted (a worker handing back what it holds).
+    "release": f"""
+UPDATE {{work}}
+SET state = 'ready', attempts = MAX(attempts - 1, 0), available_at = :now,
+    ready_seq = {_next_ready(f"{_WORK}.priority", ":now")}, worker = NULL, token = NULL,
+    claimed_at = NULL,
+    lease_expires_at = NULL
+WHERE {_LIVE}
+RETURNING item_id""",
     "retry": f"""
 UPDATE {{work}}
-SET state = 'ready', available_at = :retry_at, ready_seq = {_NEXT_READY}, worker = NULL,
+SET state = 'ready', available_at = :retry_at,
+    ready_seq = {_next_ready(f"{_WORK}.priority", ":retry_at")}, worker = NULL,
     token = NULL, claimed_at = NULL, lease_expires_at = NULL,
     last_error = COALESCE(:error, last_error)
 WHERE tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'leased'
@@ -82,7 +105,7 @@ WHERE tenant = :tenant AND item_id = :item_id AND token = :token AND state = 'le
 RETURNING {WORK_COLUMNS}""",
     # Lapsed leases, oldest expiry first.
     "lapsed": """
-SELECT tenant, item_id, token, attempts FROM {work}
+SELECT tenant, item_id, token, attempts, max_attempts FROM {work}
 WHERE state = 'leased' AND lease_expires_at < :now
 ORDER BY lease_expires_at, token
 LIMIT :limit""",
@@ -93,6 +116,35 @@ WHERE worker = :worker AND state = 'leased' AND :now <= lease_expires_at
   AND :now < claimed_at + :max_lease
 ORDER BY token
 LIMIT :limit""",
+    # A fresh fencing token for an adopted lease (adopt is no claim: no turn moves).
+    "mint": """
+UPDATE {counters} SET claims = claims + 1 WHERE id = 1 RETURNING claims""",
+    "adopt": f"""
+UPDATE {{work}}
+SET token = :new_token, lease_expires_at = MIN(:now + :lease_seconds, claimed_at + :max_lease)
+WHERE {_LIVE}
+RETURNING {WORK_COLUMNS}""",
+    "cancel": """
+DELETE FROM {work}
+WHERE tenant = :tenant AND item_id = :item_id AND state != 'leased'
+RETURNING item_id""",
+    "purge_dead": """
+DELETE FROM {work}
+WHERE rowid IN (
+    SELECT rowid FROM {work}
+    WHERE tenant = :tenant AND state = 'dead' AND dead_at <= :now - :older_than
+    ORDER BY dead_at, item_id
+    LIMIT :limit)
+RETURNING item_id""",
+    # prune walks the turns from a cursor, least recently served first, a bounded slice a call.
+    "turns_after": """
+SELECT turn, tenant FROM {turns} WHERE (turn, tenant) > (:turn, :tenant)
+ORDER BY turn, tenant
+LIMIT :scan""",
+    "forget_idle": """
+DELETE FROM {turns}
+WHERE tenant = :tenant AND NOT EXISTS (SELECT 1 FROM {work} w WHERE w.tenant = :tenant)
+RETURNING tenant""",
     "dead_letters": f"""
 SELECT {WORK_COLUMNS} FROM {{work}}
 WHERE tenant = :tenant AND state = 'dead'
@@ -100,7 +152,8 @@ ORDER BY dead_at, item_id
 LIMIT :limit""",
     "requeue": f"""
 UPDATE {{work}}
-SET state = 'ready', attempts = 0, available_at = :now, ready_seq = {_NEXT_READY},
+SET state = 'ready', attempts = 0, available_at = :now,
+    ready_seq = {_next_ready(f"{_WORK}.priority", ":now")},
     dead_reason = NULL, dead_at = NULL
 WHERE tenant = :tenant AND item_id = :item_id AND state = 'dead'
 RETURNING {WORK_COLUMNS}""",

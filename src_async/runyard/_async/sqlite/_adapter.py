@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from typing_extensions import Self
 
@@ -14,7 +14,7 @@ from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, map_error
-from runyard.sqlite.flavours import AsyncConnection, Row
+from runyard.sqlite.flavours import AsyncConnection, Body, Row, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
     SCHEMA_VERSIONS,
@@ -22,6 +22,7 @@ from runyard.sqlite.schema import (
     create_script,
     missing_schema_message,
     verify_statements,
+    version_message,
 )
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
@@ -33,6 +34,7 @@ from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 __all__ = ["Source", "connect", "create_schema"]
 
 Source = str | os.PathLike[str] | AsyncConnection
+T = TypeVar("T")
 
 
 async def connect(
@@ -289,12 +291,7 @@ class _AsyncSqliteAdapter(AsyncClosing):
         versions = {str(r[0]): int(r[1]) for r in await self.connection.fetch(versions_sql)}
         found, wanted = versions.get(self._kind), SCHEMA_VERSIONS[self._kind]
         if found != wanted:
-            raise ConfigurationError(
-                f"{self.tables.schema_table} in {where} says component {self._kind!r} is at "
-                f"schema version {found}, but this runyard was written for version {wanted}: "
-                "migrate the file (runyard.sqlite.SQLITE_SCHEMA, see docs/sqlite.md) or "
-                "install the matching runyard"
-            )
+            raise ConfigurationError(version_message(self.tables, self._kind, found, where))
         self._verified = True
 
     # -- transactions ------------------------------------------------------------------------
@@ -303,6 +300,28 @@ class _AsyncSqliteAdapter(AsyncClosing):
 
     def _read(self) -> _AsyncTransaction:
         return _AsyncTransaction(self, write=False)
+
+    async def _transact(self, body: Body[T], *args: Any) -> T:
+        """Run ``body(raw, *args)`` as one ``BEGIN IMMEDIATE`` transaction in one trip to the
+        driver (see ``in_transaction``), under the connection's lock; driver errors mapped."""
+        result: T = await self._call(in_transaction, body, *args)
+        return result
+
+    async def _view(self, body: Body[T], *args: Any) -> T:
+        """Run the read-only ``body(raw, *args)`` in one trip to the driver, under the lock."""
+        return await self._call(body, *args)
+
+    async def _call(self, body: Body[T], *args: Any) -> T:
+        async with self.connection.lock:
+            if not self._verified:
+                await self._check_schema()
+            try:
+                return await self.connection.call(body, *args)
+            except Exception as exc:
+                error = map_error(exc, self._kind, self.busy_timeout_seconds)
+                if error is None:
+                    raise
+                raise error from exc
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def aclose(self) -> None:

@@ -4,34 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
-from runyard._json import dump_json
-from runyard._sql import settle_refusal
+from runyard._async.sqlite.queue_batched import _AsyncBatchedSqliteQueue
 from runyard.capabilities import StoreCapabilities
-from runyard.errors import LeaseLostError, WorkItemNotFoundError
+from runyard.errors import RunyardError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
-from runyard.policy import FailureDecision, QueuePolicy
-from runyard.sqlite.rows import decode_dead_letter, decode_item, decode_lease
-from runyard.sqlite.statements_queue import queue_statements
-from runyard.validation import (
-    check_delay,
-    check_error_text,
-    check_limit,
-    check_priority,
-    item_id_or_new,
-    settle_target,
+from runyard.policy import QueuePolicy
+from runyard.sqlite.queue_transactions import (
+    START,
+    QueuePlan,
+    adopt_body,
+    cancel_body,
+    claim_body,
+    enqueue_body,
+    enqueue_params,
+    fail_body,
+    heartbeat_body,
+    prune_body,
+    purge_dead_body,
+    reap_body,
+    requeue_body,
+    select_body,
+    settle_body,
 )
+from runyard.sqlite.rows_queue import decode_dead_letter, decode_item
+from runyard.sqlite.statements_queue import queue_statements
+from runyard.validation import check_error_text, check_limit, check_older_than, settle_target
 
 __all__ = ["AsyncSqliteWorkQueue"]
 
 
-class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
+class AsyncSqliteWorkQueue(_AsyncBatchedSqliteQueue):
     """A WorkQueue in a SQLite file: the claim is one statement, every settle is fenced.
 
     ``await AsyncSqliteWorkQueue.open("work.db", create_schema=True)``; worker processes on
     one host may claim from the same file. Time is the database's unless a ``clock`` is
-    injected.
+    injected. Every call is one ``BEGIN IMMEDIATE`` transaction (or one read) in one trip to
+    the driver.
     """
 
     _kind = "queue"
@@ -41,6 +50,7 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         retry_ids=True,
         atomic_settle=True,
         recovery=True,
+        batched_operations=True,
         deployment="single_host",
     )
 
@@ -48,9 +58,8 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         super().__init__(*args, **kwargs)
         self.policy = policy or QueuePolicy()
         self._sql = queue_statements(self.tables)
-
-    def _limits(self) -> dict[str, float]:
-        return {"max_lease": float(self.policy.max_lease_seconds)}
+        self._plan = QueuePlan(self._sql, self.policy)
+        self._prune_after = START  # prune's cursor: the last tenant it looked at
 
     # -- enqueue and claim -------------------------------------------------------------------
     async def enqueue(
@@ -62,59 +71,41 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         dedupe_key: str | None = None,
         priority: int = 0,
         delay_seconds: float = 0.0,
+        run_at: float | None = None,
+        max_attempts: int | None = None,
     ) -> WorkItem:
         """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one.
 
-        Raises StatePersistenceError for a payload that is not storable JSON, before writing.
+        ``run_at`` (seconds since the epoch, the database's clock) or ``delay_seconds``, never
+        both; ``max_attempts`` overrides the policy's for this item. Raises
+        InvalidArgumentError, or StatePersistenceError for a payload that is not storable
+        JSON, before writing.
         """
         validate_identifier(tenant, "tenant")
-        item_id, _ = item_id_or_new(item_id)
-        if dedupe_key is not None:
-            validate_identifier(dedupe_key, "dedupe_key")
-        priority = check_priority(priority)
-        delay = check_delay(delay_seconds)
-        text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
-        async with self._write() as tx:
-            ids = {"tenant": tenant, "item_id": item_id, "dedupe_key": dedupe_key}
-            rows = await tx.finish(
-                "enqueue",
-                payload=text,
-                priority=priority,
-                delay=delay,
-                now=tx.stamp(),
-                **ids,
-            )
-            if not rows:
-                rows = await tx.fetch("find_item", **ids)
-            return decode_item(rows[0])
+        params = enqueue_params(
+            payload,
+            item_id=item_id,
+            dedupe_key=dedupe_key,
+            priority=priority,
+            delay_seconds=delay_seconds,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            max_value_bytes=self.max_value_bytes,
+        )
+        (item,) = await self._transact(enqueue_body, self._plan, self._now(), tenant, [params])
+        return item
 
     async def claim(self, worker: str) -> Lease | None:
         """Lease the next due item, tenants served in rotation; None when nothing is due.
 
-        One statement picks the tenant with the oldest turn and its head item and writes the
-        claim; the schema's trigger advances the turn.
+        First reclaims up to RECLAIM_PER_CLAIM lapsed leases as ``reap`` does; one statement
+        then picks the tenant with the oldest turn and its head item and writes the claim.
         """
         validate_identifier(worker, "worker")
-        # A new lease runs lease_seconds (QueuePolicy keeps max_lease_seconds at least that).
-        async with self._write() as tx:
-            rows = await tx.finish(
-                "claim",
-                worker=worker,
-                now=tx.stamp(),
-                lease_seconds=float(self.policy.lease_seconds),
-            )
-        return decode_lease(rows[0]) if rows else None
+        leases = await self._transact(claim_body, self._plan, self._now(), worker, 1)
+        return leases[0] if leases else None
 
     # -- settling ----------------------------------------------------------------------------
-    async def _refused(
-        self, tx: _AsyncTransaction, tenant: str, item_id: str, token: int, now: float
-    ) -> Exception:
-        rows = await tx.fetch("probe_item", tenant=tenant, item_id=item_id)
-        refusal = settle_refusal(
-            tenant, item_id, token, rows[0] if rows else None, now, self.policy
-        )
-        return refusal or LeaseLostError(item_id, "taken")
-
     async def heartbeat(
         self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
     ) -> Lease:
@@ -123,25 +114,11 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
 
         Raises LeaseLostError ("taken", "capped", "expired"), WorkItemNotFoundError.
         """
-        tenant, item_id, token = settle_target(tenant, item_id, token)
-        async with self._write() as tx:
-            return await self._heartbeat(tx, tenant, item_id, token)
-
-    async def _heartbeat(
-        self, tx: _AsyncTransaction, tenant: str, item_id: str, token: int
-    ) -> Lease:
-        rows = await tx.fetch(
-            "heartbeat",
-            tenant=tenant,
-            item_id=item_id,
-            token=token,
-            now=tx.stamp(),
-            lease_seconds=float(self.policy.lease_seconds),
-            **self._limits(),
-        )
-        if rows:
-            return decode_lease(rows[0])
-        raise await self._refused(tx, tenant, item_id, token, await tx.now())
+        target = settle_target(tenant, item_id, token)
+        (outcome,) = await self._transact(heartbeat_body, self._plan, self._now(), [target])
+        if isinstance(outcome, RunyardError):
+            raise outcome
+        return outcome
 
     async def complete(
         self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
@@ -150,11 +127,12 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
 
         Raises LeaseLostError, WorkItemNotFoundError.
         """
-        tenant, item_id, token = settle_target(tenant, item_id, token)
-        async with self._write() as tx:
-            ids = {"tenant": tenant, "item_id": item_id, "token": token}
-            if not await tx.finish("complete", now=tx.stamp(), **ids, **self._limits()):
-                raise await self._refused(tx, tenant, item_id, token, await tx.now())
+        target = settle_target(tenant, item_id, token)
+        (refusal,) = await self._transact(
+            settle_body, self._plan, self._now(), [target], "complete"
+        )
+        if refusal is not None:
+            raise refusal
 
     async def fail(
         self,
@@ -165,94 +143,82 @@ class AsyncSqliteWorkQueue(_AsyncSqliteAdapter):
         error: str | None = None,
         retryable: bool = True,
     ) -> WorkItem:
-        """Record a failed attempt: retried after backoff, or dead-lettered per the policy.
+        """Record a failed attempt: retried after backoff, or dead-lettered per the policy
+        (with the item's own ``max_attempts`` when it has one).
 
         Raises LeaseLostError, WorkItemNotFoundError.
         """
-        tenant, item_id, token = settle_target(tenant, item_id, token)
+        target = settle_target(tenant, item_id, token)
         check_error_text(error)
-        async with self._write() as tx:
-            now = await tx.now()
-            rows = await tx.fetch("probe_item", tenant=tenant, item_id=item_id)
-            probe = rows[0] if rows else None
-            refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)
-            if refusal is not None or probe is None:
-                raise refusal or LeaseLostError(item_id, "taken")
-            decision = self.policy.on_failure(int(probe[4]), now, retryable=retryable)
-            return await self._decide(tx, tenant, item_id, token, decision, error, now)
-
-    async def _decide(
-        self,
-        tx: _AsyncTransaction,
-        tenant: str,
-        item_id: str,
-        token: int,
-        decision: FailureDecision,
-        error: str | None,
-        now: float,
-    ) -> WorkItem:
-        ids = {"tenant": tenant, "item_id": item_id, "token": token, "error": error}
-        if decision.outcome == "dead" or decision.retry_at is None:
-            rows = await tx.fetch("kill", reason=decision.reason, now=now, **ids)
-        else:
-            rows = await tx.fetch("retry", retry_at=decision.retry_at, **ids)
-        return decode_item(rows[0])
+        return await self._transact(fail_body, self._plan, self._now(), target, error, retryable)
 
     # -- recovery ----------------------------------------------------------------------------
     async def reap(self, *, limit: int = 100) -> list[WorkItem]:
-        """Return lapsed leases to ready (or the dead letter), oldest expiry first, at most
-        ``limit``, in one transaction."""
+        """Decide lapsed leases, oldest expiry first, at most ``limit``, in one transaction:
+        each counts its attempt and is retried as the policy says, or dead-lettered."""
         check_limit(limit)
-        async with self._write() as tx:
-            now = await tx.now()
-            lapsed = await tx.fetch("lapsed", now=now, limit=limit)
-            out = []
-            for tenant, item_id, token, attempts in lapsed:
-                decision = self.policy.on_lapse(int(attempts), now)
-                out.append(
-                    await self._decide(tx, tenant, item_id, token, decision, "lease lapsed", now)
-                )
-            return out
+        return await self._transact(reap_body, self._plan, self._now(), limit)
 
     async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        """Return (and extend) the live leases ``worker`` holds, in claim order."""
+        """Return (and extend) the live leases ``worker`` holds, in claim order, each under a
+        fresh fencing token: the old token is refused afterwards (LeaseLostError "taken")."""
         validate_identifier(worker, "worker")
         check_limit(limit)
-        async with self._write() as tx:
-            now = await tx.now()
-            held = await tx.fetch("held", worker=worker, now=now, limit=limit, **self._limits())
-            return [await self._heartbeat(tx, t, i, token) for t, i, token in held]
+        return await self._transact(adopt_body, self._plan, self._now(), worker, limit)
 
-    # -- dead letters and inspection ---------------------------------------------------------
+    # -- dead letters, cancelling and retention ----------------------------------------------
     async def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:
         """Return the tenant's dead-lettered items, oldest first."""
         validate_identifier(tenant, "tenant")
         check_limit(limit)
-        async with self._read() as tx:
-            rows = await tx.fetch("dead_letters", tenant=tenant, limit=limit)
+        params = {"tenant": tenant, "limit": limit}
+        rows = await self._view(select_body, self._sql["dead_letters"], params)
         return [decode_dead_letter(row) for row in rows]
 
     async def requeue(self, tenant: str, item_id: str) -> WorkItem:
         """Move a dead-lettered item back to ready, attempts reset. Raises WorkItemNotFoundError."""
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        async with self._write() as tx:
-            rows = await tx.fetch("requeue", tenant=tenant, item_id=item_id, now=await tx.now())
-        if not rows:
-            raise WorkItemNotFoundError(f"no dead-lettered item {item_id!r} in tenant {tenant!r}")
-        return decode_item(rows[0])
+        return await self._transact(requeue_body, self._plan, self._now(), tenant, item_id)
 
+    async def cancel(self, tenant: str, item_id: str) -> bool:
+        """Remove a ready, delayed or dead item (its dedupe key is freed): True; False when the
+        item is unknown or already completed. Raises ItemLeasedError for a leased item."""
+        validate_identifier(tenant, "tenant")
+        validate_identifier(item_id, "item_id")
+        return await self._transact(cancel_body, self._plan, self._now(), tenant, item_id)
+
+    async def purge_dead(self, tenant: str, *, older_than: float = 0.0, limit: int = 100) -> int:
+        """Delete up to ``limit`` of the tenant's dead letters that died at least ``older_than``
+        seconds ago, oldest first; return how many were deleted."""
+        validate_identifier(tenant, "tenant")
+        age = check_older_than(older_than)
+        check_limit(limit)
+        return await self._transact(purge_dead_body, self._plan, self._now(), tenant, age, limit)
+
+    async def prune(self, *, limit: int = 100) -> int:
+        """Forget the turns of up to ``limit`` tenants that hold no item in any state, least
+        recently served first (looking at no more than 10 tenants per one it may forget, from
+        where the last call stopped); return how many. A later enqueue for such a tenant
+        serves it as a new one."""
+        check_limit(limit)
+        after = self._prune_after
+        removed, self._prune_after = await self._transact(
+            prune_body, self._plan, self._now(), after, limit
+        )
+        return removed
+
+    # -- inspection --------------------------------------------------------------------------
     async def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
         """Return the item (ready, leased or dead), or None once completed or unknown."""
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        async with self._read() as tx:
-            rows = await tx.fetch("get_item", tenant=tenant, item_id=item_id)
+        params = {"tenant": tenant, "item_id": item_id}
+        rows = await self._view(select_body, self._sql["get_item"], params)
         return decode_item(rows[0]) if rows else None
 
     async def stats(self) -> QueueStats:
         """Count the queue's items by state (one scan of the work table)."""
-        async with self._read() as tx:
-            rows = await tx.fetch("stats", now=await tx.now())
+        rows = await self._view(select_body, self._sql["stats"], {"now": self._now()})
         ready, delayed, leased, dead, tenants = (int(v) for v in rows[0])
         return QueueStats(ready=ready, delayed=delayed, leased=leased, dead=dead, tenants=tenants)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, map_error
-from runyard.sqlite.flavours import Connection, Row
+from runyard.sqlite.flavours import Body, Connection, Row, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
     SCHEMA_VERSIONS,
@@ -22,6 +22,7 @@ from runyard.sqlite.schema import (
     create_script,
     missing_schema_message,
     verify_statements,
+    version_message,
 )
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
@@ -34,6 +35,7 @@ from typing_extensions import Self
 __all__ = ["Source", "connect", "create_schema"]
 
 Source = str | os.PathLike[str] | Connection
+T = TypeVar("T")
 
 
 def connect(
@@ -286,12 +288,7 @@ class _SqliteAdapter(Closing):
         versions = {str(r[0]): int(r[1]) for r in self.connection.fetch(versions_sql)}
         found, wanted = versions.get(self._kind), SCHEMA_VERSIONS[self._kind]
         if found != wanted:
-            raise ConfigurationError(
-                f"{self.tables.schema_table} in {where} says component {self._kind!r} is at "
-                f"schema version {found}, but this runyard was written for version {wanted}: "
-                "migrate the file (runyard.sqlite.SQLITE_SCHEMA, see docs/sqlite.md) or "
-                "install the matching runyard"
-            )
+            raise ConfigurationError(version_message(self.tables, self._kind, found, where))
         self._verified = True
 
     # -- transactions ------------------------------------------------------------------------
@@ -300,6 +297,28 @@ class _SqliteAdapter(Closing):
 
     def _read(self) -> _Transaction:
         return _Transaction(self, write=False)
+
+    def _transact(self, body: Body[T], *args: Any) -> T:
+        """Run ``body(raw, *args)`` as one ``BEGIN IMMEDIATE`` transaction in one trip to the
+        driver (see ``in_transaction``), under the connection's lock; driver errors mapped."""
+        result: T = self._call(in_transaction, body, *args)
+        return result
+
+    def _view(self, body: Body[T], *args: Any) -> T:
+        """Run the read-only ``body(raw, *args)`` in one trip to the driver, under the lock."""
+        return self._call(body, *args)
+
+    def _call(self, body: Body[T], *args: Any) -> T:
+        with self.connection.lock:
+            if not self._verified:
+                self._check_schema()
+            try:
+                return self.connection.call(body, *args)
+            except Exception as exc:
+                error = map_error(exc, self._kind, self.busy_timeout_seconds)
+                if error is None:
+                    raise
+                raise error from exc
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

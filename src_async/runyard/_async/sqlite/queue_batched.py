@@ -1,0 +1,97 @@
+"""The batched calls of the SQLite work queue: each is one transaction in one trip to the driver."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from runyard._async.sqlite._adapter import _AsyncSqliteAdapter
+from runyard.errors import RunyardError
+from runyard.keys import validate_identifier
+from runyard.models import Lease, NewItem, WorkItem
+from runyard.sqlite.queue_transactions import (
+    QueuePlan,
+    Target,
+    claim_body,
+    enqueue_body,
+    enqueue_params,
+    heartbeat_body,
+    settle_body,
+)
+from runyard.validation import check_limit, settle_target
+
+__all__ = ["_AsyncBatchedSqliteQueue"]
+
+
+def _targets(leases: Sequence[Lease]) -> list[Target]:
+    targets = [settle_target(lease, None, None) for lease in leases]
+    if targets:
+        check_limit(len(targets), "leases")
+    return targets
+
+
+class _AsyncBatchedSqliteQueue(_AsyncSqliteAdapter):
+    """``enqueue_many``, ``claim_many``, ``heartbeat_many``, ``complete_many`` and
+    ``release_many``: one ``BEGIN IMMEDIATE`` transaction each, per-item outcomes in order."""
+
+    _plan: QueuePlan
+
+    def _now(self) -> float | None:
+        """The injected clock's time, or None: the database's, read by the statements."""
+        return None if self.clock is None else float(self.clock.now())
+
+    async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+        """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
+
+        Every item is checked before any is written: InvalidArgumentError (or
+        StatePersistenceError for a payload that is not storable JSON) and nothing is added.
+        """
+        validate_identifier(tenant, "tenant")
+        if not items:
+            return []
+        check_limit(len(items), "items")
+        params = [
+            enqueue_params(
+                spec.payload,
+                item_id=spec.item_id,
+                dedupe_key=spec.dedupe_key,
+                priority=spec.priority,
+                delay_seconds=spec.delay_seconds,
+                run_at=spec.run_at,
+                max_attempts=spec.max_attempts,
+                max_value_bytes=self.max_value_bytes,
+            )
+            for spec in items
+        ]
+        return await self._transact(enqueue_body, self._plan, self._now(), tenant, params)
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        """Lease up to ``limit`` due items, tenants served in the rotation of ``limit`` single
+        claims (after reclaiming a few lapsed leases, as ``claim`` does); [] when none is due."""
+        validate_identifier(worker, "worker")
+        check_limit(limit)
+        return await self._transact(claim_body, self._plan, self._now(), worker, limit)
+
+    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+        """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
+        (LeaseLostError, WorkItemNotFoundError) for that item."""
+        targets = _targets(leases)
+        if not targets:
+            return []
+        return await self._transact(heartbeat_body, self._plan, self._now(), targets)
+
+    async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Finish every item: None, or the error ``complete`` would raise for that item."""
+        return await self._settle_many(leases, "complete")
+
+    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Hand every leased item back to ready at once, its attempt not counted (a worker
+        shutting down): None, or the error a settle would raise for that item."""
+        return await self._settle_many(leases, "release")
+
+    async def _settle_many(
+        self, leases: Sequence[Lease], statement: str
+    ) -> list[RunyardError | None]:
+        targets = _targets(leases)
+        if not targets:
+            return []
+        return await self._transact(settle_body, self._plan, self._now(), targets, statement)

@@ -1,0 +1,188 @@
+"""The SQLite work queue beyond the kit: its schema version, server time, bounded recovery and
+pruning, and the contract's new operations on a real file."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from runyard import ManualClock, QueuePolicy
+from runyard.errors import ConfigurationError, ItemLeasedError, LeaseLostError
+from runyard.models import NewItem
+from runyard.policy import RECLAIM_PER_CLAIM
+from runyard.sqlite import SQLITE_SCHEMA, AsyncSqliteWorkQueue
+from runyard.sqlite.queue_transactions import PRUNE_SCAN_PER_LIMIT
+
+POLICY = QueuePolicy(lease_seconds=30, max_attempts=3, backoff_base=10, random=lambda: 0.5)
+
+
+@pytest_asyncio.fixture
+async def clocked(tmp_path: Path) -> AsyncIterator[tuple[AsyncSqliteWorkQueue, ManualClock]]:
+    clock = ManualClock()
+    queue = await AsyncSqliteWorkQueue.open(
+        tmp_path / "q.db", create_schema=True, clock=clock, policy=POLICY
+    )
+    try:
+        yield queue, clock
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    await (await AsyncSqliteWorkQueue.open(path, create_schema=True)).aclose()
+    with sqlite3.connect(path) as conn:  # what a runyard before per-item max_attempts wrote
+        conn.execute("ALTER TABLE runyard_work_items DROP COLUMN max_attempts")
+        conn.execute("CREATE INDEX runyard_work_items_ready_seq ON runyard_work_items (ready_seq)")
+        conn.execute("UPDATE runyard_schema SET version = 1 WHERE component = 'queue'")
+    with pytest.raises(ConfigurationError) as refused:
+        await AsyncSqliteWorkQueue.open(path, create_schema=True)
+    message = str(refused.value)
+    assert "'queue' is at schema version 1" in message and "version 2" in message
+    migration = message.split("run `")[1].split("`")[0]
+    assert 'ALTER TABLE "runyard_work_items" ADD COLUMN max_attempts' in migration
+    with sqlite3.connect(path) as conn:  # the repair the message names
+        conn.executescript(SQLITE_SCHEMA)
+        conn.executescript(f"BEGIN; {migration}; COMMIT;")
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "runyard_work_items_ready_seq" not in indexes
+    queue = await AsyncSqliteWorkQueue.open(path)
+    try:
+        item = await queue.enqueue("acme", {"n": 1}, max_attempts=2)
+        assert item.max_attempts == 2
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_run_at_is_judged_by_the_database_clock(tmp_path: Path) -> None:
+    queue = await AsyncSqliteWorkQueue.open(tmp_path / "q.db", create_schema=True)
+    try:
+        later = await queue.enqueue("acme", {"n": 1}, run_at=time.time() + 600)
+        await queue.enqueue("acme", {"n": 2}, run_at=1.0)  # in the past: due at once
+        stats = await queue.stats()
+        assert (stats.ready, stats.delayed) == (1, 1)
+        assert later.available_at > later.enqueued_at + 590
+        lease = await queue.claim("w1")
+        assert lease is not None and lease.item.payload == {"n": 2}
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_claim_reclaims_a_bounded_number_of_lapsed_leases(
+    clocked: tuple[AsyncSqliteWorkQueue, ManualClock],
+) -> None:
+    queue, clock = clocked
+    await queue.enqueue_many("acme", [NewItem(payload={"n": n}) for n in range(12)])
+    assert len(await queue.claim_many("crashed", limit=12)) == 12
+    clock.advance(31)
+    lease = await queue.claim("w2")
+    still_lapsed = (await queue.stats()).leased - (lease is not None)
+    assert still_lapsed == 12 - RECLAIM_PER_CLAIM
+    assert len(await queue.reap()) == still_lapsed
+
+
+@pytest.mark.asyncio
+async def test_adopt_mints_tokens_above_every_earlier_one(
+    clocked: tuple[AsyncSqliteWorkQueue, ManualClock],
+) -> None:
+    queue, _ = clocked
+    await queue.enqueue("acme", {"n": 1})
+    await queue.enqueue("acme", {"n": 2})
+    first, second = await queue.claim_many("w1", limit=2)
+    adopted = await queue.adopt("w1")
+    assert [a.item_id for a in adopted] == [first.item_id, second.item_id]
+    assert min(a.token for a in adopted) > second.token
+    refused = await queue.complete_many([first, second])
+    assert all(isinstance(r, LeaseLostError) and r.reason == "taken" for r in refused)
+    assert await queue.complete_many(adopted) == [None, None]
+
+
+@pytest.mark.asyncio
+async def test_cancel_refuses_a_leased_item_and_frees_a_dedupe_key(
+    clocked: tuple[AsyncSqliteWorkQueue, ManualClock],
+) -> None:
+    queue, _ = clocked
+    ready = await queue.enqueue("acme", {"n": 1}, dedupe_key="k")
+    assert await queue.cancel("acme", ready.item_id) is True
+    assert await queue.cancel("acme", ready.item_id) is False
+    again = await queue.enqueue("acme", {"n": 2}, dedupe_key="k")
+    assert again.item_id != ready.item_id
+    lease = await queue.claim("w1")
+    assert lease is not None
+    with pytest.raises(ItemLeasedError) as leased:
+        await queue.cancel("acme", again.item_id)
+    assert leased.value.worker == "w1"
+    await queue.complete(lease)
+
+
+@pytest.mark.asyncio
+async def test_purge_dead_deletes_the_oldest_dead_letters_first(
+    clocked: tuple[AsyncSqliteWorkQueue, ManualClock],
+) -> None:
+    queue, clock = clocked
+    for n in range(3):
+        await queue.enqueue("acme", {"n": n}, max_attempts=1)
+        lease = await queue.claim("w1")
+        assert lease is not None
+        await queue.fail(lease, error="boom")
+        clock.advance(10)
+    assert await queue.purge_dead("acme", older_than=15) == 2
+    (left,) = await queue.dead_letters("acme")
+    assert left.item.payload == {"n": 2}
+    assert await queue.purge_dead("acme", limit=5) == 1
+
+
+@pytest.mark.asyncio
+async def test_prune_looks_at_a_bounded_slice_of_tenants_per_call(
+    clocked: tuple[AsyncSqliteWorkQueue, ManualClock],
+) -> None:
+    queue, _ = clocked
+    for n in range(2 * PRUNE_SCAN_PER_LIMIT):
+        await queue.enqueue(f"busy-{n:02d}", {"n": n})
+    idle = await queue.enqueue("zz-idle", {"n": 0})
+    assert await queue.claim("w1") is not None  # a turn for busy-00: it stays busy
+    assert await queue.cancel("zz-idle", idle.item_id)
+    # The idle tenant comes after 19 busy ones (same turn, then by name): the first call's
+    # slice of 10 does not reach it, the next one (from where the first stopped) does.
+    assert await queue.prune(limit=1) == 0
+    assert await queue.prune(limit=1) == 1
+    assert await queue.prune(limit=1) == 0
+    again = await queue.enqueue("zz-idle", {"n": 1})
+    assert (await queue.get_item("zz-idle", again.item_id)) is not None
+
+
+@pytest.mark.asyncio
+async def test_every_queue_call_is_one_trip_to_the_driver(
+    clocked: tuple[AsyncSqliteWorkQueue, ManualClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, clock = clocked
+    trips: list[str] = []
+    connection = queue.connection
+    for name in ("call", "fetch", "fetch_then_commit", "script"):
+        original = getattr(connection, name)
+
+        async def counted(*args: object, _original: Any = original, _name: str = name) -> Any:
+            trips.append(_name)
+            return await _original(*args)
+
+        monkeypatch.setattr(connection, name, counted)
+    await queue.verify()  # the schema check is done once, before counting
+    trips.clear()
+    await queue.enqueue_many("acme", [NewItem(payload={"n": n}) for n in range(4)])
+    leases = await queue.claim_many("w1", limit=3)
+    clock.advance(31)  # every lease lapses: the next claim reclaims them first
+    assert await queue.claim("w2") is not None
+    await queue.heartbeat_many(leases)
+    await queue.complete_many(leases)
+    await queue.release_many(leases)
+    await queue.adopt("w2")
+    await queue.stats()
+    assert trips == ["call"] * 8
