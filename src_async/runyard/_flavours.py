@@ -18,9 +18,11 @@ from typing import TypeVar
 
 __all__ = [
     "AsyncBackground",
+    "AsyncBlocking",
     "AsyncEvent",
     "AsyncLock",
     "Background",
+    "Blocking",
     "Event",
     "Lock",
     "async_gather",
@@ -145,6 +147,24 @@ class Background:
         """Wait up to ``timeout`` seconds for the thread to end (at once when called from it)."""
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+
+
+class AsyncBlocking:
+    """Runs a blocking call without blocking the event loop (in a thread)."""
+
+    @staticmethod
+    async def call(call: Callable[[], T]) -> T:
+        """Return ``call()``, run in a thread."""
+        return await asyncio.to_thread(call)
+
+
+class Blocking:
+    """Runs a blocking call (the sync member of the pair: in the calling thread)."""
+
+    @staticmethod
+    def call(call: Callable[[], T]) -> T:
+        """Return ``call()``."""
+        return call()
 
 
 async def async_sleep(seconds: float) -> None:
