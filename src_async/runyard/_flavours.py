@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
     "AsyncBackground",
@@ -123,8 +123,8 @@ class Event:
 class AsyncBackground:
     """One coroutine run as a task until it returns or ``stop()`` cancels it."""
 
-    def __init__(self, run: Callable[[], Awaitable[None]], name: str) -> None:
-        self._task = asyncio.get_running_loop().create_task(run(), name=name)
+    def __init__(self, run: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(run(), name=name)
 
     async def stop(self, timeout: float) -> None:
         """Cancel the task and wait for it to unwind (``timeout`` is the sync twin's); from the

@@ -114,7 +114,7 @@ def pubsub_clients(target: RedisTarget, client_name: str, kill: bool = False) ->
     addresses = [(target.host, target.port)]
     if target.kind == "cluster":
         with RedisCluster(host=target.host, port=target.port) as cluster:
-            addresses = [(n.host, n.port) for n in cluster.get_nodes()]  # type: ignore[no-untyped-call]
+            addresses = [(n.host, n.port) for n in cluster.get_nodes()]
     found = 0
     for host, port in addresses:
         with redis.Redis(host=host, port=port) as admin:

@@ -145,7 +145,8 @@ class DedicatedPubSub:
         source: Any = client.connection_pool if isinstance(client, Redis) else None
         self.node = ""
         if isinstance(client, RedisCluster):
-            node = client.nodes_manager.get_node_from_slot(client.keyslot(channel))
+            slot = client.keyslot(channel)  # type: ignore[no-untyped-call]
+            node = client.nodes_manager.get_node_from_slot(slot)
             source, self.node = node.redis_connection.connection_pool, node.name
         self._pool: Any = ConnectionPool(
             connection_class=source.connection_class, max_connections=1, **source.connection_kwargs
@@ -156,7 +157,8 @@ class DedicatedPubSub:
     def node_of(client: RedisClient, channel: str) -> str:
         """The name of the cluster node that serves ``channel`` ("" for a single server)."""
         if isinstance(client, RedisCluster):
-            return str(client.nodes_manager.get_node_from_slot(client.keyslot(channel)).name)
+            slot = client.keyslot(channel)  # type: ignore[no-untyped-call]
+            return str(client.nodes_manager.get_node_from_slot(slot).name)
         return ""
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ its channels, which poll from then on, and the next ``subscribe`` opens a new on
 
 from __future__ import annotations
 
+import contextlib
 from functools import partial
 from typing import Any
 
@@ -141,13 +142,12 @@ class AsyncRedisUpdates(AsyncHintHub):
                     continue
                 listener.confirmed.pop(channel, None)
                 listener.leaving.add(channel)
-                try:
+                # A broken connection is its reader's to report.
+                with contextlib.suppress(Exception):
                     if self.sharded:
                         await listener.connection.pubsub.sunsubscribe(channel)
                     else:
                         await listener.connection.pubsub.unsubscribe(channel)
-                except Exception:  # noqa: S110 - a broken connection is its reader's to report
-                    pass
 
     async def _read(self, listener: _Listener) -> None:
         """Read ``listener``'s messages until its connection breaks or the instance closes."""
@@ -204,10 +204,8 @@ class AsyncRedisUpdates(AsyncHintHub):
             listener.broken = True
             if listener.reader is not None:
                 await listener.reader.stop(READ_SLICE * 8)
-            try:
+            with contextlib.suppress(Exception):  # a dead connection: nothing to report
                 await listener.connection.aclose()
-            except Exception:  # noqa: S110 - closing a dead connection: nothing to report
-                pass
 
 
 def own_updates(

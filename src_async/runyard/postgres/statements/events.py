@@ -34,9 +34,10 @@ _NOTIFY = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({cha
 EVENT_TEMPLATES: dict[str, str] = {
     # $1 tenant $2 run_id $3 type $4 data $5 now $6 event_id $7 fence $8 channel (NULL: none)
     # $9 terminal statuses $10 server time (true: the event's time is clock_timestamp() read
-    # after the head row lock; false: $5). The appended event, or the event a retried event_id stored; no
-    # row: refused (probe_run). The run row is locked FOR SHARE while not terminal, so a
-    # concurrent finalize either waits for this append or is seen by it (no event after it).
+    # after the head row lock; false: $5). The appended event, or the event a retried
+    # event_id stored; no row: refused (probe_run). The run row is locked FOR SHARE while
+    # not terminal, so a concurrent finalize either waits for this append or is seen by it
+    # (no event after it).
     "append_event": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$7", now="$5")
     + ", "
