@@ -160,6 +160,8 @@ class RedisUpdates(HintHub):
         except Exception as exc:  # redis-py's, or anything else: the connection is unusable
             if not self._closed:
                 self._drop(listener, f"{type(exc).__name__}: {exc}")
+                with contextlib.suppress(Exception):  # dropped: no one else closes it
+                    listener.connection.close()
 
     def _handle(self, listener: _Listener, message: dict[str, Any]) -> None:
         kind = message.get("type")
