@@ -57,7 +57,7 @@ bench-executions: $(STAMP)
 	$(PYTHON) benchmarks/bench_executions.py
 
 bench-events: $(STAMP)
-	$(PYTHON) -m benchmarks.bench_events --out-dir .
+	$(PYTHON) -m benchmarks.bench_events --out-dir benchmarks/results
 
 bench-sqlite: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_sqlite --out-dir benchmarks/results

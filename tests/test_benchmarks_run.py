@@ -58,6 +58,8 @@ def test_the_events_benchmark_runs(
         "5",
         "--poll",
         "0.02",
+        "--poll-samples",
+        "5",
         "--out-dir",
         str(tmp_path),
     )
@@ -66,6 +68,12 @@ def test_the_events_benchmark_runs(
     figures = json.loads((tmp_path / "bench-events.json").read_text(encoding="utf-8"))
     assert set(figures) == {"redis", "postgres"}
     assert all(figures[name]["ratio"] > 0 for name in figures)
+    assert all(figures[name]["follow speed-up"]["ratio"] > 0 for name in figures)
+    assert all(
+        set(figures[name][way]) == {"p50_ms", "p99_ms"}
+        for name in figures
+        for way in ("follow live", "follow polling")
+    )
     assert (tmp_path / "bench-events.png").read_bytes().startswith(PNG_SIGNATURE)
 
 

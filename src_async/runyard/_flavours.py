@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
+    "AsyncBackground",
+    "AsyncBlocking",
     "AsyncEvent",
     "AsyncLock",
+    "Background",
+    "Blocking",
     "Event",
     "Lock",
     "async_gather",
@@ -114,6 +118,53 @@ class Event:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until set or ``timeout`` seconds pass; return whether it is set."""
         return self._event.wait(timeout)
+
+
+class AsyncBackground:
+    """One coroutine run as a task until it returns or ``stop()`` cancels it."""
+
+    def __init__(self, run: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(run(), name=name)
+
+    async def stop(self, timeout: float) -> None:
+        """Cancel the task and wait for it to unwind (``timeout`` is the sync twin's); from the
+        task itself, return at once."""
+        if asyncio.current_task() is self._task:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+class Background:
+    """One callable run on a daemon thread until it returns (a thread cannot be cancelled:
+    the callable must notice that it should stop, and return)."""
+
+    def __init__(self, run: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the thread to end (at once when called from it)."""
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+
+class AsyncBlocking:
+    """Runs a blocking call without blocking the event loop (in a thread)."""
+
+    @staticmethod
+    async def call(call: Callable[[], T]) -> T:
+        """Return ``call()``, run in a thread."""
+        return await asyncio.to_thread(call)
+
+
+class Blocking:
+    """Runs a blocking call (the sync member of the pair: in the calling thread)."""
+
+    @staticmethod
+    def call(call: Callable[[], T]) -> T:
+        """Return ``call()``."""
+        return call()
 
 
 async def async_sleep(seconds: float) -> None:

@@ -18,15 +18,19 @@ from runyard._sync.testing import (
     WorkQueueConformance,
 )
 from runyard.capabilities import StoreCapabilities, certify, validate_capabilities
+from runyard.twin_drivers import BlockingTwin, LoopTwin, TwinDriver
 
 __all__ = [
     "KIT_POLICY",
     "AsyncExecutionStoreConformance",
     "AsyncStateStoreConformance",
     "AsyncWorkQueueConformance",
+    "BlockingTwin",
     "ExecutionStoreConformance",
+    "LoopTwin",
     "StateStoreConformance",
     "StoreCapabilities",
+    "TwinDriver",
     "WorkQueueConformance",
     "certify",
     "validate_capabilities",

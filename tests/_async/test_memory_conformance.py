@@ -15,6 +15,9 @@ class TestMemoryStateStore(AsyncStateStoreConformance):
     async def make_live_store(self) -> AsyncStateStore:
         return AsyncMemoryStateStore(clock=self.clock, live_updates=True)
 
+    async def make_real_time_store(self) -> AsyncStateStore:
+        return AsyncMemoryStateStore()
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 

@@ -1,9 +1,15 @@
-"""AsyncPostgresUpdates: LISTEN/NOTIFY hints, and a follower that loses its listener."""
+"""AsyncPostgresUpdates: LISTEN/NOTIFY hints on one connection per instance.
+
+A follower whose LISTEN backend is terminated is a kit case (listener_killer in the
+conformance test).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator
+from functools import partial
 
 import pytest
 from runyard import ConfigurationError, RunKey
@@ -12,17 +18,10 @@ from runyard.events import RunEvent
 from runyard.postgres import AsyncPostgresStateStore, AsyncPostgresUpdates, StateTables
 from runyard.postgres.flavours import AsyncConnection
 
-from tests._async.follow_support import LostListener, watching_for_lost_listener
 from tests._async.postgres_support import open_store
 from tests.support.postgres_plugin import PG_DSN, admin_connection
 
 KEY = RunKey("acme", "listened")
-
-
-@pytest.fixture
-def signal() -> Iterator[LostListener]:
-    with watching_for_lost_listener() as handler:
-        yield handler
 
 
 @pytest.mark.asyncio
@@ -54,6 +53,78 @@ async def test_one_listening_connection_serves_every_subscription(
     assert updates.backend_pid is None
 
 
+def _listen_backends(application_name: str) -> int:
+    with admin_connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            [application_name],
+        ).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+@pytest.mark.asyncio
+async def test_twenty_followers_share_one_listen_backend(pg_tables: StateTables) -> None:
+    name = f"ry-{uuid.uuid4().hex[:12]}"
+    updates = AsyncPostgresUpdates.from_conninfo(f"{PG_DSN} application_name={name}", pg_tables)
+    keys = [RunKey("acme", f"run-{i}") for i in range(20)]
+    try:
+        async with await open_store(pg_tables, live_updates=updates) as store:
+            for key in keys:
+                await store.put_run(key, {}, expected_version=0)
+                await store.append_event(key, "step", {"i": 0})
+            followers = []
+            for key in keys:
+                events = store.follow(key, poll_seconds=30).__aiter__()
+                assert (await events.__anext__()).seq == 1  # subscribed, read the first event
+                followers.append(events)
+            assert updates.followed == len(keys)
+            assert _listen_backends(name) == 1
+            for key in keys:
+                await store.finalize(key, status="completed", event_type="done", event_data={})
+
+            async def drain(events: AsyncIterator[RunEvent]) -> list[int]:
+                return [event.seq async for event in events]
+
+            drained = await async_gather([partial(drain, events) for events in followers])
+        assert drained == [[2]] * len(keys)
+    finally:
+        await updates.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_subscription_made_while_another_follower_waits_gets_its_hint(
+    pg_tables: StateTables,
+) -> None:
+    updates = AsyncPostgresUpdates.from_conninfo(PG_DSN, pg_tables)
+    waiting, late = RunKey("acme", "waiting"), RunKey("acme", "late")
+    try:
+        async with await open_store(pg_tables, live_updates=updates) as store:
+            for key in (waiting, late):
+                await store.put_run(key, {}, expected_version=0)
+            first = await updates.subscribe(waiting)
+            woken: list[str] = []
+
+            async def waiter() -> None:
+                # Waits long: no read of this wait may hold up the other subscription.
+                if await first.wait(120):
+                    woken.append("waiting")
+
+            async def subscriber() -> None:
+                second = await updates.subscribe(late)
+                await store.append_event(late, "step", {})
+                if await second.wait(60):  # a generous bound, not a timing assertion
+                    woken.append("late")
+                await store.append_event(waiting, "step", {})  # ends the waiter's wait
+                await second.aclose()
+
+            await async_gather([waiter, subscriber])
+            await first.aclose()
+        assert woken == ["late", "waiting"]
+    finally:
+        await updates.aclose()
+
+
 @pytest.mark.asyncio
 async def test_live_updates_true_on_a_single_connection_says_what_to_pass(
     pg_tables: StateTables,
@@ -64,42 +135,6 @@ async def test_live_updates_true_on_a_single_connection_says_what_to_pass(
             AsyncPostgresStateStore(connection, tables=pg_tables, live_updates=True)
     finally:
         await connection.close()
-
-
-@pytest.mark.asyncio
-async def test_a_follower_whose_listener_is_killed_polls_to_the_end_and_logs_it(
-    pg_tables: StateTables, signal: LostListener, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.WARNING, logger="runyard.follow")
-    async with await open_store(pg_tables, live_updates=True) as store:
-        assert isinstance(store.live_updates, AsyncPostgresUpdates)
-        await store.put_run(KEY, {}, expected_version=0)
-        await store.append_event(KEY, "step", {"i": 0})
-        followed: list[RunEvent] = []
-        events = store.follow(KEY, poll_seconds=0.01).__aiter__()
-        followed.append(await events.__anext__())  # subscribed, and read the first event
-        with admin_connection() as conn:
-            conn.execute("SELECT pg_terminate_backend(%s)", [store.live_updates.backend_pid])
-
-        async def follower() -> None:
-            followed.extend([event async for event in events])
-
-        async def writer() -> None:
-            # Only once the follower has noticed the loss: it must then end by polling.
-            assert await signal.flag.wait(30)
-            await store.append_event(KEY, "step", {"i": 1})
-            await store.finalize(KEY, status="completed", event_type="done", event_data={})
-
-        await async_gather([follower, writer])
-    assert [(e.seq, e.type, e.terminal) for e in followed] == [
-        (1, "step", False),
-        (2, "step", False),
-        (3, "done", True),
-    ]
-    assert any(
-        "lost their listener" in r.getMessage() and "following by polling" in r.getMessage()
-        for r in caplog.records
-    )
 
 
 @pytest.mark.asyncio

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
 from runyard._async.testing import AsyncStateStoreConformance, AsyncWorkQueueConformance
 from runyard.redis import AsyncRedisStateStore, AsyncRedisWorkQueue, RedisStoreSettings
+from runyard.testing import TwinDriver
 
-from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace, pubsub_clients
+from tests.support.twins import AsyncTwins
 
 
 class _Lane:
@@ -40,12 +43,40 @@ class _StateLane(_Lane, AsyncStateStoreConformance):
         )
 
     async def make_live_store(self) -> AsyncStateStore:
-        settings = self.settings.model_copy(update={"namespace": self.settings.namespace + "-live"})
-        self.extra_namespaces.append(settings.namespace)
-        client = AsyncClients.for_target(self.target)
+        settings = self._extra_settings("-live")
+        # Named, so that listener_killer finds its pub/sub connection on the server.
+        self.client_name = f"ry-{uuid.uuid4().hex[:12]}"
+        client = AsyncClients.for_target(self.target, client_name=self.client_name)
         return AsyncRedisStateStore(
             client, clock=self.clock, settings=settings, owns_client=True, live_updates=True
         )
+
+    async def make_real_time_store(self) -> AsyncStateStore:
+        # No clock: the scripts read the server's TIME.
+        client = AsyncClients.for_target(self.target)
+        settings = self._extra_settings("-time")
+        return AsyncRedisStateStore(client, settings=settings, owns_client=True)
+
+    def make_twin(self, store: AsyncStateStore) -> TwinDriver | None:
+        if self.target.kind == "fake":
+            return None  # a fakeredis server lives in this process and this twin's client
+        assert isinstance(store, AsyncRedisStateStore)
+        return AsyncTwins.redis(self.target, store.settings, store.live_updates is not None)
+
+    def listener_killer(self, store: AsyncStateStore) -> Callable[[], Awaitable[None]] | None:
+        if self.target.kind == "fake":
+            return None
+
+        async def kill() -> None:
+            # One run followed: one pub/sub connection (on the node serving its slot).
+            assert pubsub_clients(self.target, self.client_name, kill=True) == 1
+
+        return kill
+
+    def _extra_settings(self, suffix: str) -> RedisStoreSettings:
+        settings = self.settings.model_copy(update={"namespace": self.settings.namespace + suffix})
+        self.extra_namespaces.append(settings.namespace)
+        return settings
 
 
 class _QueueLane(_Lane, AsyncWorkQueueConformance):

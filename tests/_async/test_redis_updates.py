@@ -1,4 +1,7 @@
-"""A Redis follower whose subscriber connection is killed ends by polling and logs it."""
+"""AsyncRedisUpdates: one pub/sub connection of its own for every follower, and its checks.
+
+A follower whose connection is killed is a kit case (listener_killer in the conformance lanes).
+"""
 
 from __future__ import annotations
 
@@ -7,82 +10,116 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-import redis
-from runyard import RunKey
-from runyard._flavours import async_gather
+from runyard import ConfigurationError, RunKey
 from runyard.events import RunEvent
-from runyard.redis import AsyncRedisStateStore, RedisStoreSettings
-from runyard.redis.flavours import AsyncRedis, AsyncRetry, NoBackoff
+from runyard.redis import AsyncRedisStateStore, AsyncRedisUpdates, RedisStoreSettings
 
-from tests._async.follow_support import LostListener, watching_for_lost_listener
-from tests.support.redis_plugin import RedisTarget, fresh_namespace
+from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace, pubsub_clients
 
-KEY = RunKey("acme", "subscribed")
+POOL = 4
 
 
-@pytest.fixture
-def namespace(local_redis_target: RedisTarget) -> Iterator[str]:
-    name = fresh_namespace()
-    yield name
-    local_redis_target.purge(name)
+@pytest.fixture(params=["local_redis_target", "cluster_redis_target"], ids=["server", "cluster"])
+def target(request: pytest.FixtureRequest) -> RedisTarget:
+    return request.getfixturevalue(str(request.param))  # type: ignore[no-any-return]
 
 
 @pytest.fixture
-def signal() -> Iterator[LostListener]:
-    with watching_for_lost_listener() as handler:
-        yield handler
-
-
-def _kill_subscriber(target: RedisTarget, client_name: str) -> None:
-    """Kill only this test's pub/sub connection, found by the client name it set."""
-    with redis.Redis(host=target.host, port=target.port) as admin:
-        killed = [
-            admin.client_kill_filter(_id=client["id"])
-            for client in admin.client_list(_type="pubsub")
-            if client["name"] == client_name
-        ]
-    assert killed == [1]
+def settings(target: RedisTarget) -> Iterator[RedisStoreSettings]:
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    yield settings
+    target.purge(settings.namespace)
 
 
 @pytest.mark.asyncio
-async def test_a_follower_whose_subscriber_is_killed_polls_to_the_end_and_logs_it(
-    local_redis_target: RedisTarget,
-    namespace: str,
-    signal: LostListener,
-    caplog: pytest.LogCaptureFixture,
+async def test_followers_take_no_pool_connection_so_writes_still_succeed(
+    target: RedisTarget, settings: RedisStoreSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="runyard.follow")
-    client_name = f"ry-{uuid.uuid4().hex[:12]}"
-    # redis-py's own reconnects are off (as the stores expect): the kill is seen as a loss.
-    client = AsyncRedis(
-        host=local_redis_target.host,
-        port=local_redis_target.port,
-        client_name=client_name,
-        retry=AsyncRetry(NoBackoff(), 0),
-    )
-    settings = RedisStoreSettings(namespace=namespace, durable=False)
+    name = f"ry-{uuid.uuid4().hex[:12]}"
+    # A pool of POOL connections (per node on a cluster), 3 * POOL followers.
+    client = AsyncClients.for_target(target, client_name=name, max_connections=POOL)
+    keys = [RunKey("acme", f"run-{i}") for i in range(3 * POOL)]
     store = AsyncRedisStateStore(client, settings=settings, owns_client=True, live_updates=True)
     async with store:
-        await store.put_run(KEY, {}, expected_version=0)
-        await store.append_event(KEY, "step", {"i": 0})
-        followed: list[RunEvent] = []
-        events = store.follow(KEY, poll_seconds=0.01).__aiter__()
-        followed.append(await events.__anext__())  # subscribed, and read the first event
-        _kill_subscriber(local_redis_target, client_name)
+        for key in keys:
+            await store.put_run(key, {}, expected_version=0)
+            await store.append_event(key, "step", {"i": 0})
+        followers = []
+        for key in keys:
+            events = store.follow(key, poll_seconds=30).__aiter__()
+            assert (await events.__anext__()).seq == 1  # subscribed, and read the first event
+            followers.append(events)
+        # Every follower is subscribed, on one connection of the updates' own.
+        assert isinstance(store.live_updates, AsyncRedisUpdates)
+        assert store.live_updates.followed == len(keys)
+        assert pubsub_clients(target, name) == 1
+        for key in keys:
+            await store.append_event(key, "step", {"i": 1})
+            await store.finalize(key, status="completed", event_type="done", event_data={})
+        followed: list[list[RunEvent]] = []
+        for events in followers:
+            followed.append([event async for event in events])
+    assert all([(e.seq, e.terminal) for e in rest] == [(2, False), (3, True)] for rest in followed)
+    assert not [r for r in caplog.records if "lost their listener" in r.getMessage()]
 
-        async def follower() -> None:
-            followed.extend([event async for event in events])
 
-        async def writer() -> None:
-            # Only once the follower has noticed the loss: it must then end by polling.
-            assert await signal.flag.wait(30)
-            await store.append_event(KEY, "step", {"i": 1})
-            await store.finalize(KEY, status="completed", event_type="done", event_data={})
+@pytest.mark.asyncio
+async def test_closing_the_store_closes_the_updates_connection(
+    target: RedisTarget, settings: RedisStoreSettings
+) -> None:
+    name = f"ry-{uuid.uuid4().hex[:12]}"
+    client = AsyncClients.for_target(target, client_name=name)
+    key = RunKey("acme", "closing")
+    async with AsyncRedisStateStore(
+        client, settings=settings, owns_client=True, live_updates=True
+    ) as store:
+        await store.put_run(key, {}, expected_version=0)
+        assert store.live_updates is not None
+        subscription = await store.live_updates.subscribe(key)
+        await store.append_event(key, "step", {})
+        assert await subscription.wait(60) is True
+        assert pubsub_clients(target, name) == 1
+        await subscription.aclose()
+    assert pubsub_clients(target, name) == 0
 
-        await async_gather([follower, writer])
-    assert [(e.seq, e.type, e.terminal) for e in followed] == [
-        (1, "step", False),
-        (2, "step", False),
-        (3, "done", True),
-    ]
-    assert any("lost their listener" in r.getMessage() for r in caplog.records)
+
+@pytest.mark.asyncio
+async def test_updates_of_another_namespace_are_refused_naming_both(
+    local_redis_target: RedisTarget,
+) -> None:
+    client = AsyncClients.for_target(local_redis_target)
+    other = AsyncClients.for_target(local_redis_target)
+    try:
+        updates = AsyncRedisUpdates(client, "elsewhere")
+        settings = RedisStoreSettings(namespace="here", durable=False)
+        with pytest.raises(ConfigurationError, match=r"'elsewhere'.*'here'"):
+            AsyncRedisStateStore(client, settings=settings, live_updates=updates)
+        # The same namespace and kind on another client: shared, as documented.
+        shared = AsyncRedisUpdates(other, "here")
+        store = AsyncRedisStateStore(client, settings=settings, live_updates=shared)
+        assert store.live_updates is shared
+    finally:
+        await client.aclose()
+        await other.aclose()
+
+
+@pytest.mark.asyncio
+async def test_updates_of_the_other_cluster_kind_are_refused_naming_both(
+    local_redis_target: RedisTarget, cluster_redis_target: RedisTarget
+) -> None:
+    single = AsyncClients.for_target(local_redis_target)
+    cluster = AsyncClients.for_target(cluster_redis_target)
+    settings = RedisStoreSettings(namespace="here", durable=False)
+    try:
+        with pytest.raises(ConfigurationError, match=r"Redis Cluster.*single Redis server"):
+            AsyncRedisStateStore(
+                single, settings=settings, live_updates=AsyncRedisUpdates(cluster, "here")
+            )
+        with pytest.raises(ConfigurationError, match=r"single Redis server.*Redis Cluster"):
+            AsyncRedisStateStore(
+                cluster, settings=settings, live_updates=AsyncRedisUpdates(single, "here")
+            )
+    finally:
+        await single.aclose()
+        await cluster.aclose()

@@ -14,6 +14,9 @@ from runyard._async.testing import (
     AsyncWorkQueueConformance,
 )
 from runyard.sqlite import AsyncSqliteStateStore, AsyncSqliteStore, AsyncSqliteWorkQueue
+from runyard.testing import TwinDriver
+
+from tests.support.twins import AsyncTwins
 
 
 class _OnAFile:
@@ -35,6 +38,9 @@ class TestSqliteMemoryStateStore(AsyncStateStoreConformance):
             ":memory:", create_schema=True, clock=self.clock, live_updates=True
         )
 
+    async def make_real_time_store(self) -> AsyncStateStore:
+        return await AsyncSqliteStateStore.open(":memory:", create_schema=True)
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
@@ -49,6 +55,13 @@ class TestSqliteFileStateStore(_OnAFile, AsyncStateStoreConformance):
         return await AsyncSqliteStateStore.open(
             self.path + ".live", create_schema=True, clock=self.clock, live_updates=True
         )
+
+    async def make_real_time_store(self) -> AsyncStateStore:
+        return await AsyncSqliteStateStore.open(self.path + ".time", create_schema=True)
+
+    def make_twin(self, store: AsyncStateStore) -> TwinDriver:
+        live = getattr(store, "live_updates", None) is not None
+        return AsyncTwins.sqlite(self.path + ".live" if live else self.path, live)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

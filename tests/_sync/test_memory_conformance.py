@@ -17,6 +17,9 @@ class TestMemoryStateStore(StateStoreConformance):
     def make_live_store(self) -> StateStore:
         return MemoryStateStore(clock=self.clock, live_updates=True)
 
+    def make_real_time_store(self) -> StateStore:
+        return MemoryStateStore()
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 

@@ -4,16 +4,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard._sync.protocols import StateStore, WorkQueue
 from runyard._sync.testing import StateStoreConformance, WorkQueueConformance
-from runyard.postgres import StateTables, schema_sql
+from runyard.postgres import (
+    PostgresStateStore,
+    PostgresUpdates,
+    StateTables,
+    schema_sql,
+)
+from runyard.testing import TwinDriver
 
 from tests._sync.postgres_support import open_queue, open_store
 from tests.support.postgres_plugin import admin_connection, fresh_schema
+from tests.support.twins import Twins
 
 
 class TestPostgresStateStore(StateStoreConformance):
@@ -32,12 +39,34 @@ class TestPostgresStateStore(StateStoreConformance):
 
     def make_live_store(self) -> StateStore:
         # A schema of its own: the live store shares no run with the polling one.
+        return open_store(self._extra_tables(), self.clock, live_updates=True)
+
+    def make_real_time_store(self) -> StateStore:
+        # No clock: an event's time is the server's clock_timestamp().
+        return open_store(self._extra_tables())
+
+    def make_twin(self, store: StateStore) -> TwinDriver:
+        assert isinstance(store, PostgresStateStore)
+        return Twins.postgres(store.tables, store.live_updates is not None)
+
+    def listener_killer(self, store: StateStore) -> Callable[[], None]:
+        assert isinstance(store, PostgresStateStore)
+        updates = store.live_updates
+        assert isinstance(updates, PostgresUpdates)
+
+        def kill() -> None:
+            with admin_connection() as conn:
+                conn.execute("SELECT pg_terminate_backend(%s)", [updates.backend_pid])
+
+        return kill
+
+    def _extra_tables(self) -> StateTables:
         tables = StateTables(schema=fresh_schema())
         self.extra_schemas.append(tables.schema or "")
         with admin_connection() as conn:
             conn.execute(f'CREATE SCHEMA "{tables.schema}"')
             conn.execute(schema_sql(tables))
-        return open_store(tables, self.clock, live_updates=True)
+        return tables
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

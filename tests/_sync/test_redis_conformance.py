@@ -4,15 +4,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard._sync.protocols import StateStore, WorkQueue
 from runyard._sync.testing import StateStoreConformance, WorkQueueConformance
 from runyard.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue
+from runyard.testing import TwinDriver
 
-from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace, pubsub_clients
+from tests.support.twins import Twins
 
 
 class _Lane:
@@ -40,12 +43,40 @@ class _StateLane(_Lane, StateStoreConformance):
         return RedisStateStore(client, clock=self.clock, settings=self.settings, owns_client=True)
 
     def make_live_store(self) -> StateStore:
-        settings = self.settings.model_copy(update={"namespace": self.settings.namespace + "-live"})
-        self.extra_namespaces.append(settings.namespace)
-        client = Clients.for_target(self.target)
+        settings = self._extra_settings("-live")
+        # Named, so that listener_killer finds its pub/sub connection on the server.
+        self.client_name = f"ry-{uuid.uuid4().hex[:12]}"
+        client = Clients.for_target(self.target, client_name=self.client_name)
         return RedisStateStore(
             client, clock=self.clock, settings=settings, owns_client=True, live_updates=True
         )
+
+    def make_real_time_store(self) -> StateStore:
+        # No clock: the scripts read the server's TIME.
+        client = Clients.for_target(self.target)
+        settings = self._extra_settings("-time")
+        return RedisStateStore(client, settings=settings, owns_client=True)
+
+    def make_twin(self, store: StateStore) -> TwinDriver | None:
+        if self.target.kind == "fake":
+            return None  # a fakeredis server lives in this process and this twin's client
+        assert isinstance(store, RedisStateStore)
+        return Twins.redis(self.target, store.settings, store.live_updates is not None)
+
+    def listener_killer(self, store: StateStore) -> Callable[[], None] | None:
+        if self.target.kind == "fake":
+            return None
+
+        def kill() -> None:
+            # One run followed: one pub/sub connection (on the node serving its slot).
+            assert pubsub_clients(self.target, self.client_name, kill=True) == 1
+
+        return kill
+
+    def _extra_settings(self, suffix: str) -> RedisStoreSettings:
+        settings = self.settings.model_copy(update={"namespace": self.settings.namespace + suffix})
+        self.extra_namespaces.append(settings.namespace)
+        return settings
 
 
 class _QueueLane(_Lane, WorkQueueConformance):

@@ -16,6 +16,9 @@ from runyard._sync.testing import (
     WorkQueueConformance,
 )
 from runyard.sqlite import SqliteStateStore, SqliteStore, SqliteWorkQueue
+from runyard.testing import TwinDriver
+
+from tests.support.twins import Twins
 
 
 class _OnAFile:
@@ -37,6 +40,9 @@ class TestSqliteMemoryStateStore(StateStoreConformance):
             ":memory:", create_schema=True, clock=self.clock, live_updates=True
         )
 
+    def make_real_time_store(self) -> StateStore:
+        return SqliteStateStore.open(":memory:", create_schema=True)
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
@@ -51,6 +57,13 @@ class TestSqliteFileStateStore(_OnAFile, StateStoreConformance):
         return SqliteStateStore.open(
             self.path + ".live", create_schema=True, clock=self.clock, live_updates=True
         )
+
+    def make_real_time_store(self) -> StateStore:
+        return SqliteStateStore.open(self.path + ".time", create_schema=True)
+
+    def make_twin(self, store: StateStore) -> TwinDriver:
+        live = getattr(store, "live_updates", None) is not None
+        return Twins.sqlite(self.path + ".live" if live else self.path, live)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

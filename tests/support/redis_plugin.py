@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import fakeredis
 import pytest
@@ -32,7 +32,7 @@ from tests.support.redis_servers import (
 )
 from tests.support.servers import require_server
 
-__all__ = ["AsyncClients", "Clients", "RedisTarget", "fresh_namespace"]
+__all__ = ["AsyncClients", "Clients", "RedisTarget", "fresh_namespace", "pubsub_clients"]
 
 LOCAL_REDIS = ("127.0.0.1", 6379)
 
@@ -77,29 +77,53 @@ class AsyncClients:
     """Builds asyncio clients for a target, redis-py's retries off (the store owns them)."""
 
     @staticmethod
-    def for_target(target: RedisTarget) -> AsyncRedisClient:
-        """A new client for ``target``; the caller closes it."""
+    def for_target(target: RedisTarget, **options: Any) -> AsyncRedisClient:
+        """A new client for ``target`` (``options`` go to the client); the caller closes it."""
         if target.kind == "fake":
-            return fakeredis.FakeAsyncRedis(server=target.fake)
+            return fakeredis.FakeAsyncRedis(server=target.fake, **options)
         if target.kind == "cluster":
             return AsyncRedisCluster(
-                host=target.host, port=target.port, retry=AsyncRetry(NoBackoff(), 0)
+                host=target.host, port=target.port, retry=AsyncRetry(NoBackoff(), 0), **options
             )
-        return AsyncRedis(host=target.host, port=target.port, retry=AsyncRetry(NoBackoff(), 0))
+        return AsyncRedis(
+            host=target.host, port=target.port, retry=AsyncRetry(NoBackoff(), 0), **options
+        )
 
 
 class Clients:
     """Builds blocking clients for a target, redis-py's retries off (the store owns them)."""
 
     @staticmethod
-    def for_target(target: RedisTarget) -> RedisClient:
-        """A new client for ``target``; the caller closes it."""
+    def for_target(target: RedisTarget, **options: Any) -> RedisClient:
+        """A new client for ``target`` (``options`` go to the client); the caller closes it."""
         if target.kind == "fake":
-            return fakeredis.FakeRedis(server=target.fake)
+            return fakeredis.FakeRedis(server=target.fake, **options)
         if target.kind == "cluster":
             node = ClusterNode(target.host, target.port)  # type: ignore[no-untyped-call]
-            return RedisCluster(startup_nodes=[node], retry=Retry(NoBackoff(), 0))
-        return redis.Redis(host=target.host, port=target.port, retry=Retry(NoBackoff(), 0))
+            return RedisCluster(startup_nodes=[node], retry=Retry(NoBackoff(), 0), **options)
+        return redis.Redis(
+            host=target.host, port=target.port, retry=Retry(NoBackoff(), 0), **options
+        )
+
+
+def pubsub_clients(target: RedisTarget, client_name: str, kill: bool = False) -> int:
+    """How many pub/sub connections named ``client_name`` ``target`` holds (on every node of a
+    cluster); with ``kill``, end them (CLIENT KILL) as well."""
+    if target.kind == "fake":
+        return 0
+    addresses = [(target.host, target.port)]
+    if target.kind == "cluster":
+        with RedisCluster(host=target.host, port=target.port) as cluster:
+            addresses = [(n.host, n.port) for n in cluster.get_nodes()]
+    found = 0
+    for host, port in addresses:
+        with redis.Redis(host=host, port=port) as admin:
+            for client in admin.client_list(_type="pubsub"):
+                if client["name"] == client_name:
+                    found += 1
+                    if kill:
+                        admin.client_kill_filter(_id=client["id"])
+    return found
 
 
 @pytest.fixture

@@ -11,25 +11,34 @@ from runyard._lazy import lazy_dir, lazy_exports
 from runyard.redis.settings import RedisStoreSettings
 
 if TYPE_CHECKING:
-    from runyard._async.redis import AsyncRedisStateStore, AsyncRedisStore, AsyncRedisWorkQueue
-    from runyard._sync.redis import RedisStateStore, RedisStore, RedisWorkQueue
+    from runyard._async.redis import (
+        AsyncRedisStateStore,
+        AsyncRedisStore,
+        AsyncRedisUpdates,
+        AsyncRedisWorkQueue,
+    )
+    from runyard._sync.redis import RedisStateStore, RedisStore, RedisUpdates, RedisWorkQueue
 
 __all__ = [
     "AsyncRedisStateStore",
     "AsyncRedisStore",
+    "AsyncRedisUpdates",
     "AsyncRedisWorkQueue",
     "RedisStateStore",
     "RedisStore",
     "RedisStoreSettings",
+    "RedisUpdates",
     "RedisWorkQueue",
 ]
 
 _LAZY = {
     **dict.fromkeys(
-        ("AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisWorkQueue"),
+        ("AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisUpdates", "AsyncRedisWorkQueue"),
         "runyard._async.redis",
     ),
-    **dict.fromkeys(("RedisStateStore", "RedisStore", "RedisWorkQueue"), "runyard._sync.redis"),
+    **dict.fromkeys(
+        ("RedisStateStore", "RedisStore", "RedisUpdates", "RedisWorkQueue"), "runyard._sync.redis"
+    ),
 }
 __getattr__ = lazy_exports(__name__, _LAZY, extra="redis")
 __dir__ = lazy_dir(globals(), _LAZY)

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis import BlockingConnectionPool, Redis
+from redis import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio import BlockingConnectionPool as AsyncBlockingConnectionPool
+from redis.asyncio import ConnectionPool as AsyncConnectionPool
 from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.client import PubSub as AsyncPubSub
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
+from redis.client import PubSub
 from redis.cluster import RedisCluster
 from redis.exceptions import (
     AuthenticationError,
@@ -37,6 +40,7 @@ from redis.retry import Retry
 __all__ = [
     "AsyncBlockingConnectionPool",
     "AsyncClientStartup",
+    "AsyncDedicatedPubSub",
     "AsyncRedis",
     "AsyncRedisClient",
     "AsyncRedisCluster",
@@ -48,6 +52,7 @@ __all__ = [
     "BusyLoadingError",
     "ClientStartup",
     "ClusterDownError",
+    "DedicatedPubSub",
     "MaxConnectionsError",
     "NoBackoff",
     "NoPermissionError",
@@ -100,3 +105,65 @@ class ClientStartup:
     @staticmethod
     def ready(client: RedisClient) -> None:
         """Nothing to do: a blocking RedisCluster discovers its nodes when it is built."""
+
+
+class AsyncDedicatedPubSub:
+    """A pub/sub connection of its own (never one of the client's pool) to the server that
+    serves a channel: the client's server, or on a cluster the primary of the channel's slot."""
+
+    def __init__(self, client: AsyncRedisClient, channel: str) -> None:
+        source: Any = client.connection_pool if isinstance(client, AsyncRedis) else None
+        self.node = ""
+        if isinstance(client, AsyncRedisCluster):
+            source = client.nodes_manager.get_node_from_slot(client.keyslot(channel))
+            self.node = source.name
+        self._pool: Any = AsyncConnectionPool(
+            connection_class=source.connection_class, max_connections=1, **source.connection_kwargs
+        )
+        self.pubsub: Any = AsyncPubSub(self._pool)
+
+    @staticmethod
+    def node_of(client: AsyncRedisClient, channel: str) -> str:
+        """The name of the cluster node that serves ``channel`` ("" for a single server)."""
+        if isinstance(client, AsyncRedisCluster):
+            return str(client.nodes_manager.get_node_from_slot(client.keyslot(channel)).name)
+        return ""
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        try:
+            await self.pubsub.aclose()
+        finally:
+            await self._pool.disconnect()
+
+
+class DedicatedPubSub:
+    """A pub/sub connection of its own (never one of the client's pool) to the server that
+    serves a channel: the client's server, or on a cluster the primary of the channel's slot."""
+
+    def __init__(self, client: RedisClient, channel: str) -> None:
+        source: Any = client.connection_pool if isinstance(client, Redis) else None
+        self.node = ""
+        if isinstance(client, RedisCluster):
+            slot = client.keyslot(channel)  # type: ignore[no-untyped-call]
+            node = client.nodes_manager.get_node_from_slot(slot)
+            source, self.node = node.redis_connection.connection_pool, node.name
+        self._pool: Any = ConnectionPool(
+            connection_class=source.connection_class, max_connections=1, **source.connection_kwargs
+        )
+        self.pubsub: Any = PubSub(self._pool)
+
+    @staticmethod
+    def node_of(client: RedisClient, channel: str) -> str:
+        """The name of the cluster node that serves ``channel`` ("" for a single server)."""
+        if isinstance(client, RedisCluster):
+            slot = client.keyslot(channel)  # type: ignore[no-untyped-call]
+            return str(client.nodes_manager.get_node_from_slot(slot).name)
+        return ""
+
+    def close(self) -> None:
+        """Close the connection."""
+        try:
+            self.pubsub.close()
+        finally:
+            self._pool.disconnect()

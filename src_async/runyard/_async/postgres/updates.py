@@ -1,22 +1,23 @@
 """AsyncPostgresUpdates: live updates over LISTEN/NOTIFY, one listening connection per instance.
 
 The writing statements call ``pg_notify`` on the events table's name with ``[tenant, run_id,
-seq]``; PostgreSQL delivers it at commit. One connection LISTENs for the whole process (per
-instance); a waiting follower reads what arrived and wakes the followers it concerns. When that
-connection breaks, every subscription reports ``lost`` and its follower polls from then on; the
-next ``subscribe`` opens a new connection.
+seq]``; PostgreSQL delivers it at commit. One connection LISTENs for every follower of the
+instance (one per process, when the process shares it); a reader of its own reads it and wakes
+the followers each hint concerns, so a follower waits only for its own ``poll_seconds`` and a
+new subscription waits for no read. When that connection breaks, every subscription reports
+``lost`` and its follower polls from then on; the next ``subscribe`` opens a new connection.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-import psycopg
 from psycopg import sql
 
-from runyard._flavours import AsyncEvent, AsyncLock
+from runyard._async.hint_hub import READ_SLICE, AsyncHintHub, AsyncHubSubscription
+from runyard._flavours import AsyncBackground, AsyncLock
 from runyard.errors import ConfigurationError
 from runyard.models import RunKey
 from runyard.postgres.events import decode_hint
@@ -26,45 +27,27 @@ from runyard.postgres.schema import StateTables
 __all__ = ["AsyncPostgresSubscription", "AsyncPostgresUpdates", "own_updates"]
 
 
-class AsyncPostgresSubscription:
+class AsyncPostgresSubscription(AsyncHubSubscription):
     """One follower's interest in one run, fed by its updates instance's connection."""
 
-    def __init__(self, hub: AsyncPostgresUpdates, key: RunKey) -> None:
-        self._hub, self._key = hub, key
-        self.event = AsyncEvent()
-        self.lost: str | None = None
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a hint; return whether one came (False at once
-        once the listening connection is lost)."""
-        if self.lost is None and not self.event.is_set():
-            await self._hub.pump(self, timeout)
-        woke = self.event.is_set()
-        # Cleared before the follower reads the log: a hint sent after this is not lost.
-        self.event.clear()
-        return woke and self.lost is None
-
-    async def aclose(self) -> None:
-        """Stop listening."""
-        self._hub.unsubscribe(self)
-
-
-class AsyncPostgresUpdates:
+class AsyncPostgresUpdates(AsyncHintHub):
     """Hints for the runs stored in ``tables``, read from one LISTEN connection.
 
     ``connect`` opens that connection (autocommit); ``from_conninfo`` builds one from a DSN.
     """
 
+    subscription_class = AsyncPostgresSubscription
+
     def __init__(self, connect: Callable[[], Any], tables: StateTables | None = None) -> None:
+        super().__init__()
         self._connect = connect
         self.channel = (tables or StateTables()).events
         self._connection: AsyncConnection[Any] | None = None
-        self._subscribers: dict[tuple[str, str], set[AsyncPostgresSubscription]] = {}
-        # Held only around dictionary updates (never across a suspension point): in the sync
-        # twin, followers are threads.
-        self._guard = threading.Lock()
-        # One reader of the connection at a time; the others find their flag set after it.
-        self._reading = AsyncLock()
+        self._reader: AsyncBackground | None = None
+        # Held while the connection is opened (never while it is read).
+        self._opening = AsyncLock()
+        self._closed = False
 
     @classmethod
     def from_conninfo(
@@ -83,67 +66,69 @@ class AsyncPostgresUpdates:
     @property
     def backend_pid(self) -> int | None:
         """The server process id of the listening connection, or None when there is none."""
-        return self._connection.info.backend_pid if self._connection is not None else None
+        connection = self._connection
+        return connection.info.backend_pid if connection is not None else None
 
     async def subscribe(self, key: RunKey) -> AsyncPostgresSubscription:
-        """Start listening for hints about ``key``'s log (opening the connection if needed)."""
-        async with self._reading:
+        """Start listening for hints about ``key``'s log (opening the connection if needed).
+
+        Raises psycopg's error when the connection cannot be opened (follow then polls).
+        """
+        subscription = self._register(key)
+        try:
             if self._connection is None:
-                connection = await self._connect()
-                await connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                self._connection = connection
-        subscription = AsyncPostgresSubscription(self, key)
-        with self._guard:
-            self._subscribers.setdefault((key.tenant, key.run_id), set()).add(subscription)
+                async with self._opening:
+                    if self._connection is None:
+                        await self._open()
+        except BaseException:
+            self._forget(subscription)
+            raise
+        assert isinstance(subscription, AsyncPostgresSubscription)
         return subscription
 
-    def unsubscribe(self, subscription: AsyncPostgresSubscription) -> None:
-        """Forget ``subscription``."""
-        name = (subscription._key.tenant, subscription._key.run_id)
-        with self._guard:
-            subscribers = self._subscribers.get(name)
-            if subscribers is not None:
-                subscribers.discard(subscription)
-                if not subscribers:
-                    del self._subscribers[name]
+    async def _open(self) -> None:
+        """Open and LISTEN on a connection, and start its reader."""
+        connection = await self._connect()
+        try:
+            await connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except BaseException:
+            await connection.close()
+            raise
+        self._connection, self._closed = connection, False
+        self._reader = AsyncBackground(partial(self._read, connection), "runyard-listen")
 
-    async def pump(self, waiter: AsyncPostgresSubscription, timeout: float) -> None:
-        """Read hints for up to ``timeout`` seconds, or until one wakes ``waiter``, and wake
-        the subscriptions they concern."""
-        async with self._reading:
-            connection = self._connection
-            if waiter.event.is_set() or waiter.lost is not None or connection is None:
-                return
-            try:
-                async for notify in connection.notifies(timeout=timeout, stop_after=1):
+    async def _read(self, connection: AsyncConnection[Any]) -> None:
+        """Read ``connection``'s notifications until it breaks or the instance closes."""
+        try:
+            while not self._closed and self._connection is connection:
+                async for notify in connection.notifies(timeout=READ_SLICE):
                     self._dispatch(notify.payload)
-            except psycopg.Error as exc:
-                self._lose(f"{type(exc).__name__}: {exc}")
-                await connection.close()
+        except Exception as exc:  # psycopg's, or anything else: the connection is unusable
+            if not self._closed:
+                self._lose(f"{type(exc).__name__}: {exc}", detach=partial(self._detach, connection))
+        finally:
+            await connection.close()
+
+    def _detach(self, connection: AsyncConnection[Any]) -> None:
+        # The broken connection is dropped; the next subscribe opens another.
+        if self._connection is connection:
+            self._connection = None
 
     def _dispatch(self, payload: str) -> None:
         try:
             hint = decode_hint(payload)
         except (ValueError, TypeError):
             return  # not a runyard payload (someone else's NOTIFY on this channel): no hint
-        with self._guard:
-            woken = list(self._subscribers.get(hint, ()))
-        for subscription in woken:
-            subscription.event.set()
-
-    def _lose(self, reason: str) -> None:
-        # The broken connection is dropped; the next subscribe opens another.
-        self._connection = None
-        with self._guard:
-            everyone = [s for subscribers in self._subscribers.values() for s in subscribers]
-        for subscription in everyone:
-            subscription.lost = reason
-            subscription.event.set()
+        self._wake(hint)
 
     async def aclose(self) -> None:
-        """Close the listening connection."""
-        async with self._reading:
+        """Stop the reader and close the listening connection."""
+        self._closed = True
+        async with self._opening:
+            reader, self._reader = self._reader, None
             connection, self._connection = self._connection, None
+        if reader is not None:
+            await reader.stop(READ_SLICE * 8)
         if connection is not None:
             await connection.close()
 

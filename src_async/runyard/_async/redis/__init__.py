@@ -3,5 +3,6 @@
 from runyard._async.redis.executions import AsyncRedisStore
 from runyard._async.redis.queue import AsyncRedisWorkQueue
 from runyard._async.redis.state import AsyncRedisStateStore
+from runyard._async.redis.updates import AsyncRedisUpdates
 
-__all__ = ["AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisWorkQueue"]
+__all__ = ["AsyncRedisStateStore", "AsyncRedisStore", "AsyncRedisUpdates", "AsyncRedisWorkQueue"]

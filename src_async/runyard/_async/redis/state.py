@@ -10,7 +10,7 @@ from runyard._async.pager import AsyncRunIteration
 from runyard._async.redis.events import AsyncRedisEvents
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._async.redis.sessions import AsyncRedisSessions
-from runyard._async.redis.updates import AsyncRedisUpdates
+from runyard._async.redis.updates import AsyncRedisUpdates, own_updates
 from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -86,9 +86,10 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
         self._client = client
         self._owns_client = owns_client
         self._runner = AsyncScriptRunner(client, self.settings, state_unavailable)
-        if live_updates is True:
-            live_updates = AsyncRedisUpdates(client, self.settings.namespace)
-        self.live_updates = live_updates or None
+        # True: updates of the store's own (the store closes them); an instance is checked
+        # against the namespace and cluster kind, shared, and left open.
+        self.live_updates = own_updates(live_updates, client, self.settings.namespace)
+        self._owns_updates = live_updates is True
 
     @classmethod
     async def open(
@@ -346,7 +347,10 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
         return RunPage(items=matches, next_cursor=None if exhausted else encode_cursor(after))
 
     async def aclose(self) -> None:
-        """Close the client if the store built it (``from_url``); an injected one is the
-        caller's to close."""
+        """Close the live updates the store opened, and the client if the store built it
+        (``from_url``); an injected one is the caller's to close."""
+        if self._owns_updates and self.live_updates is not None:
+            self._owns_updates = False
+            await self.live_updates.aclose()
         if self._owns_client:
             await self._client.aclose()

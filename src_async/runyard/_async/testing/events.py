@@ -15,6 +15,7 @@ import pytest
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
 from runyard._async.testing.event_lifecycle import AsyncEventLifecycleCases
+from runyard._async.testing.event_live import AsyncEventLiveCases
 from runyard._flavours import async_gather
 from runyard.errors import (
     InvalidArgumentError,
@@ -45,7 +46,7 @@ async def _collect(store: AsyncEventLogStore, key: RunKey, after: int = 0) -> li
     return [event async for event in store.follow(key, after=after, poll_seconds=POLL)]
 
 
-class AsyncEventLogConformance(AsyncEventLifecycleCases):
+class AsyncEventLogConformance(AsyncEventLifecycleCases, AsyncEventLiveCases):
     """Mixed into AsyncStateStoreConformance; uses its ``store`` fixture and ``advance``."""
 
     def advance(self, seconds: float) -> None:

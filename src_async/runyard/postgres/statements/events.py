@@ -22,15 +22,22 @@ _HEAD = """head AS (
     RETURNING h.last_seq
 )"""
 
+# The event's time: the server's clock read once the head row is locked (so, per run, times
+# never go back as seqs go up), or the injected clock's time the client sent.
+_AT = """CASE WHEN {server_time}::boolean THEN extract(epoch FROM clock_timestamp())::float8
+    ELSE {now}::float8 END"""
+
 # pg_notify in the writing statement: delivered at commit, never for a rolled-back write.
 _NOTIFY = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({channel}::text,
     json_build_array($1::text, $2::text, i.seq)::text)::text) END"""
 
 EVENT_TEMPLATES: dict[str, str] = {
     # $1 tenant $2 run_id $3 type $4 data $5 now $6 event_id $7 fence $8 channel (NULL: none)
-    # $9 terminal statuses. The appended event, or the event a retried event_id stored; no
-    # row: refused (probe_run). The run row is locked FOR SHARE while not terminal, so a
-    # concurrent finalize either waits for this append or is seen by it (no event after it).
+    # $9 terminal statuses $10 server time (true: the event's time is clock_timestamp() read
+    # after the head row lock; false: $5). The appended event, or the event a retried
+    # event_id stored; no row: refused (probe_run). The run row is locked FOR SHARE while
+    # not terminal, so a concurrent finalize either waits for this append or is seen by it
+    # (no event after it).
     "append_event": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$7", now="$5")
     + ", "
@@ -47,7 +54,9 @@ EVENT_TEMPLATES: dict[str, str] = {
     )
     + """, inserted AS (
     INSERT INTO {events} AS e (tenant, run_id, seq, type, data, at, event_id, terminal)
-    SELECT $1::text, $2::text, head.last_seq, $3::text, $4::text, $5::float8, $6::text,
+    SELECT $1::text, $2::text, head.last_seq, $3::text, $4::text, """
+    + _AT.format(server_time="$10", now="$5")
+    + """, $6::text,
            false
     FROM head
     RETURNING """
@@ -60,7 +69,8 @@ SELECT i.*, """
 UNION ALL
 SELECT p.*, 0 FROM prior p""",
     # $1 tenant $2 run_id $3 status $4 type $5 data $6 now $7 event_id $8 fence
-    # $9 expected version (NULL: any) $10 channel $11 terminal statuses: a run already in one
+    # $9 expected version (NULL: any) $10 channel $11 terminal statuses $12 server time (as
+    # append_event's $10): a run already in one
     # is left alone (the row lock makes a concurrent second finalize see the first's status).
     # The run as written and the event's seq; or
     # the run as it is with the prior event's type, data, seq and terminal flag (a retried
@@ -81,7 +91,9 @@ SELECT p.*, 0 FROM prior p""",
     + _HEAD.format(event_heads="{event_heads}", source="updated")
     + """, inserted AS (
     INSERT INTO {events} AS e (tenant, run_id, seq, type, data, at, event_id, terminal)
-    SELECT $1::text, $2::text, head.last_seq, $4::text, $5::text, $6::float8, $7::text,
+    SELECT $1::text, $2::text, head.last_seq, $4::text, $5::text, """
+    + _AT.format(server_time="$12", now="$6")
+    + """, $7::text,
            true
     FROM head
     RETURNING e.seq

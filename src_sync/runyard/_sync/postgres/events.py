@@ -43,6 +43,9 @@ class PostgresEvents:
     max_value_bytes: int
     terminal_statuses: frozenset[str] = TERMINAL_STATUSES
     live_updates: Updates | None = None
+    # True when time is the server's (no injected Clock): the statements then read the
+    # event's time with clock_timestamp() after the run's head row is locked.
+    _server_time: bool
 
     if TYPE_CHECKING:  # provided by the adapter base and the state store class
 
@@ -85,7 +88,7 @@ class PostgresEvents:
         type_, text = event_body(type, data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
         args = (key.tenant, key.run_id, type_, text, now, event_id, fence)
-        extra = (self._channel(), sorted(self.terminal_statuses))
+        extra = (self._channel(), sorted(self.terminal_statuses), self._server_time)
         try:
             rows = self._fetch("append_event", *args, *extra, idempotent=event_id is not None)
         except StatePersistenceError as error:
@@ -137,7 +140,12 @@ class PostgresEvents:
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
         args = (key.tenant, key.run_id, status, type_, text, now, event_id, fence)
-        extra = (expected_version, self._channel(), sorted(self.terminal_statuses))
+        extra = (
+            expected_version,
+            self._channel(),
+            sorted(self.terminal_statuses),
+            self._server_time,
+        )
         rows = self._fetch("finalize", *args, *extra, idempotent=event_id is not None)
         probe = None if rows else self._probe(key)
         if event_id is not None and probe is not None and self._ended(probe):

@@ -3,21 +3,22 @@
 """PostgresUpdates: live updates over LISTEN/NOTIFY, one listening connection per instance.
 
 The writing statements call ``pg_notify`` on the events table's name with ``[tenant, run_id,
-seq]``; PostgreSQL delivers it at commit. One connection LISTENs for the whole process (per
-instance); a waiting follower reads what arrived and wakes the followers it concerns. When that
-connection breaks, every subscription reports ``lost`` and its follower polls from then on; the
-next ``subscribe`` opens a new connection.
+seq]``; PostgreSQL delivers it at commit. One connection LISTENs for every follower of the
+instance (one per process, when the process shares it); a reader of its own reads it and wakes
+the followers each hint concerns, so a follower waits only for its own ``poll_seconds`` and a
+new subscription waits for no read. When that connection breaks, every subscription reports
+``lost`` and its follower polls from then on; the next ``subscribe`` opens a new connection.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-import psycopg
 from psycopg import sql
-from runyard._flavours import Event, Lock
+from runyard._flavours import Background, Lock
+from runyard._sync.hint_hub import READ_SLICE, HintHub, HubSubscription
 from runyard.errors import ConfigurationError
 from runyard.models import RunKey
 from runyard.postgres.events import decode_hint
@@ -27,45 +28,27 @@ from runyard.postgres.schema import StateTables
 __all__ = ["PostgresSubscription", "PostgresUpdates", "own_updates"]
 
 
-class PostgresSubscription:
+class PostgresSubscription(HubSubscription):
     """One follower's interest in one run, fed by its updates instance's connection."""
 
-    def __init__(self, hub: PostgresUpdates, key: RunKey) -> None:
-        self._hub, self._key = hub, key
-        self.event = Event()
-        self.lost: str | None = None
 
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a hint; return whether one came (False at once
-        once the listening connection is lost)."""
-        if self.lost is None and not self.event.is_set():
-            self._hub.pump(self, timeout)
-        woke = self.event.is_set()
-        # Cleared before the follower reads the log: a hint sent after this is not lost.
-        self.event.clear()
-        return woke and self.lost is None
-
-    def close(self) -> None:
-        """Stop listening."""
-        self._hub.unsubscribe(self)
-
-
-class PostgresUpdates:
+class PostgresUpdates(HintHub):
     """Hints for the runs stored in ``tables``, read from one LISTEN connection.
 
     ``connect`` opens that connection (autocommit); ``from_conninfo`` builds one from a DSN.
     """
 
+    subscription_class = PostgresSubscription
+
     def __init__(self, connect: Callable[[], Any], tables: StateTables | None = None) -> None:
+        super().__init__()
         self._connect = connect
         self.channel = (tables or StateTables()).events
         self._connection: Connection[Any] | None = None
-        self._subscribers: dict[tuple[str, str], set[PostgresSubscription]] = {}
-        # Held only around dictionary updates (never across a suspension point): in the sync
-        # twin, followers are threads.
-        self._guard = threading.Lock()
-        # One reader of the connection at a time; the others find their flag set after it.
-        self._reading = Lock()
+        self._reader: Background | None = None
+        # Held while the connection is opened (never while it is read).
+        self._opening = Lock()
+        self._closed = False
 
     @classmethod
     def from_conninfo(
@@ -84,67 +67,69 @@ class PostgresUpdates:
     @property
     def backend_pid(self) -> int | None:
         """The server process id of the listening connection, or None when there is none."""
-        return self._connection.info.backend_pid if self._connection is not None else None
+        connection = self._connection
+        return connection.info.backend_pid if connection is not None else None
 
     def subscribe(self, key: RunKey) -> PostgresSubscription:
-        """Start listening for hints about ``key``'s log (opening the connection if needed)."""
-        with self._reading:
+        """Start listening for hints about ``key``'s log (opening the connection if needed).
+
+        Raises psycopg's error when the connection cannot be opened (follow then polls).
+        """
+        subscription = self._register(key)
+        try:
             if self._connection is None:
-                connection = self._connect()
-                connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                self._connection = connection
-        subscription = PostgresSubscription(self, key)
-        with self._guard:
-            self._subscribers.setdefault((key.tenant, key.run_id), set()).add(subscription)
+                with self._opening:
+                    if self._connection is None:
+                        self._open()
+        except BaseException:
+            self._forget(subscription)
+            raise
+        assert isinstance(subscription, PostgresSubscription)
         return subscription
 
-    def unsubscribe(self, subscription: PostgresSubscription) -> None:
-        """Forget ``subscription``."""
-        name = (subscription._key.tenant, subscription._key.run_id)
-        with self._guard:
-            subscribers = self._subscribers.get(name)
-            if subscribers is not None:
-                subscribers.discard(subscription)
-                if not subscribers:
-                    del self._subscribers[name]
+    def _open(self) -> None:
+        """Open and LISTEN on a connection, and start its reader."""
+        connection = self._connect()
+        try:
+            connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except BaseException:
+            connection.close()
+            raise
+        self._connection, self._closed = connection, False
+        self._reader = Background(partial(self._read, connection), "runyard-listen")
 
-    def pump(self, waiter: PostgresSubscription, timeout: float) -> None:
-        """Read hints for up to ``timeout`` seconds, or until one wakes ``waiter``, and wake
-        the subscriptions they concern."""
-        with self._reading:
-            connection = self._connection
-            if waiter.event.is_set() or waiter.lost is not None or connection is None:
-                return
-            try:
-                for notify in connection.notifies(timeout=timeout, stop_after=1):
+    def _read(self, connection: Connection[Any]) -> None:
+        """Read ``connection``'s notifications until it breaks or the instance closes."""
+        try:
+            while not self._closed and self._connection is connection:
+                for notify in connection.notifies(timeout=READ_SLICE):
                     self._dispatch(notify.payload)
-            except psycopg.Error as exc:
-                self._lose(f"{type(exc).__name__}: {exc}")
-                connection.close()
+        except Exception as exc:  # psycopg's, or anything else: the connection is unusable
+            if not self._closed:
+                self._lose(f"{type(exc).__name__}: {exc}", detach=partial(self._detach, connection))
+        finally:
+            connection.close()
+
+    def _detach(self, connection: Connection[Any]) -> None:
+        # The broken connection is dropped; the next subscribe opens another.
+        if self._connection is connection:
+            self._connection = None
 
     def _dispatch(self, payload: str) -> None:
         try:
             hint = decode_hint(payload)
         except (ValueError, TypeError):
             return  # not a runyard payload (someone else's NOTIFY on this channel): no hint
-        with self._guard:
-            woken = list(self._subscribers.get(hint, ()))
-        for subscription in woken:
-            subscription.event.set()
-
-    def _lose(self, reason: str) -> None:
-        # The broken connection is dropped; the next subscribe opens another.
-        self._connection = None
-        with self._guard:
-            everyone = [s for subscribers in self._subscribers.values() for s in subscribers]
-        for subscription in everyone:
-            subscription.lost = reason
-            subscription.event.set()
+        self._wake(hint)
 
     def close(self) -> None:
-        """Close the listening connection."""
-        with self._reading:
+        """Stop the reader and close the listening connection."""
+        self._closed = True
+        with self._opening:
+            reader, self._reader = self._reader, None
             connection, self._connection = self._connection, None
+        if reader is not None:
+            reader.stop(READ_SLICE * 8)
         if connection is not None:
             connection.close()
 

@@ -5,5 +5,6 @@
 from runyard._sync.redis.executions import RedisStore
 from runyard._sync.redis.queue import RedisWorkQueue
 from runyard._sync.redis.state import RedisStateStore
+from runyard._sync.redis.updates import RedisUpdates
 
-__all__ = ["RedisStateStore", "RedisStore", "RedisWorkQueue"]
+__all__ = ["RedisStateStore", "RedisStore", "RedisUpdates", "RedisWorkQueue"]

@@ -13,7 +13,7 @@ from runyard._sync.pager import RunIteration
 from runyard._sync.redis.events import RedisEvents
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard._sync.redis.sessions import RedisSessions
-from runyard._sync.redis.updates import RedisUpdates
+from runyard._sync.redis.updates import RedisUpdates, own_updates
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import (
@@ -88,9 +88,10 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         self._client = client
         self._owns_client = owns_client
         self._runner = ScriptRunner(client, self.settings, state_unavailable)
-        if live_updates is True:
-            live_updates = RedisUpdates(client, self.settings.namespace)
-        self.live_updates = live_updates or None
+        # True: updates of the store's own (the store closes them); an instance is checked
+        # against the namespace and cluster kind, shared, and left open.
+        self.live_updates = own_updates(live_updates, client, self.settings.namespace)
+        self._owns_updates = live_updates is True
 
     @classmethod
     def open(
@@ -342,7 +343,10 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
         return RunPage(items=matches, next_cursor=None if exhausted else encode_cursor(after))
 
     def close(self) -> None:
-        """Close the client if the store built it (``from_url``); an injected one is the
-        caller's to close."""
+        """Close the live updates the store opened, and the client if the store built it
+        (``from_url``); an injected one is the caller's to close."""
+        if self._owns_updates and self.live_updates is not None:
+            self._owns_updates = False
+            self.live_updates.close()
         if self._owns_client:
             self._client.close()

@@ -17,6 +17,7 @@ from runyard._flavours import gather
 from runyard._sync.event_protocol import EventLogStore
 from runyard._sync.protocols import StateStore
 from runyard._sync.testing.event_lifecycle import EventLifecycleCases
+from runyard._sync.testing.event_live import EventLiveCases
 from runyard.errors import (
     InvalidArgumentError,
     LeaseLostError,
@@ -46,7 +47,7 @@ def _collect(store: EventLogStore, key: RunKey, after: int = 0) -> list[RunEvent
     return [event for event in store.follow(key, after=after, poll_seconds=POLL)]
 
 
-class EventLogConformance(EventLifecycleCases):
+class EventLogConformance(EventLifecycleCases, EventLiveCases):
     """Mixed into StateStoreConformance; uses its ``store`` fixture and ``advance``."""
 
     def advance(self, seconds: float) -> None:
