@@ -86,7 +86,7 @@ class AsyncWorker:
             ) from None
         self.queue = queue
         self.handler = handler
-        self.name = validate_identifier(name or default_worker_name(), "worker")
+        self.name = validate_identifier(default_worker_name() if name is None else name, "worker")
         self.hooks = hooks or WorkerHooks()
         self._clock = clock or SystemClock()
         policy = getattr(queue, "policy", None)
@@ -160,9 +160,7 @@ class AsyncWorker:
                     if reaped:
                         continue
                     break
-                if not self._stopping and time.monotonic() >= self._next_reap:
-                    self._next_reap = time.monotonic() + self.settings.reap_seconds
-                    self._stats.reaped += await self._store.reap()
+                await self._reap_if_due()
                 if flushed or (claimed and len(self._running) < self.settings.concurrency):
                     continue  # a settle may have made work due; a full claim may leave more
                 await self._nudge.wait(self._wait_seconds())
@@ -201,11 +199,13 @@ class AsyncWorker:
         if self._next_heartbeat is not None:
             waits.append(self._next_heartbeat - now)
         waits.extend(s.deadline - now for s in self._running.values() if s.deadline is not None)
-        if self._stopping and self._grace_deadline is not None:
-            waits.append(self._grace_deadline - now)
-        elif len(self._running) < self.settings.concurrency:
-            waits.append(self.settings.backstop_seconds)
-            waits.append(self._next_reap - mono)
+        if self._stopping:
+            if self._grace_deadline is not None:
+                waits.append(self._grace_deadline - now)
+        else:
+            waits.append(self._next_reap - now)  # busy or idle: a dead worker's items return
+            if len(self._running) < self.settings.concurrency:
+                waits.append(self.settings.backstop_seconds)
         return max(0.0, min(waits, default=self.settings.backstop_seconds))
 
     # -- jobs ------------------------------------------------------------------------------
@@ -236,10 +236,17 @@ class AsyncWorker:
         slot.handle = self._jobs.start(partial(self._execute, slot))
 
     async def _execute(self, slot: _Slot) -> None:
-        """Run the handler; record its outcome for the loop (which alone talks to the store)."""
+        """Run the handler; record its outcome for the loop (which alone talks to the store).
+
+        Any BaseException the handler raises (SystemExit, KeyboardInterrupt, a cancellation
+        of its own) fails the job like an Exception: re-raised, it would end the thread, or
+        the event loop, and keep the job's slot forever. Only the worker's own cancellation
+        (the job given up) ends the job without an outcome."""
         try:
             await self.handler(slot.job)
-        except Exception as exc:
+        except BaseException as exc:
+            if slot.job.cancelled:
+                return  # given up (timeout, lost lease, shutdown): the loop settled it
             slot.outcome = exc
         else:
             slot.outcome = DONE
@@ -292,6 +299,14 @@ class AsyncWorker:
             if slot in self._finished:
                 self._finished.remove(slot)
             self._lost(slot, result)
+
+    async def _reap_if_due(self) -> None:
+        """Every ``reap_seconds``, idle or busy, return lapsed leases (of crashed workers)."""
+        now = self._clock.now()
+        if self._stopping or now < self._next_reap:
+            return
+        self._next_reap = now + self.settings.reap_seconds
+        self._stats.reaped += await self._store.reap()
 
     def _lost(self, slot: _Slot, why: BaseException) -> None:
         self._stats.lost += 1
