@@ -49,8 +49,11 @@ class Worker(WorkerRounds):
     A handler that returns completes the item; ``PermanentFailure`` dead-letters it at once;
     any other exception (and a job past ``job_timeout``) fails it for a retry per the queue's
     policy, storing the exception's type, message and the end of its traceback. Settings are
-    ``WorkerSettings`` fields, given as ``settings=`` or as keywords. Raises
-    ConfigurationError for a bad setting.
+    ``WorkerSettings`` fields, given as ``settings=`` or as keywords. ``name`` is the name
+    claims are taken under: by default ``host-pid-random``, unique per worker; give one only
+    to a process that restarts under the same name on purpose (see docs/worker.md). Raises
+    ConfigurationError for a bad setting, InvalidArgumentError for a name that is not an
+    identifier.
     """
 
     def __init__(
@@ -200,8 +203,11 @@ class Worker(WorkerRounds):
 
     # -- jobs ------------------------------------------------------------------------------
     def _fill(self) -> int:
-        """Claim up to the free slots and start a job on each new lease."""
+        """Claim up to the free slots (unbatched: one per turn of the loop, which turns again
+        while slots are free and claims find work) and start a job on each new lease."""
         free = self.settings.concurrency - len(self._running)
+        if free > 0 and not self._store.batched:
+            free = 1  # one at a time: each job starts as soon as its claim returns
         return self._take(self._store.claim(free)) if free > 0 else 0
 
     def _take(self, leases: list[Lease]) -> int:
