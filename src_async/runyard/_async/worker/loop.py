@@ -90,6 +90,7 @@ class AsyncWorker(AsyncWorkerRounds):
         )
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
         self._settle_in_job = not self._store.batched
+        self._nudged_at = 0.0
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
         self._jobs = AsyncJobRunner()
         self._listener = AsyncJobRunner()
@@ -190,6 +191,8 @@ class AsyncWorker(AsyncWorkerRounds):
             waits.append(self._first_finished + self.settings.flush_seconds - mono)
         if self._next_heartbeat is not None:
             waits.append(self._next_heartbeat - now)
+        if self._settle_in_job and self._running:
+            waits.append(0.05)  # jobs going on with successors nudge only now and then
         running = [s for s in self._running.values() if not s.settling]
         waits.extend(s.deadline - now for s in running if s.deadline is not None)
         if self._stopping:
@@ -268,8 +271,22 @@ class AsyncWorker(AsyncWorkerRounds):
                 slot.outcome = settled
             else:
                 slot.outcome = DONE
-        self._nudge.set()
+        if successor is None or self._nudge_due():
+            self._nudge.set()
         return successor
+
+    def _nudge_due(self) -> bool:
+        """A job that goes on with its successor wakes the loop (to count the outcome and
+        register the successor) at most every ``flush_seconds``, not after every job; with
+        a ``job_timeout`` every time, so the successor's deadline is watched at once."""
+        now = time.monotonic()
+        if (
+            self.settings.job_timeout is None
+            and now < self._nudged_at + self.settings.flush_seconds
+        ):
+            return False
+        self._nudged_at = now
+        return True
 
     async def _complete(self, slot: Slot) -> tuple[Settled, Slot | None]:
         """Unbatched, a job sends its own complete and claims its successor, beside the other
