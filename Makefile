@@ -63,7 +63,7 @@ bench-sqlite: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_sqlite --out-dir benchmarks/results
 
 bench-worker: $(STAMP)
-	$(PYTHON) benchmarks/bench_worker.py
+	$(PYTHON) -m benchmarks.bench_worker
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info

@@ -1,26 +1,27 @@
 """The worker against the bare claim -> complete loop (``make bench-worker``).
 
-For each backend (memory, the machine's Redis and PostgreSQL) and twin: burn down N no-op
-jobs at concurrency C with the bare loop (C tasks or threads doing claim -> complete), then
-with the worker unbatched and batched (where the queue declares ``batched_operations``);
-jobs/s, CPU per job and the ratio to the bare loop of the same run. Then, with an idle worker,
-enqueue -> handler start latency (p50/p99) and the commands the idle worker sends per second.
-Redis and PostgreSQL enqueues do not send their wake-up hint yet, so the benchmark sends it
-right after each enqueue (one extra command the real enqueue will fold in). Writes JSON.
+For each backend (memory, the machine's Redis and PostgreSQL) and twin: burn down N no-op jobs
+at concurrency C with the bare loop (C tasks or threads doing claim -> complete), then with the
+worker unbatched and batched (batched only where the queue declares ``batched_operations``);
+jobs/s, CPU per job and the ratio to the bare loop of the same run. Then, with an idle worker
+(default settings, woken by the queue's hint), the delay from ``enqueue`` to the handler's start
+(p50/p99) and the calls the idle worker makes per second (queue calls and wake-up waits: on
+Redis each is one command; a PostgreSQL wake-up wait sends nothing, it reads its LISTEN
+connection). Where the queue's enqueue does not send its wake-up hint yet, the benchmark sends
+it right after each enqueue (one extra command) and says so. Writes ``worker.json`` and
+``worker.png`` (the ratios) into ``--out-dir`` through ``benchmarks/_report.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -38,9 +39,13 @@ from runyard.postgres import (
     StateTables,
     schema_sql,
 )
+from runyard.postgres.wake import wake_channel
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings, RedisWorkQueue
 from runyard.redis.keys import cleanup_patterns
+from runyard.redis.wake import wake_key
 from runyard.worker import AsyncWorker, Job, Worker
+
+from benchmarks._report import write_report
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'"
@@ -65,16 +70,17 @@ class Counting:
 
 
 class Lane:
-    """One backend: opens its twins' queues and wake-ups in a namespace of its own."""
+    """One backend: opens its twins' queues and wake-ups in a namespace (schema) of its own."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.tag = f"benchw_{uuid.uuid4().hex[:8]}"
+        self.tables = StateTables(schema=self.tag)
         if name == "postgres":
-            self.tables = StateTables(schema=self.tag)
             with psycopg.connect(PG_DSN, autocommit=True) as conn:
                 conn.execute(f'CREATE SCHEMA "{self.tag}"')
                 conn.execute(schema_sql(self.tables))  # type: ignore[arg-type]
+        self.enqueue_hints = self._enqueue_sends_hint()
 
     def pg_settings(self) -> PostgresStoreSettings:
         return PostgresStoreSettings(dsn=SecretStr(PG_DSN), db_schema=self.tag, pool_max_size=20)
@@ -102,17 +108,33 @@ class Lane:
         queue = PostgresWorkQueue.from_settings(self.pg_settings())
         return queue, PostgresWakeup.connect(PG_DSN, tables=self.tables)
 
+    def _enqueue_sends_hint(self) -> bool:
+        """Whether this backend's enqueue sends the wake-up hint (memory's always does)."""
+        if self.name == "memory":
+            return True
+        queue, wakeup = self.open_sync()
+        try:
+            queue.enqueue("probe", {})
+            woke = wakeup.wait(0.5)
+            lease = queue.claim("probe")
+            if lease is not None:
+                queue.complete(lease)
+            return bool(woke)
+        finally:
+            wakeup.close()
+            queue.close()
+
     def hint(self) -> Callable[[], None] | None:
-        """Sends what the enqueue will send, for backends whose enqueue does not yet."""
+        """What the enqueue will send, for a backend whose enqueue does not send it yet."""
+        if self.enqueue_hints:
+            return None
         if self.name == "redis":
             client = redis.Redis.from_url(REDIS_URL)
-            key = AsyncRedisWakeup(client, namespace=self.tag).key  # type: ignore[arg-type]
+            key = wake_key(self.tag)
             return lambda: client.lpush(key, "1") and None
-        if self.name == "postgres":
-            conn = psycopg.connect(PG_DSN, autocommit=True)
-            channel = f"{self.tag}.{self.tables.work}_wake"
-            return lambda: conn.execute("SELECT pg_notify(%s, '')", (channel,)) and None
-        return None
+        conn = psycopg.connect(PG_DSN, autocommit=True)
+        channel = wake_channel(self.tables)
+        return lambda: conn.execute("SELECT pg_notify(%s, '')", (channel,)) and None
 
     def drop(self) -> None:
         if self.name == "redis":
@@ -130,8 +152,15 @@ def _cell(n: int, wall: float, cpu: float) -> dict[str, float]:
     return {"jobs_per_s": n / wall, "cpu_us_per_job": cpu / n * 1e6}
 
 
-async def _async_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, float]:
+def _declares_batched(queue: Any) -> bool:
+    return bool(getattr(getattr(queue, "capabilities", None), "batched_operations", False))
+
+
+async def _async_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, float] | None:
     queue, wakeup = await lane.open_async()
+    if mode == "batched" and not _declares_batched(queue):
+        await queue.aclose()
+        return None
     for i in range(n):
         await queue.enqueue("bench", {"i": i})
     wall, cpu = time.perf_counter(), time.process_time()
@@ -156,8 +185,11 @@ async def _async_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, flo
     return out
 
 
-def _sync_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, float]:
+def _sync_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, float] | None:
     queue, wakeup = lane.open_sync()
+    if mode == "batched" and not _declares_batched(queue):
+        queue.close()
+        return None
     for i in range(n):
         queue.enqueue("bench", {"i": i})
     wall, cpu = time.perf_counter(), time.process_time()
@@ -182,11 +214,19 @@ def _sync_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, float]:
     return out
 
 
-def _latency_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float]:
-    """Enqueue -> handler start with an idle sync worker; then its commands per idle second."""
+def _summary(delays: list[float], calls: int, idle_seconds: float) -> dict[str, float]:
+    delays.sort()
+    return {
+        "p50_ms": statistics.median(delays) * 1e3,
+        "p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1e3,
+        "idle_calls_per_s": calls / idle_seconds,
+    }
+
+
+def _idle_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float]:
+    """Enqueue -> handler start with an idle sync worker; then its calls per idle second."""
     queue, wakeup = lane.open_sync()
-    counted_queue = Counting(queue)
-    counted_wakeup = Counting(wakeup) if wakeup is not None else None
+    counted, counted_wakeup = Counting(queue), Counting(wakeup) if wakeup is not None else None
     started = threading.Event()
     seen: list[float] = []
 
@@ -194,7 +234,7 @@ def _latency_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, fl
         seen.append(time.perf_counter())
         started.set()
 
-    worker = Worker(counted_queue, handler, wakeup=counted_wakeup)  # type: ignore[arg-type]
+    worker = Worker(counted, handler, wakeup=counted_wakeup)  # type: ignore[arg-type]
     runner = threading.Thread(target=worker.run)
     runner.start()
     hint = lane.hint()
@@ -209,67 +249,113 @@ def _latency_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, fl
             hint()
         started.wait(10)
         delays.append(seen[-1] - t0)
-    counted_queue.calls = 0
+    time.sleep(0.05)
+    counted.calls = 0
     if counted_wakeup is not None:
         counted_wakeup.calls = 0
     time.sleep(idle_seconds)
-    calls = counted_queue.calls + (counted_wakeup.calls if counted_wakeup else 0)
+    calls = counted.calls + (counted_wakeup.calls if counted_wakeup else 0)
     worker.stop()
     runner.join()
     if producer is not queue:
         producer.close()
     queue.close()
-    delays.sort()
-    return {
-        "p50_ms": statistics.median(delays) * 1e3,
-        "p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1e3,
-        "idle_commands_per_s": calls / idle_seconds,
-    }
+    return _summary(delays, calls, idle_seconds)
+
+
+async def _idle_async(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float]:
+    """Enqueue -> handler start with an idle async worker; then its calls per idle second."""
+    queue, wakeup = await lane.open_async()
+    counted, counted_wakeup = Counting(queue), Counting(wakeup) if wakeup is not None else None
+    started = asyncio.Event()
+    seen: list[float] = []
+
+    async def handler(job: Job) -> None:
+        seen.append(time.perf_counter())
+        started.set()
+
+    worker = AsyncWorker(counted, handler, wakeup=counted_wakeup)  # type: ignore[arg-type]
+    runner = asyncio.create_task(worker.run())
+    hint = lane.hint()
+    producer = queue if lane.name == "memory" else (await lane.open_async())[0]
+    delays = []
+    for i in range(samples):
+        started.clear()
+        await asyncio.sleep(0.005)  # let the worker go idle again
+        t0 = time.perf_counter()
+        await producer.enqueue("bench", {"i": i})
+        if hint is not None:
+            hint()
+        await asyncio.wait_for(started.wait(), 10)
+        delays.append(seen[-1] - t0)
+    await asyncio.sleep(0.05)
+    counted.calls = 0
+    if counted_wakeup is not None:
+        counted_wakeup.calls = 0
+    await asyncio.sleep(idle_seconds)
+    calls = counted.calls + (counted_wakeup.calls if counted_wakeup else 0)
+    worker.stop()
+    await runner
+    if producer is not queue:
+        await producer.aclose()
+    await queue.aclose()
+    return _summary(delays, calls, idle_seconds)
+
+
+def _lane(lane: Lane, args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {"enqueue_sends_hint": lane.enqueue_hints}
+    for twin in ("async", "sync"):
+        cells: dict[str, Any] = {}
+        for mode in ("bare", "unbatched", "batched"):
+            if twin == "async":
+                cell = asyncio.run(_async_burn(lane, args.jobs, args.concurrency, mode))
+            else:
+                cell = _sync_burn(lane, args.jobs, args.concurrency, mode)
+            if cell is None:
+                cells[mode] = {"skipped": "the queue does not declare batched_operations"}
+                print(f"{lane.name:<9}{twin:<6}{mode:<10}{'n/a (not declared)':>30}")
+                continue
+            if mode != "bare":
+                cell["ratio"] = cell["jobs_per_s"] / cells["bare"]["jobs_per_s"]
+            cells[mode] = cell
+            print(
+                f"{lane.name:<9}{twin:<6}{mode:<10}{cell['jobs_per_s']:>10.0f}"
+                f"{cell['cpu_us_per_job']:>12.0f}{cell.get('ratio', 1.0):>8.2f}"
+            )
+        if twin == "async":
+            idle = asyncio.run(_idle_async(lane, args.samples, args.idle_seconds))
+        else:
+            idle = _idle_sync(lane, args.samples, args.idle_seconds)
+        cells["idle worker"] = idle
+        hinted = "" if lane.enqueue_hints else " (hint sent by the benchmark)"
+        print(
+            f"{lane.name:<9}{twin:<6}idle worker: enqueue->start p50 {idle['p50_ms']:.2f} ms, "
+            f"p99 {idle['p99_ms']:.2f} ms; {idle['idle_calls_per_s']:.1f} calls/s{hinted}"
+        )
+        figures[twin] = cells
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--jobs", "--items", dest="jobs", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=200, help="latency samples per twin")
     parser.add_argument("--idle-seconds", type=float, default=3.0)
     parser.add_argument("--backends", default="memory,redis,postgres")
-    parser.add_argument("--out", default="benchmarks/results/worker.json")
+    parser.add_argument("--out-dir", default="benchmarks/results")
     args = parser.parse_args(argv)
-    results: dict[str, Any] = {"items": args.items, "concurrency": args.concurrency}
-    print(f"worker burn-down: {args.items} no-op jobs at concurrency {args.concurrency}")
-    print(f"{'backend':<9}{'twin':<6}{'mode':<9}{'jobs/s':>9}{'cpu us/job':>12}{'x bare':>8}")
+    results: dict[str, Any] = {"jobs": args.jobs, "concurrency": args.concurrency}
+    print(f"worker burn-down: {args.jobs} no-op jobs at concurrency {args.concurrency}")
+    print(f"{'backend':<9}{'twin':<6}{'mode':<10}{'jobs/s':>10}{'cpu us/job':>12}{'x bare':>8}")
     for name in args.backends.split(","):
         lane = Lane(name)
         try:
-            for twin in ("async", "sync"):
-                bare: dict[str, float] | None = None
-                for mode in ("bare", "unbatched", "batched"):
-                    if mode == "batched" and name != "memory":
-                        continue  # Redis and PostgreSQL do not declare batched_operations yet
-                    if twin == "async":
-                        cell = asyncio.run(_async_burn(lane, args.items, args.concurrency, mode))
-                    else:
-                        cell = _sync_burn(lane, args.items, args.concurrency, mode)
-                    bare = bare or cell
-                    cell["ratio_to_bare"] = cell["jobs_per_s"] / bare["jobs_per_s"]
-                    results[f"{name}/{twin}/{mode}"] = cell
-                    print(
-                        f"{name:<9}{twin:<6}{mode:<9}{cell['jobs_per_s']:>9.0f}"
-                        f"{cell['cpu_us_per_job']:>12.0f}{cell['ratio_to_bare']:>8.2f}"
-                    )
-            latency = _latency_sync(lane, args.samples, args.idle_seconds)
-            results[f"{name}/sync/idle"] = latency
-            print(
-                f"{name:<9}sync  idle worker: enqueue->start p50 {latency['p50_ms']:.2f} ms, "
-                f"p99 {latency['p99_ms']:.2f} ms; {latency['idle_commands_per_s']:.1f} commands/s"
-            )
+            results[name] = _lane(lane, args)
         finally:
             lane.drop()
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {out}")
+    for path in write_report("worker", results, out_dir=args.out_dir):
+        print(f"wrote {path}")
     return 0
 
 

@@ -124,8 +124,9 @@ def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
 
 def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
     out = _run(
-        "benchmarks/bench_worker.py",
-        "--items",
+        "-m",
+        "benchmarks.bench_worker",
+        "--jobs",
         "40",
         "--concurrency",
         "4",
@@ -133,8 +134,13 @@ def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
         "3",
         "--idle-seconds",
         "0.5",
-        "--out",
-        str(tmp_path / "worker.json"),
+        "--out-dir",
+        str(tmp_path),
     )
     assert "memory   async batched" in out and "postgres sync  idle worker" in out
-    assert (tmp_path / "worker.json").exists()
+    figures = json.loads((tmp_path / "worker.json").read_text())
+    for backend in ("memory", "redis", "postgres"):
+        for twin in ("async", "sync"):
+            cells = figures[backend][twin]
+            assert cells["unbatched"]["ratio"] > 0 and cells["idle worker"]["p99_ms"] > 0
+    assert (tmp_path / "worker.png").read_bytes().startswith(PNG_SIGNATURE)

@@ -90,6 +90,8 @@ class AsyncEvent:
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until set or ``timeout`` seconds pass; return whether it is set."""
+        if self._event.is_set():
+            return True  # without wait_for's task: a busy worker's loop checks this often
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
         except asyncio.TimeoutError:

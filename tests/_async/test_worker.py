@@ -37,6 +37,11 @@ class SpyQueue(AsyncMemoryWorkQueue):
         self.beats.set()
         return out
 
+    async def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
+        out = await super().heartbeat(*args, **kwargs)
+        self.beats.set()
+        return out
+
     async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
         if self.outages:
             self.outages -= 1
@@ -118,7 +123,8 @@ async def test_permanent_failure_dead_letters_at_once() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_job_three_lease_lengths_long_completes_once() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_job_three_lease_lengths_long_completes_once(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     item = await queue.enqueue("acme", {})
@@ -133,7 +139,7 @@ async def test_a_job_three_lease_lengths_long_completes_once() -> None:
             worker.wake()
             assert await queue.beats.wait(SAFETY), "no heartbeat round"
 
-    worker = AsyncWorker(queue, handler, clock=clock)
+    worker = AsyncWorker(queue, handler, clock=clock, batched=batched)
     stats = await worker.run_until_idle()
     assert (stats.completed, stats.lost, len(runs)) == (1, 0, 1)
     assert stats.heartbeat_round_trips == 9
@@ -141,7 +147,8 @@ async def test_a_job_three_lease_lengths_long_completes_once() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_lost_lease_gives_the_job_up_and_is_never_settled() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_lost_lease_gives_the_job_up_and_is_never_settled(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock, max_lease_seconds=40, max_attempts=1)
     item = await queue.enqueue("acme", {})
@@ -157,7 +164,9 @@ async def test_a_lost_lease_gives_the_job_up_and_is_never_settled() -> None:
             given_up.append(job)
             lost.set()
 
-    worker = AsyncWorker(queue, handler, clock=clock, hooks=WorkerHooks(on_job_end=ended))
+    worker = AsyncWorker(
+        queue, handler, clock=clock, batched=batched, hooks=WorkerHooks(on_job_end=ended)
+    )
 
     async def drive() -> None:
         assert await started.wait(SAFETY)
@@ -175,7 +184,8 @@ async def test_a_lost_lease_gives_the_job_up_and_is_never_settled() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_job_past_its_timeout_fails_retryably() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_job_past_its_timeout_fails_retryably(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock, backoff_base=10)
     item = await queue.enqueue("acme", {})
@@ -191,7 +201,7 @@ async def test_a_job_past_its_timeout_fails_retryably() -> None:
         failed.set()
 
     hooks = WorkerHooks(on_failure=on_failure)
-    worker = AsyncWorker(queue, handler, clock=clock, hooks=hooks, job_timeout=5)
+    worker = AsyncWorker(queue, handler, clock=clock, batched=batched, hooks=hooks, job_timeout=5)
 
     async def drive() -> None:
         assert await started.wait(SAFETY)
@@ -210,7 +220,8 @@ async def test_a_job_past_its_timeout_fails_retryably() -> None:
 
 
 @pytest.mark.asyncio
-async def test_jobs_run_concurrently_up_to_the_setting() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+async def test_jobs_run_concurrently_up_to_the_setting(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     for n in range(3):
@@ -224,13 +235,16 @@ async def test_jobs_run_concurrently_up_to_the_setting() -> None:
             all_started.set()
         assert await all_started.wait(SAFETY), "jobs did not run at once"
 
-    stats = await AsyncWorker(queue, handler, clock=clock, concurrency=3).run_until_idle()
+    stats = await AsyncWorker(
+        queue, handler, clock=clock, batched=batched, concurrency=3
+    ).run_until_idle()
     assert stats.completed == 3 and sorted(seen) == [0, 1, 2]
     assert stats.claim_round_trips >= 1
 
 
 @pytest.mark.asyncio
-async def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+async def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     for n in range(2):
@@ -244,7 +258,7 @@ async def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more() -> None
             both.set()
         await release.wait(SAFETY)
 
-    worker = AsyncWorker(queue, handler, clock=clock, concurrency=2)
+    worker = AsyncWorker(queue, handler, clock=clock, batched=batched, concurrency=2)
 
     async def drive() -> None:
         assert await both.wait(SAFETY)
@@ -322,7 +336,8 @@ async def test_store_errors_are_waited_out() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     item = await queue.enqueue("acme", {})
@@ -332,7 +347,7 @@ async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once() -> None:
     async def handler(job: Job) -> None:
         runs.append(job.item_id)
 
-    stats = await AsyncWorker(queue, handler, clock=clock).run_until_idle()
+    stats = await AsyncWorker(queue, handler, clock=clock, batched=batched).run_until_idle()
     assert runs == [item.item_id] and stats.completed == 1
 
 

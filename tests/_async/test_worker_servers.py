@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from psycopg_pool import AsyncConnectionPool
 from runyard import QueuePolicy
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard._async.redis.wakeup import AsyncRedisWakeup
@@ -18,8 +19,8 @@ from runyard.postgres import AsyncPostgresWorkQueue, StateTables
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
-from tests._async.postgres_support import open_pool
-from tests.support.postgres_plugin import PG_DSN, admin_connection
+from tests._async.postgres_support import open_pool, open_queue
+from tests.support.postgres_plugin import PG_DSN, PG_PORT, admin_connection
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
 
@@ -167,4 +168,43 @@ async def test_a_redis_outage_through_the_proxy_is_survived(
     assert stats.store_errors >= 1
     assert sorted(runs) == sorted(items) and stats.completed == 3
     assert (await direct.stats()).leased == 0
+    await direct.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_postgres_outage_through_the_proxy_is_survived(pg_tables: StateTables) -> None:
+    """Mid-run every connection is reset and the next two are refused (the pool reconnects
+    with its own backoff: a couple of seconds without the server); the worker waits it out
+    and every job is completed exactly once."""
+    direct = await open_queue(pg_tables)
+    items = {(await direct.enqueue("acme", {"n": n})).item_id for n in range(6)}
+    runs: list[str] = []
+
+    with running_proxy(PG_PORT) as proxy:
+
+        async def handler(job: Job) -> None:
+            runs.append(job.item_id)
+            if len(runs) == 1:  # the outage starts while the first job runs
+                proxy.refuse_connections(2, how="reset")
+                assert proxy.drop_connections() >= 1
+
+        dsn = PG_DSN.replace(f"port={PG_PORT}", f"port={proxy.port}")
+        assert dsn != PG_DSN
+        # A short wait for a connection: while the pool reconnects, calls fail (pool exhausted)
+        # past the queue's own retry, and the worker's backoff takes over.
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            dsn, min_size=1, max_size=4, timeout=0.5, open=False
+        )
+        await pool.open(wait=True)
+        queue = await AsyncPostgresWorkQueue.open(
+            pool, tables=pg_tables, policy=QueuePolicy(), close_source=True, retry_attempts=1
+        )
+        worker = AsyncWorker(queue, handler, store_backoff_base=0.05, concurrency=2)
+        stats = await worker.run_until_idle()
+        await queue.aclose()
+    assert proxy.refused == 2
+    assert stats.store_errors >= 1
+    assert sorted(runs) == sorted(items) and stats.completed == 6
+    after = await direct.stats()
+    assert (after.leased, after.ready) == (0, 0)
     await direct.aclose()

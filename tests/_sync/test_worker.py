@@ -39,6 +39,11 @@ class SpyQueue(MemoryWorkQueue):
         self.beats.set()
         return out
 
+    def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
+        out = super().heartbeat(*args, **kwargs)
+        self.beats.set()
+        return out
+
     def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
         if self.outages:
             self.outages -= 1
@@ -116,7 +121,8 @@ def test_permanent_failure_dead_letters_at_once() -> None:
     assert [job.attempt for job in dead] == [1]
 
 
-def test_a_job_three_lease_lengths_long_completes_once() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_job_three_lease_lengths_long_completes_once(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     item = queue.enqueue("acme", {})
@@ -131,14 +137,15 @@ def test_a_job_three_lease_lengths_long_completes_once() -> None:
             worker.wake()
             assert queue.beats.wait(SAFETY), "no heartbeat round"
 
-    worker = Worker(queue, handler, clock=clock)
+    worker = Worker(queue, handler, clock=clock, batched=batched)
     stats = worker.run_until_idle()
     assert (stats.completed, stats.lost, len(runs)) == (1, 0, 1)
     assert stats.heartbeat_round_trips == 9
     assert queue.get_item("acme", item.item_id) is None
 
 
-def test_a_lost_lease_gives_the_job_up_and_is_never_settled() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_lost_lease_gives_the_job_up_and_is_never_settled(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock, max_lease_seconds=40, max_attempts=1)
     item = queue.enqueue("acme", {})
@@ -154,7 +161,9 @@ def test_a_lost_lease_gives_the_job_up_and_is_never_settled() -> None:
             given_up.append(job)
             lost.set()
 
-    worker = Worker(queue, handler, clock=clock, hooks=WorkerHooks(on_job_end=ended))
+    worker = Worker(
+        queue, handler, clock=clock, batched=batched, hooks=WorkerHooks(on_job_end=ended)
+    )
 
     def drive() -> None:
         assert started.wait(SAFETY)
@@ -171,7 +180,8 @@ def test_a_lost_lease_gives_the_job_up_and_is_never_settled() -> None:
     assert letter.item.item_id == item.item_id and letter.item.last_error == "lease lapsed"
 
 
-def test_a_job_past_its_timeout_fails_retryably() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_job_past_its_timeout_fails_retryably(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock, backoff_base=10)
     item = queue.enqueue("acme", {})
@@ -187,7 +197,7 @@ def test_a_job_past_its_timeout_fails_retryably() -> None:
         failed.set()
 
     hooks = WorkerHooks(on_failure=on_failure)
-    worker = Worker(queue, handler, clock=clock, hooks=hooks, job_timeout=5)
+    worker = Worker(queue, handler, clock=clock, batched=batched, hooks=hooks, job_timeout=5)
 
     def drive() -> None:
         assert started.wait(SAFETY)
@@ -205,7 +215,8 @@ def test_a_job_past_its_timeout_fails_retryably() -> None:
     assert "JobTimeoutError" in (stored.last_error or "")
 
 
-def test_jobs_run_concurrently_up_to_the_setting() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+def test_jobs_run_concurrently_up_to_the_setting(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     for n in range(3):
@@ -219,12 +230,13 @@ def test_jobs_run_concurrently_up_to_the_setting() -> None:
             all_started.set()
         assert all_started.wait(SAFETY), "jobs did not run at once"
 
-    stats = Worker(queue, handler, clock=clock, concurrency=3).run_until_idle()
+    stats = Worker(queue, handler, clock=clock, batched=batched, concurrency=3).run_until_idle()
     assert stats.completed == 3 and sorted(seen) == [0, 1, 2]
     assert stats.claim_round_trips >= 1
 
 
-def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     for n in range(2):
@@ -238,7 +250,7 @@ def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more() -> None:
             both.set()
         release.wait(SAFETY)
 
-    worker = Worker(queue, handler, clock=clock, concurrency=2)
+    worker = Worker(queue, handler, clock=clock, batched=batched, concurrency=2)
 
     def drive() -> None:
         assert both.wait(SAFETY)
@@ -312,7 +324,8 @@ def test_store_errors_are_waited_out() -> None:
     assert (stats.store_errors, stats.completed) == (3, 1)
 
 
-def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once() -> None:
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: bool) -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     item = queue.enqueue("acme", {})
@@ -322,7 +335,7 @@ def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once() -> None:
     def handler(job: Job) -> None:
         runs.append(job.item_id)
 
-    stats = Worker(queue, handler, clock=clock).run_until_idle()
+    stats = Worker(queue, handler, clock=clock, batched=batched).run_until_idle()
     assert runs == [item.item_id] and stats.completed == 1
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from psycopg_pool import ConnectionPool
 from runyard import QueuePolicy
 from runyard._flavours import Event, gather
 from runyard._sync.postgres.wakeup import PostgresWakeup
@@ -19,8 +20,8 @@ from runyard.postgres import PostgresWorkQueue, StateTables
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
 from runyard.worker import Job, Worker
 
-from tests._sync.postgres_support import open_pool
-from tests.support.postgres_plugin import PG_DSN, admin_connection
+from tests._sync.postgres_support import open_pool, open_queue
+from tests.support.postgres_plugin import PG_DSN, PG_PORT, admin_connection
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 
@@ -164,4 +165,42 @@ def test_a_redis_outage_through_the_proxy_is_survived(
     assert stats.store_errors >= 1
     assert sorted(runs) == sorted(items) and stats.completed == 3
     assert (direct.stats()).leased == 0
+    direct.close()
+
+
+def test_a_postgres_outage_through_the_proxy_is_survived(pg_tables: StateTables) -> None:
+    """Mid-run every connection is reset and the next two are refused (the pool reconnects
+    with its own backoff: a couple of seconds without the server); the worker waits it out
+    and every job is completed exactly once."""
+    direct = open_queue(pg_tables)
+    items = {(direct.enqueue("acme", {"n": n})).item_id for n in range(6)}
+    runs: list[str] = []
+
+    with running_proxy(PG_PORT) as proxy:
+
+        def handler(job: Job) -> None:
+            runs.append(job.item_id)
+            if len(runs) == 1:  # the outage starts while the first job runs
+                proxy.refuse_connections(2, how="reset")
+                assert proxy.drop_connections() >= 1
+
+        dsn = PG_DSN.replace(f"port={PG_PORT}", f"port={proxy.port}")
+        assert dsn != PG_DSN
+        # A short wait for a connection: while the pool reconnects, calls fail (pool exhausted)
+        # past the queue's own retry, and the worker's backoff takes over.
+        pool: ConnectionPool[Any] = ConnectionPool(
+            dsn, min_size=1, max_size=4, timeout=0.5, open=False
+        )
+        pool.open(wait=True)
+        queue = PostgresWorkQueue.open(
+            pool, tables=pg_tables, policy=QueuePolicy(), close_source=True, retry_attempts=1
+        )
+        worker = Worker(queue, handler, store_backoff_base=0.05, concurrency=2)
+        stats = worker.run_until_idle()
+        queue.close()
+    assert proxy.refused == 2
+    assert stats.store_errors >= 1
+    assert sorted(runs) == sorted(items) and stats.completed == 6
+    after = direct.stats()
+    assert (after.leased, after.ready) == (0, 0)
     direct.close()

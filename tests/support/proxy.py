@@ -33,7 +33,8 @@ class _Connection:
 
 class ReplyDroppingProxy:
     """Forwards 127.0.0.1:``port`` to ``target_port``; ``drop_next_reply()`` arms one loss,
-    ``refuse_connections(n)`` turns the next ``n`` connections away."""
+    ``refuse_connections(n)`` turns the next ``n`` connections away, ``drop_connections()``
+    resets the open ones."""
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
@@ -47,6 +48,7 @@ class ReplyDroppingProxy:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._open: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     def start(self) -> None:
@@ -77,6 +79,20 @@ class ReplyDroppingProxy:
         with self._lock:
             self._refusals = n
             self._refuse_how = how
+
+    def drop_connections(self) -> int:
+        """Reset every connection forwarded now (a network cut, a server restart), so a pool's
+        idle and busy connections all break; return how many. New connections are forwarded
+        (unless ``refuse_connections`` turns them away)."""
+        future = asyncio.run_coroutine_threadsafe(self._drop_all(), self._loop)
+        return future.result(timeout=10)
+
+    async def _drop_all(self) -> int:
+        open_now = list(self._open)
+        for client, server in open_now:  # each pipe then ends and its handler returns
+            client.transport.abort()
+            server.transport.abort()
+        return len(open_now)
 
     def _take_refusal(self) -> Literal["loading", "reset"] | None:
         with self._lock:
@@ -141,9 +157,12 @@ class ReplyDroppingProxy:
             asyncio.ensure_future(self._requests(reader, up_writer, conn)),
             asyncio.ensure_future(self._replies(up_reader, writer, conn)),
         ]
+        pair = (writer, up_writer)
+        self._open.add(pair)
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._open.discard(pair)
             for pipe in tasks:
                 pipe.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
-import uuid
 from typing import Any
 
 from runyard.models import Lease
@@ -20,8 +20,11 @@ DONE = Done()
 
 
 def default_worker_name() -> str:
-    """``host-pid-random``: unique per process, so ``adopt`` finds only this worker's leases."""
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    """``host-pid-random`` (six hex digits): unique per worker, so a restarted process, or a
+    second worker in one process, never takes another's name (``adopt`` and the queue's
+    worker index go by name)."""
+    host = socket.gethostname()[:200]  # within the identifier limit (256 bytes)
+    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class Job:

@@ -11,57 +11,47 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
 from functools import partial
 
 from runyard._async.protocols import AsyncWorkQueue
+from runyard._async.worker.rounds import AsyncWorkerRounds
 from runyard._async.worker.store import AsyncWorkerStore, WorkerAborted
 from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
 from runyard._flavours import AsyncEvent
-from runyard._flavours_worker import AsyncJobHandle, AsyncJobRunner
+from runyard._flavours_worker import AsyncJobRunner
 from runyard.clock import Clock, SystemClock
 from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
-from runyard.models import Lease, WorkItem
+from runyard.models import Lease
 from runyard.policy import QueuePolicy
-from runyard.worker.job import DONE, Done, Job, default_worker_name
+from runyard.worker.job import DONE, Job, default_worker_name
 from runyard.worker.outcomes import (
     JobTimeoutError,
-    PermanentFailure,
     WorkerHooks,
     WorkerStats,
-    describe_failure,
 )
 from runyard.worker.settings import WorkerSettings
+from runyard.worker.slot import Settled, Slot
 
 __all__ = ["AsyncWorker"]
 
 log = logging.getLogger("runyard.worker")
 
 
-class _Slot:
-    """One job the worker holds: running, or finished and waiting for its settle."""
-
-    __slots__ = ("deadline", "handle", "job", "lease", "outcome", "result")
-
-    def __init__(self, lease: Lease, deadline: float | None) -> None:
-        self.lease = lease
-        self.job = Job(lease)
-        self.deadline = deadline
-        self.handle: AsyncJobHandle | None = None
-        self.outcome: Done | BaseException | None = None  # written by the job
-        self.result: Done | BaseException | None = None  # decided by the loop
-
-
-class AsyncWorker:
+class AsyncWorker(AsyncWorkerRounds):
     """Runs ``handler(job)`` on the items of ``queue``.
 
     A handler that returns completes the item; ``PermanentFailure`` dead-letters it at once;
     any other exception (and a job past ``job_timeout``) fails it for a retry per the queue's
     policy, storing the exception's type, message and the end of its traceback. Settings are
-    ``WorkerSettings`` fields, given as ``settings=`` or as keywords. Raises
-    ConfigurationError for a bad setting.
+    ``WorkerSettings`` fields, given as ``settings=`` or as keywords. ``name`` is the name
+    claims are taken under: by default ``host-pid-random``, unique per worker; give one only
+    to a process that restarts under the same name on purpose (see docs/worker.md). Raises
+    ConfigurationError for a bad setting, InvalidArgumentError for a name that is not an
+    identifier.
     """
 
     def __init__(
@@ -86,7 +76,7 @@ class AsyncWorker:
             ) from None
         self.queue = queue
         self.handler = handler
-        self.name = validate_identifier(name or default_worker_name(), "worker")
+        self.name = validate_identifier(default_worker_name() if name is None else name, "worker")
         self.hooks = hooks or WorkerHooks()
         self._clock = clock or SystemClock()
         policy = getattr(queue, "policy", None)
@@ -99,10 +89,13 @@ class AsyncWorker:
             queue, self.name, self.settings, self._stats, self._aborted, log
         )
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
+        self._settle_in_job = not self._store.batched
+        self._nudged_at = 0.0
+        self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
         self._jobs = AsyncJobRunner()
         self._listener = AsyncJobRunner()
-        self._running: dict[tuple[str, str], _Slot] = {}
-        self._finished: list[_Slot] = []
+        self._running: dict[tuple[str, str], Slot] = {}
+        self._finished: list[Slot] = []
         self._first_finished = 0.0
         self._stopping = False
         self._serving = False
@@ -160,9 +153,7 @@ class AsyncWorker:
                     if reaped:
                         continue
                     break
-                if not self._stopping and time.monotonic() >= self._next_reap:
-                    self._next_reap = time.monotonic() + self.settings.reap_seconds
-                    self._stats.reaped += await self._store.reap()
+                await self._reap_if_due()
                 if flushed or (claimed and len(self._running) < self.settings.concurrency):
                     continue  # a settle may have made work due; a full claim may leave more
                 await self._nudge.wait(self._wait_seconds())
@@ -200,23 +191,33 @@ class AsyncWorker:
             waits.append(self._first_finished + self.settings.flush_seconds - mono)
         if self._next_heartbeat is not None:
             waits.append(self._next_heartbeat - now)
-        waits.extend(s.deadline - now for s in self._running.values() if s.deadline is not None)
-        if self._stopping and self._grace_deadline is not None:
-            waits.append(self._grace_deadline - now)
-        elif len(self._running) < self.settings.concurrency:
-            waits.append(self.settings.backstop_seconds)
-            waits.append(self._next_reap - mono)
+        if self._settle_in_job and self._running:
+            waits.append(0.05)  # jobs going on with successors nudge only now and then
+        running = [s for s in self._running.values() if not s.settling]
+        waits.extend(s.deadline - now for s in running if s.deadline is not None)
+        if self._stopping:
+            if self._grace_deadline is not None and running:
+                waits.append(self._grace_deadline - now)
+        else:
+            waits.append(self._next_reap - now)  # busy or idle: a dead worker's items return
+            if len(self._running) < self.settings.concurrency:
+                waits.append(self.settings.backstop_seconds)
         return max(0.0, min(waits, default=self.settings.backstop_seconds))
 
     # -- jobs ------------------------------------------------------------------------------
     async def _fill(self) -> int:
-        """Claim up to the free slots and start a job on each new lease."""
+        """Claim up to the free slots (unbatched: one per turn of the loop, which turns again
+        while slots are free and claims find work) and start a job on each new lease."""
         free = self.settings.concurrency - len(self._running)
-        if free <= 0:
-            return 0
+        if free > 0 and not self._store.batched:
+            free = 1  # one at a time: each job starts as soon as its claim returns
+        return self._take(await self._store.claim(free)) if free > 0 else 0
+
+    def _take(self, leases: list[Lease]) -> int:
+        """Start a job on each lease the worker does not hold yet; how many."""
         started = 0
-        settling = {(s.lease.tenant, s.lease.item_id) for s in self._finished}
-        for lease in await self._store.claim(free):
+        settling = {s.key for s in self._finished}
+        for lease in leases:
             key = (lease.tenant, lease.item_id)
             if key in self._running or key in settling:
                 continue  # adopted after a lost claim reply: already held
@@ -224,34 +225,100 @@ class AsyncWorker:
             started += 1
         return started
 
-    def _start(self, lease: Lease) -> None:
-        now = self._clock.now()
+    def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
-        slot = _Slot(lease, now + timeout if timeout is not None else None)
-        self._running[(lease.tenant, lease.item_id)] = slot
-        if self._next_heartbeat is None:
-            self._next_heartbeat = now + self._heartbeat_every
-        self._stats.in_flight = len(self._running)
-        self._hook(self.hooks.on_job_start, slot.job)
+        return Slot(lease, self._clock.now() + timeout if timeout is not None else None)
+
+    def _start(self, lease: Lease) -> None:
+        slot = self._slot(lease)
+        self._register(slot)
         slot.handle = self._jobs.start(partial(self._execute, slot))
 
-    async def _execute(self, slot: _Slot) -> None:
-        """Run the handler; record its outcome for the loop (which alone talks to the store)."""
+    def _register(self, slot: Slot) -> None:
+        self._running[slot.key] = slot
+        if self._next_heartbeat is None:
+            self._next_heartbeat = self._clock.now() + self._heartbeat_every
+        self._stats.in_flight = len(self._running)
+        self._hook(self.hooks.on_job_start, slot.job)
+
+    async def _execute(self, first: Slot) -> None:
+        """Run jobs one after another: the first, then (unbatched) each successor the job
+        claimed itself, in the same task or thread."""
+        slot: Slot | None = first
+        while slot is not None:
+            slot = await self._run(slot)
+
+    async def _run(self, slot: Slot) -> Slot | None:
+        """Run the handler; record its outcome for the loop; return the successor, if any.
+
+        Any BaseException the handler raises (SystemExit, KeyboardInterrupt, a cancellation
+        of its own) fails the job like an Exception: re-raised, it would end the thread, or
+        the event loop, and keep the job's slot forever. Only the worker's own cancellation
+        (the job given up) ends the job without an outcome."""
+        successor = None
         try:
             await self.handler(slot.job)
-        except Exception as exc:
+        except BaseException as exc:
+            if slot.job.cancelled:
+                return None  # given up (timeout, lost lease, shutdown): the loop settled it
             slot.outcome = exc
         else:
-            slot.outcome = DONE
-        self._nudge.set()
+            if self._settle_in_job:
+                try:
+                    settled, successor = await self._complete(slot)
+                except WorkerAborted:
+                    return None
+                slot.outcome = settled
+            else:
+                slot.outcome = DONE
+        if successor is None or self._nudge_due():
+            self._nudge.set()
+        return successor
+
+    def _nudge_due(self) -> bool:
+        """A job that goes on with its successor wakes the loop (to count the outcome and
+        register the successor) at most every ``flush_seconds``, not after every job; with
+        a ``job_timeout`` every time, so the successor's deadline is watched at once."""
+        now = time.monotonic()
+        if (
+            self.settings.job_timeout is None
+            and now < self._nudged_at + self.settings.flush_seconds
+        ):
+            return False
+        self._nudged_at = now
+        return True
+
+    async def _complete(self, slot: Slot) -> tuple[Settled, Slot | None]:
+        """Unbatched, a job sends its own complete and claims its successor, beside the other
+        jobs' round trips (the loop would send them one at a time), and runs it next; the
+        loop registers it. Batched, the loop's one round trip serves every job."""
+        slot.settling = True  # from here on the loop neither heartbeats nor gives it up
+        (error,) = await self._store.complete([slot.lease])
+        if self._stopping:
+            return Settled(error), None
+        leases = await self._store.claim(1)
+        successor = None
+        if len(leases) == 1 and leases[0].item_id != slot.lease.item_id:
+            lease = leases[0]
+            if (lease.tenant, lease.item_id) not in self._running:  # (adopted: held)
+                successor = self._slot(lease)
+                successor.handle = slot.handle
+                leases = []
+        self._handoff.extend(leases if successor is None else [successor])
+        return Settled(error), successor  # handed off before the outcome is set
 
     def _collect(self) -> None:
         """Move finished jobs (and jobs past their timeout) to the settle buffer."""
         now = self._clock.now()
         for key, slot in list(self._running.items()):
-            if slot.outcome is None and (slot.deadline is None or now < slot.deadline):
+            if slot.outcome is None and (
+                slot.settling or slot.deadline is None or now < slot.deadline
+            ):
                 continue
             del self._running[key]
+            if isinstance(slot.outcome, Settled):  # the job sent its complete itself
+                self._completed(slot, slot.outcome.error)
+                continue
             if slot.outcome is None:
                 self._give_up(slot)
                 self._stats.timed_out += 1
@@ -266,135 +333,13 @@ class AsyncWorker:
             if not self._finished:
                 self._first_finished = time.monotonic()
             self._finished.append(slot)
+        while self._handoff:  # after the outcomes: a job hands its successor off first
+            handed = self._handoff.popleft()
+            if isinstance(handed, Slot):
+                self._register(handed)  # running already, on its predecessor's task/thread
+                if handed.outcome is not None:
+                    self._nudge.set()  # it ended before it was registered: collect it next
+            else:
+                self._take([handed])
         if not self._running and not self._finished:
             self._next_heartbeat = None
-
-    def _give_up(self, slot: _Slot) -> None:
-        slot.job.cancelled = True
-        if slot.handle is not None:
-            slot.handle.cancel()
-
-    # -- store rounds ----------------------------------------------------------------------
-    async def _heartbeat_if_due(self) -> None:
-        """Renew every held lease in one round when the schedule says so."""
-        now = self._clock.now()
-        if self._next_heartbeat is None or now < self._next_heartbeat:
-            return
-        self._next_heartbeat = now + self._heartbeat_every
-        held = [*self._running.values(), *self._finished]
-        results = await self._store.heartbeat([s.lease for s in held])
-        for slot, result in zip(held, results, strict=True):
-            if isinstance(result, Lease):
-                slot.lease = result
-                continue
-            self._give_up(slot)
-            self._running.pop((slot.lease.tenant, slot.lease.item_id), None)
-            if slot in self._finished:
-                self._finished.remove(slot)
-            self._lost(slot, result)
-
-    def _lost(self, slot: _Slot, why: BaseException) -> None:
-        self._stats.lost += 1
-        log.warning(
-            "lost the lease on item %s (%s); not settling it",
-            slot.lease.item_id,
-            why,
-            extra=self._extra(slot, "lost"),
-        )
-        self._hook(self.hooks.on_job_end, slot.job, "lost")
-
-    def _flush_due(self) -> bool:
-        if not self._finished:
-            return False
-        if self._stopping or not self._store.batched or not self._running:
-            return True
-        full = len(self._finished) >= self.settings.concurrency
-        return full or time.monotonic() >= self._first_finished + self.settings.flush_seconds
-
-    async def _flush(self) -> None:
-        """Settle every finished job: completes in one batch, failures one by one."""
-        batch, self._finished = self._finished, []
-        done = [s for s in batch if s.result is DONE]
-        for slot, error in zip(
-            done, await self._store.complete([s.lease for s in done]), strict=True
-        ):
-            if error is None:
-                self._stats.completed += 1
-                self._hook(self.hooks.on_job_end, slot.job, "completed")
-            else:
-                self._lost(slot, error)
-        for slot in batch:
-            if isinstance(slot.result, BaseException):
-                await self._settle_failure(slot, slot.result)
-
-    async def _settle_failure(self, slot: _Slot, exc: BaseException) -> None:
-        retryable = not isinstance(exc, PermanentFailure)
-        result = await self._store.fail(slot.lease, describe_failure(exc), retryable=retryable)
-        if not isinstance(result, WorkItem):
-            self._lost(slot, result)
-        elif result.state == "dead":
-            self._stats.dead += 1
-            log.error(
-                "dead-lettered item %s after attempt %d: %r",
-                slot.lease.item_id,
-                slot.job.attempt,
-                exc,
-                extra=self._extra(slot, "dead"),
-            )
-            self._hook(self.hooks.on_dead, slot.job, exc)
-            self._hook(self.hooks.on_job_end, slot.job, "dead")
-        else:
-            self._stats.retried += 1
-            log.warning(
-                "item %s failed on attempt %d, will retry: %r",
-                slot.lease.item_id,
-                slot.job.attempt,
-                exc,
-                extra=self._extra(slot, "retried"),
-            )
-            self._hook(self.hooks.on_job_end, slot.job, "retried")
-
-    async def _shutting_down(self) -> bool:
-        """One shutdown step; True once the worker may exit."""
-        now = self._clock.now()
-        if self._grace_deadline is None:
-            self._grace_deadline = now + self.settings.shutdown_grace
-            log.info("stopping: no more claims", extra={"worker": self.name})
-        await self._heartbeat_if_due()
-        if self._finished:
-            await self._flush()
-        if not self._running:
-            return True
-        if now < self._grace_deadline:
-            return False
-        held = list(self._running.values())
-        self._running.clear()
-        for slot in held:
-            self._give_up(slot)
-        for slot, error in zip(
-            held, await self._store.release([s.lease for s in held]), strict=True
-        ):
-            if error is None:
-                self._stats.handed_back += 1
-                self._hook(self.hooks.on_job_end, slot.job, "handed_back")
-            else:
-                self._lost(slot, error)
-        return True
-
-    # -- hooks and logs --------------------------------------------------------------------
-    def _extra(self, slot: _Slot, outcome: str) -> dict[str, object]:
-        return {
-            "worker": self.name,
-            "tenant": slot.lease.tenant,
-            "item_id": slot.lease.item_id,
-            "attempt": slot.job.attempt,
-            "outcome": outcome,
-        }
-
-    def _hook(self, hook: Callable[..., None] | None, *args: object) -> None:
-        if hook is None:
-            return
-        try:
-            hook(*args)
-        except Exception:
-            log.exception("worker hook %r failed", hook, extra={"worker": self.name})

@@ -1,0 +1,186 @@
+"""The worker's store rounds (heartbeats, reaps, settles, the shutdown step) and its hooks and
+logs: the half of ``AsyncWorker`` that runs on its loop between waits."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from runyard._async.worker.store import AsyncWorkerStore
+from runyard.clock import Clock
+from runyard.models import Lease, WorkItem
+from runyard.worker.job import DONE
+from runyard.worker.outcomes import PermanentFailure, WorkerHooks, WorkerStats, describe_failure
+from runyard.worker.settings import WorkerSettings
+from runyard.worker.slot import Slot
+
+__all__ = ["AsyncWorkerRounds"]
+
+log = logging.getLogger("runyard.worker")
+
+
+class AsyncWorkerRounds:
+    """The store rounds of ``AsyncWorker`` (its base: the attributes are set there)."""
+
+    name: str
+    settings: WorkerSettings
+    hooks: WorkerHooks
+    _clock: Clock
+    _stats: WorkerStats
+    _store: AsyncWorkerStore
+    _heartbeat_every: float
+    _running: dict[tuple[str, str], Slot]
+    _finished: list[Slot]
+    _first_finished: float
+    _stopping: bool
+    _grace_deadline: float | None
+    _next_heartbeat: float | None
+    _next_reap: float
+
+    def _give_up(self, slot: Slot) -> None:
+        slot.job.cancelled = True
+        if slot.handle is not None:
+            slot.handle.cancel()
+
+    # -- store rounds ----------------------------------------------------------------------
+    async def _heartbeat_if_due(self) -> None:
+        """Renew every held lease in one round when the schedule says so."""
+        now = self._clock.now()
+        if self._next_heartbeat is None or now < self._next_heartbeat:
+            return
+        self._next_heartbeat = now + self._heartbeat_every
+        held = [*(s for s in self._running.values() if not s.settling), *self._finished]
+        if not held:
+            return
+        results = await self._store.heartbeat([s.lease for s in held])
+        for slot, result in zip(held, results, strict=True):
+            if isinstance(result, Lease):
+                slot.lease = result
+                continue
+            if slot.settling:
+                continue  # its complete, sent meanwhile, took the item: that decides
+            self._give_up(slot)
+            self._running.pop((slot.lease.tenant, slot.lease.item_id), None)
+            if slot in self._finished:
+                self._finished.remove(slot)
+            self._lost(slot, result)
+
+    async def _reap_if_due(self) -> None:
+        """Every ``reap_seconds``, idle or busy, return lapsed leases (of crashed workers)."""
+        now = self._clock.now()
+        if self._stopping or now < self._next_reap:
+            return
+        self._next_reap = now + self.settings.reap_seconds
+        self._stats.reaped += await self._store.reap()
+
+    def _lost(self, slot: Slot, why: BaseException) -> None:
+        self._stats.lost += 1
+        log.warning(
+            "lost the lease on item %s (%s); not settling it",
+            slot.lease.item_id,
+            why,
+            extra=self._extra(slot, "lost"),
+        )
+        self._hook(self.hooks.on_job_end, slot.job, "lost")
+
+    def _flush_due(self) -> bool:
+        if not self._finished:
+            return False
+        if self._stopping or not self._store.batched or not self._running:
+            return True
+        full = len(self._finished) >= self.settings.concurrency
+        return full or time.monotonic() >= self._first_finished + self.settings.flush_seconds
+
+    async def _flush(self) -> None:
+        """Settle every finished job: completes in one batch, failures one by one."""
+        batch, self._finished = self._finished, []
+        done = [s for s in batch if s.result is DONE]
+        if done:
+            for slot, error in zip(
+                done, await self._store.complete([s.lease for s in done]), strict=True
+            ):
+                self._completed(slot, error)
+        for slot in batch:
+            if isinstance(slot.result, BaseException):
+                await self._settle_failure(slot, slot.result)
+
+    def _completed(self, slot: Slot, error: BaseException | None) -> None:
+        if error is None:
+            self._stats.completed += 1
+            self._hook(self.hooks.on_job_end, slot.job, "completed")
+        else:
+            self._lost(slot, error)
+
+    async def _settle_failure(self, slot: Slot, exc: BaseException) -> None:
+        retryable = not isinstance(exc, PermanentFailure)
+        result = await self._store.fail(slot.lease, describe_failure(exc), retryable=retryable)
+        if not isinstance(result, WorkItem):
+            self._lost(slot, result)
+        elif result.state == "dead":
+            self._stats.dead += 1
+            log.error(
+                "dead-lettered item %s after attempt %d: %r",
+                slot.lease.item_id,
+                slot.job.attempt,
+                exc,
+                extra=self._extra(slot, "dead"),
+            )
+            self._hook(self.hooks.on_dead, slot.job, exc)
+            self._hook(self.hooks.on_job_end, slot.job, "dead")
+        else:
+            self._stats.retried += 1
+            log.warning(
+                "item %s failed on attempt %d, will retry: %r",
+                slot.lease.item_id,
+                slot.job.attempt,
+                exc,
+                extra=self._extra(slot, "retried"),
+            )
+            self._hook(self.hooks.on_job_end, slot.job, "retried")
+
+    async def _shutting_down(self) -> bool:
+        """One shutdown step; True once the worker may exit."""
+        now = self._clock.now()
+        if self._grace_deadline is None:
+            self._grace_deadline = now + self.settings.shutdown_grace
+            log.info("stopping: no more claims", extra={"worker": self.name})
+        await self._heartbeat_if_due()
+        if self._finished:
+            await self._flush()
+        if not self._running:
+            return True
+        if now < self._grace_deadline:
+            return False
+        held = [s for s in self._running.values() if not s.settling]
+        for slot in held:
+            del self._running[slot.key]
+            self._give_up(slot)
+        if held:
+            for slot, error in zip(
+                held, await self._store.release([s.lease for s in held]), strict=True
+            ):
+                if error is None:
+                    self._stats.handed_back += 1
+                    self._hook(self.hooks.on_job_end, slot.job, "handed_back")
+                else:
+                    self._lost(slot, error)
+        return not self._running  # a job sending its complete is waited for (it nudges)
+
+    # -- hooks and logs --------------------------------------------------------------------
+    def _extra(self, slot: Slot, outcome: str) -> dict[str, object]:
+        return {
+            "worker": self.name,
+            "tenant": slot.lease.tenant,
+            "item_id": slot.lease.item_id,
+            "attempt": slot.job.attempt,
+            "outcome": outcome,
+        }
+
+    def _hook(self, hook: Callable[..., None] | None, *args: object) -> None:
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("worker hook %r failed", hook, extra={"worker": self.name})

@@ -1,0 +1,50 @@
+"""What a worker holds for one job, shared by both twins (no I/O)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from runyard.errors import RunyardError
+from runyard.models import Lease
+from runyard.worker.job import Done, Job
+
+__all__ = ["Settled", "Slot"]
+
+
+class _Handle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Settled:
+    """The outcome of a job that sent its own complete (unbatched): ``error`` is None when
+    it was applied, else why the lease was lost."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: RunyardError | None) -> None:
+        self.error = error
+
+
+class Slot:
+    """One job the worker holds: running, settling its complete, or finished and waiting for
+    the loop to settle it.
+
+    The job writes ``settling`` (before it sends its complete) and ``outcome``; the loop
+    alone writes ``result`` and the rest.
+    """
+
+    __slots__ = ("deadline", "handle", "job", "lease", "outcome", "result", "settling")
+
+    def __init__(self, lease: Lease, deadline: float | None) -> None:
+        self.lease = lease
+        self.job = Job(lease)
+        self.deadline = deadline
+        self.handle: _Handle | None = None
+        self.settling = False
+        self.outcome: Done | Settled | BaseException | None = None
+        self.result: Done | BaseException | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(tenant, item id)."""
+        return (self.lease.tenant, self.lease.item_id)

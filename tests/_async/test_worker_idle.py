@@ -1,0 +1,130 @@
+"""An idle worker is quiet: with its default settings (a 1 s backstop, a reap every 5 s) it
+sends a few commands per second to Redis (counted by MONITOR on a server of the test's own)
+and a few statements per second to PostgreSQL (counted where the queue sends them).
+
+The bound is per second of the measured window, so a slow machine only makes it looser."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from runyard._async.postgres.wakeup import AsyncPostgresWakeup
+from runyard._async.redis.wakeup import AsyncRedisWakeup
+from runyard._flavours import AsyncEvent, async_gather, async_sleep
+from runyard.models import Lease
+from runyard.postgres import AsyncPostgresWorkQueue, AsyncPsycopgExecutor, StateTables
+from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
+from runyard.worker import AsyncWorker, Job
+
+from tests._async.postgres_support import open_pool
+from tests.support.postgres_plugin import PG_DSN
+from tests.support.redis_commands import counting_commands
+from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
+
+SAFETY = 30.0
+IDLE_SECONDS = 3.0
+AT_MOST_PER_SECOND = 5  # expected: a claim per backstop, a wait per backstop, a reap per 5 s
+
+
+class IdleRedisQueue(AsyncRedisWorkQueue):
+    """Reports a claim that found nothing (the worker is idle from then on)."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.claimed_nothing = AsyncEvent()
+
+    async def claim(self, worker: str) -> Lease | None:
+        lease = await super().claim(worker)
+        if lease is None:
+            self.claimed_nothing.set()
+        return lease
+
+
+class IdlePostgresQueue(AsyncPostgresWorkQueue):
+    """Reports a claim that found nothing (the worker is idle from then on)."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.claimed_nothing = AsyncEvent()
+
+    async def claim(self, worker: str) -> Lease | None:
+        lease = await super().claim(worker)
+        if lease is None:
+            self.claimed_nothing.set()
+        return lease
+
+
+class CountingExecutor:
+    """Counts the statements the queue sends (each ``fetch`` is one statement)."""
+
+    def __init__(self, inner: AsyncPsycopgExecutor) -> None:
+        self.inner = inner
+        self.statements: list[str] = []
+
+    async def fetch(self, statement: str, *args: Any) -> Any:
+        self.statements.append(statement)
+        return await self.inner.fetch(statement, *args)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def noop(job: Job) -> None:
+    pass
+
+
+@pytest.mark.asyncio
+async def test_an_idle_redis_worker_sends_a_few_commands_per_second(
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    client = AsyncClients.for_target(dedicated_redis_target)
+    queue = IdleRedisQueue(client, settings=settings, owns_client=True)
+    listener = AsyncClients.for_target(dedicated_redis_target)
+    wakeup = AsyncRedisWakeup(listener, namespace=settings.namespace, owns_client=True)
+    worker = AsyncWorker(queue, noop, wakeup=wakeup, concurrency=16)
+    window: list[float] = []
+
+    async def watch() -> None:
+        try:
+            assert await queue.claimed_nothing.wait(SAFETY)
+            with counting_commands(dedicated_redis_target.port) as counted:
+                started = time.monotonic()
+                await async_sleep(IDLE_SECONDS)
+                window.append(time.monotonic() - started)
+        finally:
+            worker.stop()
+        assert counted.sent, "the idle worker sent nothing at all: was it running?"
+        assert len(counted.sent) <= AT_MOST_PER_SECOND * window[0], counted.sent
+
+    await async_gather([worker.run, watch])
+    await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_an_idle_postgres_worker_sends_a_few_statements_per_second(
+    pg_tables: StateTables,
+) -> None:
+    executor = CountingExecutor(AsyncPsycopgExecutor(await open_pool()))
+    queue = await IdlePostgresQueue.open(executor, tables=pg_tables, close_source=True)
+    wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    worker = AsyncWorker(queue, noop, wakeup=wakeup, concurrency=16)
+    window: list[float] = []
+
+    async def watch() -> None:
+        try:
+            assert await queue.claimed_nothing.wait(SAFETY)
+            before = len(executor.statements)
+            started = time.monotonic()
+            await async_sleep(IDLE_SECONDS)
+            window.append(time.monotonic() - started)
+            sent = executor.statements[before:]
+        finally:
+            worker.stop()
+        assert sent, "the idle worker sent nothing at all: was it running?"
+        assert len(sent) <= AT_MOST_PER_SECOND * window[0], sent
+
+    await async_gather([worker.run, watch])
+    await queue.aclose()

@@ -1,0 +1,185 @@
+"""The worker on the memory queue: its name, a handler that raises a BaseException, and a dead
+worker's items recovered while the worker is busy. Time moves by a ManualClock."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import Any
+
+import pytest
+from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
+from runyard._async.worker import AsyncWorker
+from runyard._flavours import AsyncEvent, async_gather
+from runyard.errors import InvalidArgumentError
+from runyard.models import Lease
+from runyard.worker import Job, WorkerHooks, WorkerStats
+
+SAFETY = 30.0  # seconds an event may take before the test fails; never reached when it passes
+
+
+class SpyQueue(AsyncMemoryWorkQueue):
+    """A memory queue that reports a claim that found nothing (the worker went idle)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.claims_that_found_nothing = 0
+
+    async def claim(self, worker: str) -> Lease | None:
+        lease = await super().claim(worker)
+        if lease is None:
+            self.claims_that_found_nothing += 1
+        return lease
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        leases = await super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claims_that_found_nothing += 1
+        return leases
+
+
+def make_queue(clock: ManualClock) -> SpyQueue:
+    policy = QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5)
+    return SpyQueue(policy=policy, clock=clock)
+
+
+class Interrupted(BaseException):
+    """A BaseException of the handler's own (a task's own cancellation is tested in
+    tests/test_worker_cancelled.py)."""
+
+
+async def noop(job: Job) -> None:
+    pass
+
+
+async def run_until_idle_or_abort(worker: AsyncWorker) -> WorkerStats:
+    """``run_until_idle``, aborted after SAFETY seconds (the test then fails, not hangs)."""
+    done = AsyncEvent()
+
+    async def work() -> WorkerStats:
+        try:
+            return await worker.run_until_idle()
+        finally:
+            done.set()
+
+    async def watch() -> None:
+        if not await done.wait(SAFETY):
+            worker.abort()
+
+    stats, _ = await async_gather([work, watch])
+    assert isinstance(stats, WorkerStats)
+    return stats
+
+
+def test_default_names_are_host_pid_random_and_differ_per_worker() -> None:
+    queue = make_queue(ManualClock())
+    first, second = AsyncWorker(queue, noop), AsyncWorker(queue, noop)
+    prefix = re.escape(f"{socket.gethostname()[:200]}-{os.getpid()}-")
+    assert re.fullmatch(prefix + "[0-9a-f]{6}", first.name)
+    assert re.fullmatch(prefix + "[0-9a-f]{6}", second.name)
+    assert first.name != second.name
+
+
+@pytest.mark.parametrize("name", ["", "w\x00", "w" * 257])
+def test_a_bad_name_is_refused_naming_the_argument(name: str) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        AsyncWorker(make_queue(ManualClock()), noop, name=name)
+    assert caught.value.argument == "worker"
+
+
+@pytest.mark.asyncio
+async def test_a_named_worker_claims_under_its_name() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    await queue.enqueue("acme", {})
+    workers: list[str] = []
+
+    async def handler(job: Job) -> None:
+        workers.append(job.lease.worker)
+
+    await AsyncWorker(queue, handler, clock=clock, name="billing-1").run_until_idle()
+    assert workers == ["billing-1"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize(
+    "raised",
+    [SystemExit(3), KeyboardInterrupt(), Interrupted()],
+    ids=lambda exc: type(exc).__name__,
+)
+async def test_a_handler_raising_a_base_exception_fails_the_job_and_frees_its_slot(
+    raised: BaseException, batched: bool
+) -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    items = [(await queue.enqueue("acme", {"n": n})).item_id for n in range(3)]
+    runs: list[tuple[str, int]] = []
+    failures: list[BaseException] = []
+
+    async def handler(job: Job) -> None:
+        runs.append((job.item_id, job.attempt))
+        if job.item_id == items[0] and job.attempt == 1:
+            raise raised
+
+    hooks = WorkerHooks(on_failure=lambda job, exc: failures.append(exc))
+    worker = AsyncWorker(queue, handler, clock=clock, batched=batched, hooks=hooks)  # one slot
+    stats = await run_until_idle_or_abort(worker)  # a leaked slot would never go idle
+    assert (stats.failed, stats.retried, stats.completed, stats.in_flight) == (1, 1, 3, 0)
+    assert failures == [raised]
+    assert sorted(runs) == sorted([(items[0], 1), (items[0], 2), (items[1], 1), (items[2], 1)])
+    assert (await queue.stats()).leased == 0
+
+
+@pytest.mark.asyncio
+async def test_a_base_exception_is_stored_with_its_type() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    item = await queue.enqueue("acme", {})
+
+    async def handler(job: Job) -> None:
+        if job.attempt == 1:
+            raise SystemExit("the handler called sys.exit")
+        stored = await queue.get_item(job.tenant, job.item_id)
+        assert stored is not None
+        assert (stored.last_error or "").startswith("builtins.SystemExit: the handler called")
+
+    stats = await AsyncWorker(queue, handler, clock=clock).run_until_idle()
+    assert (stats.retried, stats.completed) == (1, 1)
+    assert await queue.get_item("acme", item.item_id) is None
+
+
+@pytest.mark.asyncio
+async def test_a_busy_worker_returns_a_dead_workers_lapsed_lease_to_work() -> None:
+    """A steady inflow keeps the worker busy (it never finds the queue empty); a lease held
+    by a worker that died lapses and is served again within one lease and one reap interval
+    of the clock, without the worker going idle first."""
+    clock = ManualClock()
+    queue = make_queue(clock)
+    orphan = await queue.enqueue("acme", {"orphan": True})
+    dead = await queue.claim("dead-worker")
+    assert dead is not None and dead.item_id == orphan.item_id
+    claimed_at = clock.now()
+    await queue.enqueue("acme", {})
+    served_again: list[tuple[int, float]] = []
+    worker: AsyncWorker
+
+    async def handler(job: Job) -> None:
+        if job.item_id == orphan.item_id:
+            served_again.append((job.attempt, clock.now()))
+            worker.stop()
+            return
+        if clock.now() - claimed_at > 200:
+            worker.stop()  # the safety limit, in clock time: never reached when it passes
+            return
+        clock.advance(1)  # each job takes a second of the clock
+        await queue.enqueue("acme", {})  # and brings the next one: the inflow never stops
+
+    worker = AsyncWorker(queue, handler, clock=clock, reap_seconds=5, backstop_seconds=60)
+    stats = await worker.run()
+    assert queue.claims_that_found_nothing == 0  # busy all along
+    assert stats.reaped == 1
+    ((attempt, at),) = served_again
+    assert attempt == 2
+    assert at - claimed_at <= 30 + 5 + 1  # a lease, a reap interval, and the job in between
