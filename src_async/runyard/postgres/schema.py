@@ -16,7 +16,8 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   sent) instead of jsonb; the (tenant, status, seq) index on runs, for list_runs by status.
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 1}
+# queue 3: a per-item max_attempts column on the work table.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 3, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (

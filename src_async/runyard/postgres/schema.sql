@@ -86,6 +86,7 @@ CREATE TABLE {work} (
     last_error        text,
     dead_reason       text,
     dead_at           double precision,
+    max_attempts      integer CHECK (max_attempts > 0),  -- queue schema version 3
     PRIMARY KEY (tenant, item_id)
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 -- claim: a tenant's due head, highest priority first, then oldest due, then oldest ready.
@@ -155,7 +156,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 3), ('queue', 2);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 3), ('queue', 3);
 
 -- Execution store ---------------------------------------------------------------------------
 
