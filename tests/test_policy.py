@@ -38,10 +38,21 @@ def test_last_attempt_and_permanent_failures_go_to_the_dead_letter() -> None:
     assert policy.on_failure(1, now=0, retryable=False).outcome == "dead"
 
 
-def test_lapsed_lease_is_ready_at_once_until_attempts_run_out() -> None:
-    policy = QueuePolicy(max_attempts=2)
-    assert policy.on_lapse(1, now=50.0).retry_at == 50.0
+def test_lapsed_lease_retries_after_the_backoff_until_attempts_run_out() -> None:
+    policy = QueuePolicy(max_attempts=2, backoff_base=10, random=lambda: 0.5)
+    assert policy.on_lapse(1, now=50.0).retry_at == 55.0
     assert policy.on_lapse(2, now=50.0).outcome == "dead"
+    assert QueuePolicy(backoff_base=0).on_lapse(1, now=50.0).retry_at == 50.0
+
+
+def test_an_items_own_max_attempts_overrides_the_policys() -> None:
+    policy = QueuePolicy(max_attempts=5)
+    assert policy.on_failure(2, now=0, retryable=True, max_attempts=2).reason == (
+        "failed 2 of 2 attempts"
+    )
+    assert policy.on_lapse(1, now=0, max_attempts=1).outcome == "dead"
+    assert policy.on_lapse(4, now=0, max_attempts=9).outcome == "retry"
+    assert policy.on_failure(5, now=0, retryable=True, max_attempts=None).outcome == "dead"
 
 
 def test_lease_expiry_never_passes_max_lease() -> None:

@@ -7,7 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["FailureDecision", "QueuePolicy"]
+__all__ = ["RECLAIM_PER_CLAIM", "FailureDecision", "QueuePolicy"]
+
+RECLAIM_PER_CLAIM = 8
+"""Lapsed leases a ``claim`` or ``claim_many`` takes back (as ``reap`` would) before it claims:
+a small, fixed bound, so recovery needs no reaper under load and a claim stays cheap."""
 
 
 @dataclass(frozen=True)
@@ -50,23 +54,31 @@ class QueuePolicy:
         ceiling = min(self.backoff_cap, self.backoff_base * 2.0 ** min(max(attempts - 1, 0), 1000))
         return float(ceiling * self.random())
 
-    def on_failure(self, attempts: int, now: float, *, retryable: bool) -> FailureDecision:
-        """Decide a failed attempt: dead when not retryable or out of attempts, else retry later."""
+    def attempt_budget(self, max_attempts: int | None) -> int:
+        """The attempts an item may use: its own ``max_attempts``, or the policy's when None."""
+        return self.max_attempts if max_attempts is None else max_attempts
+
+    def on_failure(
+        self, attempts: int, now: float, *, retryable: bool, max_attempts: int | None = None
+    ) -> FailureDecision:
+        """Decide a failed attempt: dead when not retryable or out of attempts (the item's
+        ``max_attempts``, else the policy's), else retry after the backoff."""
+        budget = self.attempt_budget(max_attempts)
         if not retryable:
             return FailureDecision("dead", None, "failed (not retryable)")
-        if attempts >= self.max_attempts:
-            return FailureDecision(
-                "dead", None, f"failed {attempts} of {self.max_attempts} attempts"
-            )
+        if attempts >= budget:
+            return FailureDecision("dead", None, f"failed {attempts} of {budget} attempts")
         return FailureDecision("retry", now + self.backoff(attempts), "failed (retrying)")
 
-    def on_lapse(self, attempts: int, now: float) -> FailureDecision:
-        """Decide a lease that lapsed: ready again at once, or dead when out of attempts."""
-        if attempts >= self.max_attempts:
-            return FailureDecision(
-                "dead", None, f"lease lapsed on attempt {attempts} of {self.max_attempts}"
-            )
-        return FailureDecision("retry", now, "lease lapsed")
+    def on_lapse(
+        self, attempts: int, now: float, *, max_attempts: int | None = None
+    ) -> FailureDecision:
+        """Decide a lease that lapsed (reaped or reclaimed by a claim): ready again after the
+        backoff, or dead when out of attempts (the item's ``max_attempts``, else the policy's)."""
+        budget = self.attempt_budget(max_attempts)
+        if attempts >= budget:
+            return FailureDecision("dead", None, f"lease lapsed on attempt {attempts} of {budget}")
+        return FailureDecision("retry", now + self.backoff(attempts), "lease lapsed")
 
     def lease_expiry(self, now: float, claimed_at: float) -> float:
         """Expiry of a lease claimed at ``claimed_at``, renewed at ``now``, never past the cap."""

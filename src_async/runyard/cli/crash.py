@@ -35,8 +35,9 @@ __all__ = [
 CRASH_ITEMS = 6
 HELD_BY_THE_KILLED = 3
 KILLED_WORKER = "worker-killed"
-# A short lease, so that the killed worker's items are taken over within the demo's run.
-DEMO_POLICY = QueuePolicy(lease_seconds=1.0, max_lease_seconds=60.0)
+# A short lease and no backoff, so that the killed worker's items are taken over (retried at
+# once after their lease lapses) within the demo's run.
+DEMO_POLICY = QueuePolicy(lease_seconds=1.0, max_lease_seconds=60.0, backoff_base=0.0)
 
 
 @dataclass

@@ -57,8 +57,14 @@ class AsyncMemoryWorkQueue(AsyncClosing):
         dedupe_key: str | None = None,
         priority: int = 0,
         delay_seconds: float = 0.0,
+        run_at: float | None = None,
+        max_attempts: int | None = None,
     ) -> WorkItem:
-        """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one."""
+        """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one.
+
+        ``delay_seconds`` or ``run_at`` (seconds since the epoch on the queue's clock), never
+        both; ``max_attempts`` overrides the policy's for this item. Raises InvalidArgumentError.
+        """
         async with self._lock:
             item = self._core.enqueue(
                 tenant,
@@ -67,6 +73,8 @@ class AsyncMemoryWorkQueue(AsyncClosing):
                 dedupe_key=dedupe_key,
                 priority=priority,
                 delay_seconds=delay_seconds,
+                run_at=run_at,
+                max_attempts=max_attempts,
             )
         self.wakeups.notify()
         return item
@@ -79,7 +87,8 @@ class AsyncMemoryWorkQueue(AsyncClosing):
         return added
 
     async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        """Lease up to ``limit`` due items in the rotation ``limit`` single claims would follow."""
+        """Lease up to ``limit`` due items in the rotation ``limit`` single claims would follow,
+        after taking back up to RECLAIM_PER_CLAIM lapsed leases as ``reap`` does."""
         async with self._lock:
             return self._core.claim_many(worker, limit=limit)
 
@@ -104,7 +113,9 @@ class AsyncMemoryWorkQueue(AsyncClosing):
         return result
 
     async def claim(self, worker: str) -> Lease | None:
-        """Lease the next due item, tenants served in rotation; None when nothing is due."""
+        """Lease the next due item, tenants served in rotation; None when nothing is due.
+
+        First takes back up to RECLAIM_PER_CLAIM lapsed leases, as ``reap`` does."""
         async with self._lock:
             return self._core.claim(worker)
 
@@ -139,12 +150,14 @@ class AsyncMemoryWorkQueue(AsyncClosing):
             return self._core.fail(tenant, item_id, token=token, error=error, retryable=retryable)
 
     async def reap(self, *, limit: int = 100) -> list[WorkItem]:
-        """Return lapsed leases to ready (or the dead letter), at most ``limit``."""
+        """Return lapsed leases to ready after the policy's backoff (or to the dead letter), at
+        most ``limit``, oldest expiry first."""
         async with self._lock:
             return self._core.reap(limit=limit)
 
     async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        """Return (and extend) the live leases ``worker`` held."""
+        """Return the live leases ``worker`` held, extended, each under a new token (settling
+        with the old one raises LeaseLostError)."""
         async with self._lock:
             return self._core.adopt(worker, limit=limit)
 
@@ -157,6 +170,24 @@ class AsyncMemoryWorkQueue(AsyncClosing):
         """Move a dead-lettered item back to ready. Raises WorkItemNotFoundError."""
         async with self._lock:
             return self._core.requeue(tenant, item_id)
+
+    async def cancel(self, tenant: str, item_id: str) -> bool:
+        """Remove a ready, delayed or dead item (its dedupe key is freed): True; False when it
+        is unknown or completed. Raises ItemLeasedError for a leased item."""
+        async with self._lock:
+            return self._core.cancel(tenant, item_id)
+
+    async def purge_dead(self, tenant: str, *, older_than: float = 0.0, limit: int = 100) -> int:
+        """Delete up to ``limit`` of the tenant's dead letters that died at least ``older_than``
+        seconds ago, oldest first; return how many."""
+        async with self._lock:
+            return self._core.purge_dead(tenant, older_than=older_than, limit=limit)
+
+    async def prune(self, *, limit: int = 100) -> int:
+        """Forget the rotation entries of up to ``limit`` tenants that hold no item in any
+        state; return how many. A later enqueue for such a tenant serves it as a new one."""
+        async with self._lock:
+            return self._core.prune(limit=limit)
 
     async def get_item(self, tenant: str, item_id: str) -> WorkItem | None:
         """Return the item, or None once completed or unknown."""

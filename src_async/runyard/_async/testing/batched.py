@@ -10,6 +10,7 @@ from typing import cast
 import pytest
 
 from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
+from runyard._async.testing._kit import KIT_POLICY
 from runyard.errors import InvalidArgumentError, LeaseLostError
 from runyard.models import Lease, NewItem
 
@@ -34,8 +35,9 @@ class AsyncBatchedQueueCases:
         """A lease that lapsed and was claimed again (stale), and the one that replaced it."""
         await queue.enqueue("acme", {"n": 1})
         (stale,) = await queue.claim_many("w1", limit=1)
-        self.advance(31)
+        self.advance(KIT_POLICY.lease_seconds + 1)
         await queue.reap()
+        self.advance(KIT_POLICY.backoff(1))
         (current,) = await queue.claim_many("w2", limit=1)
         return stale, current
 

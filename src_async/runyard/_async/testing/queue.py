@@ -10,6 +10,7 @@ import pytest
 import pytest_asyncio
 
 from runyard._async.protocols import AsyncWorkQueue
+from runyard._async.testing._kit import KIT_POLICY
 from runyard._async.testing.batched import AsyncBatchedQueueCases
 from runyard._async.testing.roundtrip import AsyncQueueRoundTripCases
 from runyard._async.testing.validation import AsyncQueueValidationCases
@@ -20,16 +21,6 @@ from runyard.models import Lease
 from runyard.policy import QueuePolicy
 
 __all__ = ["KIT_POLICY", "AsyncWorkQueueConformance"]
-
-# Deterministic: jitter is always half the ceiling, so attempt 1 backs off 5 s, attempt 2 10 s.
-KIT_POLICY = QueuePolicy(
-    lease_seconds=30,
-    max_attempts=3,
-    backoff_base=10,
-    backoff_cap=60,
-    max_lease_seconds=120,
-    random=lambda: 0.5,
-)
 
 
 class AsyncWorkQueueConformance(
@@ -97,6 +88,10 @@ class AsyncWorkQueueConformance(
         self.advance(KIT_POLICY.lease_seconds + 1)
         reaped = await queue.reap(limit=10)
         assert [(i.item_id, i.state, i.attempts) for i in reaped] == [(first.item_id, "ready", 1)]
+        assert reaped[0].available_at == pytest.approx(
+            first.claimed_at + KIT_POLICY.lease_seconds + 1 + KIT_POLICY.backoff(1)
+        )
+        self.advance(KIT_POLICY.backoff(1))
         second = await self._claim(queue, "w2")
         assert second.item_id == first.item_id and second.item.attempts == 2
         assert second.token != first.token
@@ -142,6 +137,7 @@ class AsyncWorkQueueConformance(
         stale = await self._claim(queue, "w1")
         self.advance(KIT_POLICY.lease_seconds + 1)
         await queue.reap(limit=10)
+        self.advance(KIT_POLICY.backoff(1))
         fresh = await self._claim(queue, "w2")
         for settle in (
             lambda: queue.complete(stale.tenant, stale.item_id, token=stale.token),
@@ -229,6 +225,7 @@ class AsyncWorkQueueConformance(
             await self._claim(queue)
             self.advance(KIT_POLICY.lease_seconds + 1)
             reaped = await queue.reap(limit=10)
+            self.advance(KIT_POLICY.backoff_cap)
         assert [i.state for i in reaped] == ["dead"]
         assert len(await queue.dead_letters("acme")) == 1
 

@@ -11,6 +11,7 @@ from typing import cast
 
 import pytest
 from runyard._sync.protocols import BatchedWorkQueue, WorkQueue
+from runyard._sync.testing._kit import KIT_POLICY
 from runyard.errors import InvalidArgumentError, LeaseLostError
 from runyard.models import Lease, NewItem
 
@@ -35,8 +36,9 @@ class BatchedQueueCases:
         """A lease that lapsed and was claimed again (stale), and the one that replaced it."""
         queue.enqueue("acme", {"n": 1})
         (stale,) = queue.claim_many("w1", limit=1)
-        self.advance(31)
+        self.advance(KIT_POLICY.lease_seconds + 1)
         queue.reap()
+        self.advance(KIT_POLICY.backoff(1))
         (current,) = queue.claim_many("w2", limit=1)
         return stale, current
 

@@ -11,6 +11,7 @@ from functools import partial
 import pytest
 from runyard._flavours import gather
 from runyard._sync.protocols import WorkQueue
+from runyard._sync.testing._kit import KIT_POLICY
 from runyard._sync.testing.batched import BatchedQueueCases
 from runyard._sync.testing.roundtrip import QueueRoundTripCases
 from runyard._sync.testing.validation import QueueValidationCases
@@ -20,16 +21,6 @@ from runyard.models import Lease
 from runyard.policy import QueuePolicy
 
 __all__ = ["KIT_POLICY", "WorkQueueConformance"]
-
-# Deterministic: jitter is always half the ceiling, so attempt 1 backs off 5 s, attempt 2 10 s.
-KIT_POLICY = QueuePolicy(
-    lease_seconds=30,
-    max_attempts=3,
-    backoff_base=10,
-    backoff_cap=60,
-    max_lease_seconds=120,
-    random=lambda: 0.5,
-)
 
 
 class WorkQueueConformance(QueueValidationCases, QueueRoundTripCases, BatchedQueueCases):
@@ -89,6 +80,10 @@ class WorkQueueConformance(QueueValidationCases, QueueRoundTripCases, BatchedQue
         self.advance(KIT_POLICY.lease_seconds + 1)
         reaped = queue.reap(limit=10)
         assert [(i.item_id, i.state, i.attempts) for i in reaped] == [(first.item_id, "ready", 1)]
+        assert reaped[0].available_at == pytest.approx(
+            first.claimed_at + KIT_POLICY.lease_seconds + 1 + KIT_POLICY.backoff(1)
+        )
+        self.advance(KIT_POLICY.backoff(1))
         second = self._claim(queue, "w2")
         assert second.item_id == first.item_id and second.item.attempts == 2
         assert second.token != first.token
@@ -130,6 +125,7 @@ class WorkQueueConformance(QueueValidationCases, QueueRoundTripCases, BatchedQue
         stale = self._claim(queue, "w1")
         self.advance(KIT_POLICY.lease_seconds + 1)
         queue.reap(limit=10)
+        self.advance(KIT_POLICY.backoff(1))
         fresh = self._claim(queue, "w2")
         for settle in (
             lambda: queue.complete(stale.tenant, stale.item_id, token=stale.token),
@@ -208,6 +204,7 @@ class WorkQueueConformance(QueueValidationCases, QueueRoundTripCases, BatchedQue
             self._claim(queue)
             self.advance(KIT_POLICY.lease_seconds + 1)
             reaped = queue.reap(limit=10)
+            self.advance(KIT_POLICY.backoff_cap)
         assert [i.state for i in reaped] == ["dead"]
         assert len(queue.dead_letters("acme")) == 1
 
