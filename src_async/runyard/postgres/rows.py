@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from runyard._sql import (
     Row,
     decode_run,
@@ -14,7 +12,7 @@ from runyard._sql import decode_dead_letter as _decode_dead_letter
 from runyard._sql import decode_item as _decode_item
 from runyard._sql import decode_lease as _decode_lease
 from runyard.models import DeadLetter, Lease, WorkItem
-from runyard.policy import FailureDecision, QueuePolicy
+from runyard.policy import FailureDecision
 
 __all__ = [
     "Row",
@@ -24,9 +22,7 @@ __all__ = [
     "decode_run",
     "decode_run_lease",
     "decode_session",
-    "item_policy",
     "item_state",
-    "lapse_decision",
 ]
 
 # The work columns (runyard.postgres.statements) end with the item's own max_attempts (queue
@@ -61,22 +57,3 @@ def decode_dead_letter(row: Row) -> DeadLetter:
 def item_state(decision: FailureDecision) -> str:
     """The state a failed or lapsed item takes under ``decision``: dead, or ready again."""
     return "dead" if decision.outcome == "dead" or decision.retry_at is None else "ready"
-
-
-def item_policy(policy: QueuePolicy, max_attempts: object) -> QueuePolicy:
-    """The policy that decides an item's failures: ``policy`` with the item's own
-    ``max_attempts`` when it has one (None keeps the policy's)."""
-    if max_attempts is None or int(str(max_attempts)) == policy.max_attempts:
-        return policy
-    return replace(policy, max_attempts=int(str(max_attempts)))
-
-
-def lapse_decision(
-    policy: QueuePolicy, attempts: object, max_attempts: object, now: float
-) -> FailureDecision:
-    """Decide a lapsed lease: dead when out of attempts (the item's own budget first), else
-    ready again after the policy's backoff, never at once."""
-    decision = item_policy(policy, max_attempts).on_lapse(int(str(attempts)), now)
-    if decision.outcome == "dead" or decision.retry_at is None:
-        return decision
-    return FailureDecision("retry", now + policy.backoff(int(str(attempts))), decision.reason)

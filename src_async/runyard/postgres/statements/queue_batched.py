@@ -52,8 +52,9 @@ WHERE w.tenant = $1::text
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over $5 limit $6 reclaim jitters
     # $7 backoff_base $8 backoff_cap $9 policy max_attempts. The batch form of "claim" (lapsed
     # leases reclaimed first the same way): up to $5 tenants with due work in turn order (their rotation rows locked SKIP
-    # LOCKED; when every such row is held, the same tenants unlocked, turns not advanced), up
-    # to $5 due heads of each locked SKIP LOCKED, then the first $5 by (rank in the tenant,
+    # LOCKED; when every such row is held, the same tenants unlocked, turns not advanced), due
+    # heads of each locked SKIP LOCKED (no more than the batch can take from one tenant when
+    # every other picked tenant gives one), then the first $5 by (rank in the tenant,
     # turn): the order $5 single claims serve them in. Each served tenant's turn is advanced
     # in the order of its last claim. One row per claimed item (pos set), and one per picked
     # tenant that got none (its heads were all locked, or the batch was full).
@@ -84,7 +85,7 @@ WHERE w.tenant = $1::text
         SELECT w.ctid AS row_id, w.priority, w.available_at, w.seq FROM {work} w
         WHERE w.tenant = p.tenant AND w.state = 'ready' AND w.available_at <= $1::float8
         ORDER BY w.priority DESC, w.available_at, w.seq
-        LIMIT $5::bigint
+        LIMIT $5::bigint + 1 - (SELECT count(*) FROM pick)
         FOR UPDATE OF w SKIP LOCKED
     ) AS h
 ), chosen AS (

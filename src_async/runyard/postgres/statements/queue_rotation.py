@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DUE_TENANT", "JOIN_ROTATION", "reclaim", "wake"]
+__all__ = ["DUE_TENANT", "JOIN_ROTATION", "JOIN_ROTATION_IN_CLAIM", "reclaim", "wake"]
 
 # Items that moved into state 'ready' (the CTE named "moved", with tenant and state columns)
 # keep their tenant in the rotation: a tenant that has a row gets FOR KEY SHARE on it (no claim
@@ -20,6 +20,13 @@ JOIN_ROTATION = """, held AS (
     WHERE m.state = 'ready' AND m.tenant NOT IN (SELECT h.tenant FROM held h)
     ON CONFLICT (tenant) DO UPDATE SET turn = t.turn
 )"""
+
+# The same for a claim, which may also advance (update) a rotation row in the same statement:
+# a row this statement updated can be neither locked again nor updated by ON CONFLICT, so a
+# row that exists is left alone (the claim holds it, or it had no part in the claim).
+JOIN_ROTATION_IN_CLAIM = JOIN_ROTATION.replace(
+    "ON CONFLICT (tenant) DO UPDATE SET turn = t.turn", "ON CONFLICT (tenant) DO NOTHING"
+)
 
 # "Does the rotation row t's tenant have due work?" (now is $1): one entry of the
 # (tenant, available_at) index, ORDER BY ... LIMIT 1, the only plan that serves it without
@@ -73,5 +80,5 @@ def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
     WHERE w.ctid = n.row_id AND w.state = 'leased' AND w.lease_expires_at < $1::float8
     RETURNING w.tenant, w.state
 ), moved AS (SELECT m.tenant, m.state FROM reclaimed m)"""
-        + JOIN_ROTATION
+        + JOIN_ROTATION_IN_CLAIM
     )

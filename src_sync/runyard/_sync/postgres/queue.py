@@ -14,7 +14,6 @@ from runyard.postgres.rows import (
     decode_item,
     decode_lease,
     item_state,
-    lapse_decision,
 )
 from runyard.validation import check_limit, check_older_than
 
@@ -57,7 +56,7 @@ class PostgresWorkQueue(_PostgresBatchedQueue):
         lapsed = self._fetch("lapsed", now, limit)
         if not lapsed:
             return []
-        decisions = [lapse_decision(self.policy, row[3], row[4], now) for row in lapsed]
+        decisions = [self.policy.on_lapse(int(row[3]), now, max_attempts=row[4]) for row in lapsed]
         states = [item_state(d) for d in decisions]
         rows = self._fetch(
             "reap",

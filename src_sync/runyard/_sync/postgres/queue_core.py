@@ -20,11 +20,10 @@ from runyard.errors import (
 )
 from runyard.keys import validate_identifier
 from runyard.models import Lease, WorkItem
-from runyard.policy import QueuePolicy
+from runyard.policy import RECLAIM_PER_CLAIM, QueuePolicy
 from runyard.postgres.rows import (
     decode_item,
     decode_lease,
-    item_policy,
     item_state,
 )
 from runyard.postgres.schema import StateTables
@@ -39,10 +38,8 @@ from runyard.validation import (
     settle_target,
 )
 
-__all__ = ["MAX_TENANTS_PASSED_OVER", "RECLAIM_PER_CLAIM"]
+__all__ = ["MAX_TENANTS_PASSED_OVER"]
 
-# Lapsed leases one claim takes back (as reap would) before it claims: recovery under load.
-RECLAIM_PER_CLAIM = 8
 # How many tenants one claim passes over when their due heads are all locked by other claims.
 MAX_TENANTS_PASSED_OVER = 32
 
@@ -292,8 +289,9 @@ class _PostgresQueueCore(_PostgresAdapter):
         refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)
         if refusal is not None or probe is None:
             raise refusal or LeaseLostError(item_id, "taken")
-        policy = item_policy(self.policy, probe[5])
-        decision = policy.on_failure(int(probe[4]), now, retryable=retryable)
+        decision = self.policy.on_failure(
+            int(probe[4]), now, retryable=retryable, max_attempts=probe[5]
+        )
         state = item_state(decision)
         args = (
             tenant,
