@@ -143,9 +143,11 @@ async def test_an_idle_postgres_worker_is_woken_when_a_bound_enqueue_commits(
     pg_tables: StateTables,
 ) -> None:
     async def enqueue(queue: AsyncPostgresWorkQueue) -> object:
-        async with await AsyncConnection.connect(PG_DSN) as conn:
-            async with conn.transaction():
-                return await queue.bound(conn).enqueue("acme", {})
+        async with (
+            await AsyncConnection.connect(PG_DSN) as conn,
+            conn.transaction(),
+        ):
+            return await queue.bound(conn).enqueue("acme", {})
 
     await _woken_postgres_worker(pg_tables, enqueue)
 

@@ -140,9 +140,11 @@ def test_an_idle_postgres_worker_is_woken_when_a_bound_enqueue_commits(
     pg_tables: StateTables,
 ) -> None:
     def enqueue(queue: PostgresWorkQueue) -> object:
-        with Connection.connect(PG_DSN) as conn:
-            with conn.transaction():
-                return queue.bound(conn).enqueue("acme", {})
+        with (
+            Connection.connect(PG_DSN) as conn,
+            conn.transaction(),
+        ):
+            return queue.bound(conn).enqueue("acme", {})
 
     _woken_postgres_worker(pg_tables, enqueue)
 

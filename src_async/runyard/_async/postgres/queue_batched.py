@@ -93,10 +93,10 @@ class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
                 by_key.setdefault(item.dedupe_key, item)
         out: list[WorkItem] = []
         for item_id, key in zip(ids, keys, strict=True):
-            item = by_id.get(item_id) or (by_key.get(key) if key is not None else None)
-            if item is None:
+            found = by_id.get(item_id) or (by_key.get(key) if key is not None else None)
+            if found is None:
                 return None
-            out.append(item)
+            out.append(found)
         return out
 
     async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:

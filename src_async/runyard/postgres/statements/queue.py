@@ -42,16 +42,15 @@ ORDER BY w.item_id = $2::text DESC
 LIMIT 1""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked)
     # $5 reclaim jitters $6 backoff_base $7 backoff_cap $8 policy max_attempts. First up to
-    # cardinality($5) lapsed leases are taken back (see reclaim()). One statement, which waits on no lock: the tenant with the oldest turn that has due work
-    # and whose rotation row no other session holds (FOR NO KEY UPDATE SKIP LOCKED), so
-    # concurrent claimers spread over tenants; when every such row is held (many claimers, few
-    # tenants), the oldest-turn tenant with due work all the same, without advancing its turn.
-    # Its head row is locked SKIP LOCKED, every predicate repeated on the locked row (found by
-    # its ctid, a plan statistics cannot change), the claim written and the turn advanced.
-    # "Anything due?" reads one entry of the (tenant, available_at) index (ORDER BY ... LIMIT
-    # 1, the only plan that serves it without reading the tenant's backlog), so the plan is the
-    # same with or without statistics. The reply says whether fewer than 16 other ready items
-    # were seen (time to try a retire), and a row with a tenant and no item means "that
+    # cardinality($5) lapsed leases are taken back (see reclaim()). One statement, which
+    # waits on no lock: the tenant with the oldest turn that has due work and whose rotation
+    # row no other session holds (FOR NO KEY UPDATE SKIP LOCKED), so concurrent claimers
+    # spread over tenants; when every such row is held (many claimers, few tenants), the
+    # oldest-turn tenant with due work all the same, without advancing its turn. Its head row
+    # is locked SKIP LOCKED, every predicate repeated on the locked row (found by its ctid, a
+    # plan statistics cannot change), the claim written and the turn advanced. "Anything
+    # due?" is DUE_TENANT, one index entry. The reply says whether fewer than 16 other ready
+    # items were seen (time to try a retire), and a row with a tenant and no item means "that
     # tenant's heads were all locked".
     "claim": "WITH "
     + reclaim(5, 6, 7, 8)

@@ -50,14 +50,15 @@ SELECT false, {work_cols_w} FROM {work} w
 WHERE w.tenant = $1::text
   AND (w.item_id = ANY ($2::text[]) OR w.dedupe_key = ANY ($7::text[]))""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over $5 limit $6 reclaim jitters
-    # $7 backoff_base $8 backoff_cap $9 policy max_attempts. The batch form of "claim" (lapsed
-    # leases reclaimed first the same way): up to $5 tenants with due work in turn order (their rotation rows locked SKIP
-    # LOCKED; when every such row is held, the same tenants unlocked, turns not advanced), due
-    # heads of each locked SKIP LOCKED (no more than the batch can take from one tenant when
-    # every other picked tenant gives one), then the first $5 by (rank in the tenant,
-    # turn): the order $5 single claims serve them in. Each served tenant's turn is advanced
-    # in the order of its last claim. One row per claimed item (pos set), and one per picked
-    # tenant that got none (its heads were all locked, or the batch was full).
+    # $7 backoff_base $8 backoff_cap $9 policy max_attempts. The batch form of "claim",
+    # lapsed leases reclaimed first the same way: up to $5 tenants with due work in turn
+    # order (their rotation rows locked SKIP LOCKED; when every such row is held, the same
+    # tenants unlocked, turns not advanced), due heads of each locked SKIP LOCKED (no more
+    # than the batch can take from one tenant when every other picked tenant gives one), then
+    # the first $5 by (rank in the tenant, turn): the order $5 single claims serve them in.
+    # Each served tenant's turn is advanced in the order of its last claim. One row per
+    # claimed item (pos set), and one per picked tenant that got none (its heads were all
+    # locked, or the batch was full).
     "claim_many": "WITH "
     + reclaim(6, 7, 8, 9)
     + """, owned AS (

@@ -140,8 +140,9 @@ class _PostgresQueueCore(_PostgresAdapter):
         """Lease the next due item, tenants served in rotation; None when nothing is due.
 
         One statement, waiting on no lock, first reclaims up to RECLAIM_PER_CLAIM lapsed leases
-        (as reap() does: retried after the backoff, or dead-lettered), then picks the tenant with the oldest turn whose rotation
-        row is free (or, when all are held, any with due work), locks its head item
+        (as reap() does: retried after the backoff, or dead-lettered), then picks the tenant
+        with the oldest turn whose rotation row is free (or, when all are held, any with due
+        work), locks its head item
         (``FOR UPDATE SKIP LOCKED``), writes the claim and advances the turn; a claim that
         nearly drained its tenant then asks for the tenant's retirement. Raises
         StoreOutcomeUnknown when the reply was lost (adopt() recovers such a lease).
