@@ -195,3 +195,67 @@ async def test_enqueue_many_returns_stored_items_for_repeats_across_calls(
     assert [i.payload for i in again] == [2, 3, 1]
     assert again[0].item_id == first[1].item_id and again[1].max_attempts == 2
     assert (await queue.stats()).ready == 3
+
+
+def _counted(tables: StateTables, now: float) -> tuple[int, int, int, int, int]:
+    """What stats must say, counted from the work table's rows."""
+    with admin_connection() as conn:
+        row = conn.execute(
+            f"""SELECT count(*) FILTER (WHERE state = 'ready' AND available_at <= %(now)s),
+                       count(*) FILTER (WHERE state = 'ready' AND available_at > %(now)s),
+                       count(*) FILTER (WHERE state = 'leased'),
+                       count(*) FILTER (WHERE state = 'dead'),
+                       count(DISTINCT tenant)
+                           FILTER (WHERE state = 'ready' AND available_at <= %(now)s)
+                FROM {tables.qualified(tables.work)}""",
+            {"now": now},
+        ).fetchone()
+    assert row is not None
+    return tuple(int(v) for v in row)  # type: ignore[return-value]
+
+
+@pytest.mark.asyncio
+async def test_stats_from_maintained_counts_agree_with_the_items_after_a_mixed_sequence(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock, pg_tables: StateTables
+) -> None:
+    async def agree() -> None:
+        stats = await queue.stats()
+        got = (stats.ready, stats.delayed, stats.leased, stats.dead, stats.tenants)
+        assert got == _counted(pg_tables, clock.now())
+
+    await queue.enqueue_many("a", [NewItem(payload=n, delay_seconds=5 * (n % 2)) for n in range(6)])
+    await queue.enqueue("b", {}, dedupe_key="k")
+    await queue.enqueue("b", {}, dedupe_key="k")  # a repeat changes nothing
+    await queue.enqueue("c", {}, run_at=clock.now() + 50, item_id="later")
+    await agree()
+    leases = await queue.claim_many("w1", limit=3)
+    single = await queue.claim("w1")
+    assert single is not None
+    await agree()
+    await queue.complete_many(leases[:1])
+    await queue.fail(leases[1], error="retry")  # ready after a backoff of 0.5 s
+    await queue.fail(leases[2], retryable=False)  # dead
+    await queue.release_many([single])
+    await agree()
+    assert await queue.cancel("c", "later")  # a delayed item
+    await agree()
+    clock.advance(5)  # the delayed items of "a" are due
+    await agree()
+    more = await queue.claim_many("w2", limit=4)
+    assert len(more) == 4
+    clock.advance(31)  # w2's leases lapse
+    await agree()
+    await queue.reap(limit=2)
+    assert await queue.claim("w3") is not None  # reclaims the other 2 lapsed leases
+    await agree()
+    (letter,) = await queue.dead_letters("a")
+    await queue.requeue("a", letter.item.item_id)
+    await agree()
+    lease = await queue.claim("w4")
+    assert lease is not None
+    await queue.fail(lease, retryable=False)
+    assert await queue.purge_dead(lease.tenant) == 1
+    await agree()
+    clock.advance(60)
+    assert await queue.prune() >= 0  # sweeps the delays ledger's past rows
+    await agree()

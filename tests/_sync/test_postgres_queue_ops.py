@@ -185,3 +185,66 @@ def test_enqueue_many_returns_stored_items_for_repeats_across_calls(
     assert [i.payload for i in again] == [2, 3, 1]
     assert again[0].item_id == first[1].item_id and again[1].max_attempts == 2
     assert (queue.stats()).ready == 3
+
+
+def _counted(tables: StateTables, now: float) -> tuple[int, int, int, int, int]:
+    """What stats must say, counted from the work table's rows."""
+    with admin_connection() as conn:
+        row = conn.execute(
+            f"""SELECT count(*) FILTER (WHERE state = 'ready' AND available_at <= %(now)s),
+                       count(*) FILTER (WHERE state = 'ready' AND available_at > %(now)s),
+                       count(*) FILTER (WHERE state = 'leased'),
+                       count(*) FILTER (WHERE state = 'dead'),
+                       count(DISTINCT tenant)
+                           FILTER (WHERE state = 'ready' AND available_at <= %(now)s)
+                FROM {tables.qualified(tables.work)}""",
+            {"now": now},
+        ).fetchone()
+    assert row is not None
+    return tuple(int(v) for v in row)  # type: ignore[return-value]
+
+
+def test_stats_from_maintained_counts_agree_with_the_items_after_a_mixed_sequence(
+    queue: PostgresWorkQueue, clock: ManualClock, pg_tables: StateTables
+) -> None:
+    def agree() -> None:
+        stats = queue.stats()
+        got = (stats.ready, stats.delayed, stats.leased, stats.dead, stats.tenants)
+        assert got == _counted(pg_tables, clock.now())
+
+    queue.enqueue_many("a", [NewItem(payload=n, delay_seconds=5 * (n % 2)) for n in range(6)])
+    queue.enqueue("b", {}, dedupe_key="k")
+    queue.enqueue("b", {}, dedupe_key="k")  # a repeat changes nothing
+    queue.enqueue("c", {}, run_at=clock.now() + 50, item_id="later")
+    agree()
+    leases = queue.claim_many("w1", limit=3)
+    single = queue.claim("w1")
+    assert single is not None
+    agree()
+    queue.complete_many(leases[:1])
+    queue.fail(leases[1], error="retry")  # ready after a backoff of 0.5 s
+    queue.fail(leases[2], retryable=False)  # dead
+    queue.release_many([single])
+    agree()
+    assert queue.cancel("c", "later")  # a delayed item
+    agree()
+    clock.advance(5)  # the delayed items of "a" are due
+    agree()
+    more = queue.claim_many("w2", limit=4)
+    assert len(more) == 4
+    clock.advance(31)  # w2's leases lapse
+    agree()
+    queue.reap(limit=2)
+    assert queue.claim("w3") is not None  # reclaims the other 2 lapsed leases
+    agree()
+    (letter,) = queue.dead_letters("a")
+    queue.requeue("a", letter.item.item_id)
+    agree()
+    lease = queue.claim("w4")
+    assert lease is not None
+    queue.fail(lease, retryable=False)
+    assert queue.purge_dead(lease.tenant) == 1
+    agree()
+    clock.advance(60)
+    assert queue.prune() >= 0  # sweeps the delays ledger's past rows
+    agree()

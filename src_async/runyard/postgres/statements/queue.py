@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from runyard.postgres.statements.queue_rotation import DUE_TENANT, JOIN_ROTATION, reclaim, wake
+from runyard.postgres.statements.queue_rotation import (
+    DUE_TENANT,
+    JOIN_ROTATION,
+    delayed,
+    reclaim,
+    tally,
+    wake,
+)
 
 __all__ = ["QUEUE_TEMPLATES"]
 
@@ -24,6 +31,8 @@ WITH moved AS (
 )"""
     + JOIN_ROTATION
     + wake(9)
+    + delayed("moved", "$6::float8")
+    + tally("(SELECT count(*) FROM moved)", "0", "0")
     + """
 SELECT true, i.* FROM moved i CROSS JOIN woken
 UNION ALL
@@ -94,7 +103,13 @@ LIMIT 1""",
 ), advanced AS (
     UPDATE {turns} AS t SET turn = nextval('{turn_seq}')
     FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
-)
+)"""
+    + tally(
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready') - (SELECT count(*) FROM claimed k)",
+        "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
+    )
+    + """
 SELECT p.tenant,
        (SELECT count(*) FROM claimed k, LATERAL (
             SELECT 1 FROM {work} x
@@ -120,11 +135,16 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
 RETURNING {work_cols_w}""",
     # $1 tenant $2 item_id $3 token $4 now $5 max_lease_seconds
     "complete": """
+WITH done AS (
 DELETE FROM {work} AS w
 WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
   AND w.state = 'leased' AND $4::float8 < w.claimed_at + $5::float8
   AND $4::float8 <= w.lease_expires_at
-RETURNING w.item_id""",
+RETURNING w.item_id
+)"""
+    + tally("0", "-(SELECT count(*) FROM done)", "0")
+    + """
+SELECT d.item_id FROM done d""",
     # $1 tenant $2 item_id $3 token $4 now $5 max_lease_seconds $6 new state $7 retry_at
     # $8 error $9 dead reason. A retry keeps the tenant in the rotation.
     "fail": """
@@ -140,6 +160,12 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
 RETURNING {work_cols_w}
 ), moved AS (SELECT f.tenant, f.state FROM failed f)"""
     + JOIN_ROTATION
+    + delayed("failed", "$4::float8")
+    + tally(
+        "(SELECT count(*) FROM failed f WHERE f.state = 'ready')",
+        "-(SELECT count(*) FROM failed f)",
+        "(SELECT count(*) FROM failed f WHERE f.state = 'dead')",
+    )
     + """
 SELECT * FROM failed""",
     # $1 now $2 limit: lapsed leases, oldest expiry first
@@ -175,6 +201,12 @@ WHERE w.tenant = k.tenant AND w.item_id = k.item_id
 RETURNING d.ord, {work_cols_w}
 ), moved AS (SELECT r.tenant, r.state FROM reaped r)"""
     + JOIN_ROTATION
+    + delayed("reaped", "$1::float8")
+    + tally(
+        "(SELECT count(*) FROM reaped r WHERE r.state = 'ready')",
+        "-(SELECT count(*) FROM reaped r)",
+        "(SELECT count(*) FROM reaped r WHERE r.state = 'dead')",
+    )
     + """
 SELECT * FROM reaped""",
     # $1 worker $2 now $3 now + lease_seconds $4 max_lease_seconds $5 limit: each adopted

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runyard.postgres.statements.queue_rotation import JOIN_ROTATION
+from runyard.postgres.statements.queue_rotation import DUE_TENANT, JOIN_ROTATION, tally
 
 __all__ = ["ADMIN_TEMPLATES"]
 
@@ -23,28 +23,42 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.state = 'dead'
 RETURNING {work_cols_w}
 ), moved AS (SELECT r.tenant, r.state FROM requeued r)"""
     + JOIN_ROTATION
+    + tally("(SELECT count(*) FROM requeued)", "0", "-(SELECT count(*) FROM requeued)")
     + """
 SELECT * FROM requeued""",
     "get_item": """
 SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text""",
-    # $1 now
+    # $1 now: from the maintained counts (ready minus the delayed ledger's count past now) and
+    # the rotation (tenants with due work: one index entry each), never the work table's rows
     "stats": """
-SELECT count(*) FILTER (WHERE w.state = 'ready' AND w.available_at <= $1::float8),
-       count(*) FILTER (WHERE w.state = 'ready' AND w.available_at > $1::float8),
-       count(*) FILTER (WHERE w.state = 'leased'),
-       count(*) FILTER (WHERE w.state = 'dead'),
-       count(DISTINCT w.tenant) FILTER (WHERE w.state = 'ready' AND w.available_at <= $1::float8)
-FROM {work} w""",
-    # $1 tenant $2 item_id: the item's state and worker as this statement saw it, and whether
-    # it was deleted (never a leased one: the lock re-checks the state).
+SELECT (SELECT COALESCE(sum(c.ready), 0) FROM {counts} c) - d.n, d.n,
+       (SELECT COALESCE(sum(c.leased), 0) FROM {counts} c),
+       (SELECT COALESCE(sum(c.dead), 0) FROM {counts} c),
+       (SELECT count(*) FROM {turns} t WHERE """
+    + DUE_TENANT
+    + """)
+FROM (SELECT COALESCE(sum(x.n), 0) AS n FROM {delays} x WHERE x.available_at > $1::float8) AS d""",
+    # $1 tenant $2 item_id $3 now: the item's state and worker as this statement saw it, and
+    # whether it was deleted (never a leased one: the lock re-checks the state). A delayed item
+    # leaves the delays ledger (-1 at its due time).
     "cancel": """
 WITH target AS (
     SELECT w.state, w.worker FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text
 ), gone AS (
     DELETE FROM {work} AS w
     WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.state <> 'leased'
-    RETURNING w.item_id
-)
+    RETURNING w.state, w.available_at
+), undelayed AS (
+    INSERT INTO {delays} (available_at, n)
+    SELECT g.available_at, -1 FROM gone g
+    WHERE g.state = 'ready' AND g.available_at > $3::float8
+)"""
+    + tally(
+        "-(SELECT count(*) FROM gone g WHERE g.state = 'ready')",
+        "0",
+        "-(SELECT count(*) FROM gone g WHERE g.state = 'dead')",
+    )
+    + """
 SELECT t.state, t.worker, EXISTS (SELECT 1 FROM gone) FROM target t""",
     # $1 tenant $2 died at or before $3 limit: oldest dead letters first, skipping held rows
     "purge_dead": """
@@ -59,12 +73,15 @@ WITH doomed AS (
     WHERE w.ctid = ANY (ARRAY(SELECT d.row_id FROM doomed d))
       AND w.tenant = $1::text AND w.state = 'dead'
     RETURNING 1
-)
+)"""
+    + tally("0", "0", "-(SELECT count(*) FROM gone)")
+    + """
 SELECT count(*) FROM gone""",
     # $1 after this tenant $2 window $3 limit: the rotation rows after $1 (at most $2), and of
     # those holding no item in any state up to $3 retired (the retire function locks the row
     # SKIP LOCKED and looks again with a fresh snapshot, so a racing enqueue is never lost).
     # Returns the last tenant looked at (NULL: the end was reached) and how many were removed.
+    # $4 now: up to 1,000 rows of the delays ledger that no longer count go too.
     "prune": """
 WITH seen AS (
     SELECT t.tenant FROM {turns} t WHERE t.tenant > $1::text ORDER BY t.tenant LIMIT $2::bigint
@@ -75,6 +92,12 @@ WITH seen AS (
     LIMIT $3::bigint
 ), retired AS (
     SELECT {turns_retire}(i.tenant) AS gone FROM idle i
+), swept AS (
+    DELETE FROM {delays} x
+    WHERE x.ctid = ANY (ARRAY(
+        SELECT y.ctid FROM {delays} y WHERE y.available_at <= $4::float8
+        ORDER BY y.available_at LIMIT 1000))
+      AND x.available_at <= $4::float8
 )
 SELECT CASE WHEN (SELECT count(*) FROM seen) >= $2::bigint
             THEN (SELECT max(s.tenant) FROM seen s) END,

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from runyard.postgres.statements.queue_rotation import DUE_TENANT, JOIN_ROTATION, reclaim, wake
+from runyard.postgres.statements.queue_rotation import (
+    DUE_TENANT,
+    JOIN_ROTATION,
+    delayed,
+    reclaim,
+    tally,
+    wake,
+)
 
 __all__ = ["BATCHED_TEMPLATES"]
 
@@ -43,6 +50,8 @@ WITH given AS (
 )"""
     + JOIN_ROTATION
     + wake(9)
+    + delayed("moved", "$6::float8")
+    + tally("(SELECT count(*) FROM moved)", "0", "0")
     + """
 SELECT true, i.* FROM moved i CROSS JOIN woken
 UNION ALL
@@ -115,7 +124,13 @@ WHERE w.tenant = $1::text
 ), advanced AS (
     UPDATE {turns} AS t SET turn = s.turn
     FROM served s, pick p WHERE p.owned AND p.tenant = s.tenant AND t.tenant = s.tenant
-)
+)"""
+    + tally(
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready') - (SELECT count(*) FROM claimed k)",
+        "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
+    )
+    + """
 SELECT c.pos, p.tenant,
        (SELECT count(*) FROM (
             SELECT 1 FROM {work} x
@@ -157,7 +172,9 @@ ORDER BY d.ord""",
     + _LIVE
     + """
     RETURNING d.ord
-)
+)"""
+    + tally("0", "-(SELECT count(*) FROM done)", "0")
+    + """
 SELECT d.ord, o.ord IS NOT NULL, """
     + _PROBE
     + """
@@ -182,6 +199,7 @@ ORDER BY d.ord""",
 ), moved AS (SELECT r.tenant, r.state FROM released r)"""
     + JOIN_ROTATION
     + wake(6)
+    + tally("(SELECT count(*) FROM released)", "-(SELECT count(*) FROM released)", "0")
     + """
 SELECT d.ord, o.ord IS NOT NULL, """
     + _PROBE

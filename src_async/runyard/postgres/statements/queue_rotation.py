@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["DUE_TENANT", "JOIN_ROTATION", "JOIN_ROTATION_IN_CLAIM", "reclaim", "wake"]
+__all__ = [
+    "DUE_TENANT",
+    "JOIN_ROTATION",
+    "JOIN_ROTATION_IN_CLAIM",
+    "delayed",
+    "reclaim",
+    "tally",
+    "wake",
+]
 
 # Items that moved into state 'ready' (the CTE named "moved", with tenant and state columns)
 # keep their tenant in the rotation: a tenant that has a row gets FOR KEY SHARE on it (no claim
@@ -47,7 +55,7 @@ def wake(channel: int) -> str:
 
 
 def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
-    """The CTEs "reclaimable", "reclaimed" and "moved" (with the rotation join) that take back
+    """The CTEs "reclaimable", "reclaimed", "moved" (with the rotation join) and "delayed" that take back
     up to ``cardinality($jitter)`` lapsed leases (now is $1) before a claim, as reap does:
     oldest expiry first, rows another session holds skipped, the attempt counted; dead when
     attempts reach the item's max_attempts (else the policy's, ``$budget``), otherwise ready
@@ -78,7 +86,42 @@ def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
     FROM (SELECT r.row_id, row_number() OVER (ORDER BY r.lease_expires_at, r.token) AS k
           FROM reclaimable r) AS n
     WHERE w.ctid = n.row_id AND w.state = 'leased' AND w.lease_expires_at < $1::float8
-    RETURNING w.tenant, w.state
+    RETURNING w.tenant, w.state, w.available_at
 ), moved AS (SELECT m.tenant, m.state FROM reclaimed m)"""
         + JOIN_ROTATION_IN_CLAIM
+        + delayed("reclaimed", "$1::float8")
     )
+
+
+def tally(ready: str, leased: str, dead: str) -> str:
+    """The CTEs that add a statement's changes to the maintained counts (see schema.sql): the
+    expressions give the change of ready, leased and dead items (read from the statement's
+    data-modifying CTEs). The row is the first one no other session holds, from one picked by
+    the backend; when all are held, a new row. Nothing is written for no change."""
+    return f""", tally AS (
+    SELECT ({ready})::bigint AS ready, ({leased})::bigint AS leased, ({dead})::bigint AS dead
+), slot AS (
+    SELECT c.shard FROM {{counts}} c
+    WHERE EXISTS (SELECT 1 FROM tally t WHERE t.ready <> 0 OR t.leased <> 0 OR t.dead <> 0)
+    ORDER BY c.shard < pg_backend_pid() % 16, c.shard
+    LIMIT 1
+    FOR UPDATE OF c SKIP LOCKED
+), counted AS (
+    UPDATE {{counts}} AS c
+    SET ready = c.ready + t.ready, leased = c.leased + t.leased, dead = c.dead + t.dead
+    FROM tally t WHERE c.shard = (SELECT s.shard FROM slot s)
+), spilled AS (
+    INSERT INTO {{counts}} (shard, ready, leased, dead)
+    SELECT nextval('{{counts_seq}}'), t.ready, t.leased, t.dead FROM tally t
+    WHERE (t.ready <> 0 OR t.leased <> 0 OR t.dead <> 0) AND NOT EXISTS (SELECT 1 FROM slot)
+)"""
+
+
+def delayed(source: str, now: str) -> str:
+    """The CTE "delayed": +1 in the delays ledger at the due time of each row of ``source``
+    (with state and available_at columns) that became ready for later than ``now``."""
+    return f""", delayed AS (
+    INSERT INTO {{delays}} (available_at, n)
+    SELECT x.available_at, 1 FROM {source} x
+    WHERE x.state = 'ready' AND x.available_at > {now}
+)"""

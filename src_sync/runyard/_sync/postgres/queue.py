@@ -123,7 +123,7 @@ class PostgresWorkQueue(_PostgresBatchedQueue):
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
         while True:
-            rows = self._fetch("cancel", tenant, item_id, idempotent=False)
+            rows = self._fetch("cancel", tenant, item_id, self._now(), idempotent=False)
             if not rows:
                 return False
             state, worker, deleted = rows[0]
@@ -145,15 +145,19 @@ class PostgresWorkQueue(_PostgresBatchedQueue):
     def prune(self, *, limit: int = 100) -> int:
         """Remove the rotation rows of up to ``limit`` tenants that hold no item in any state;
         return how many. Bounded: one call looks at PRUNE_WINDOW rotation rows, resuming after
-        the last one it saw. A later enqueue for such a tenant joins the rotation as new."""
+        the last one it saw. A later enqueue for such a tenant joins the rotation as new. Up to
+        1,000 rows of the delays ledger that no longer count (due in the past) go too."""
         check_limit(limit)
-        rows = self._fetch("prune", self._prune_after, PRUNE_WINDOW, limit, idempotent=True)
+        rows = self._fetch(
+            "prune", self._prune_after, PRUNE_WINDOW, limit, self._now(), idempotent=True
+        )
         last, removed = rows[0][0], int(rows[0][1])
         self._prune_after = "" if last is None else str(last)
         return removed
 
     def stats(self) -> QueueStats:
-        """Count the queue's items by state (one scan of the work table)."""
+        """Count the queue's items by state, from the counts every state change maintains (the
+        work table's rows are never read; tenants with due work: one index entry each)."""
         rows = self._fetch("stats", self._now())
         ready, delayed, leased, dead, tenants = (int(v) for v in rows[0])
         return QueueStats(ready=ready, delayed=delayed, leased=leased, dead=dead, tenants=tenants)
