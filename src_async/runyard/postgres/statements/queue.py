@@ -105,7 +105,8 @@ LIMIT 1""",
     FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
 )"""
     + tally(
-        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready') - (SELECT count(*) FROM claimed k)",
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready')"
+        " - (SELECT count(*) FROM claimed k)",
         "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
         "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
     )

@@ -126,7 +126,8 @@ WHERE w.tenant = $1::text
     FROM served s, pick p WHERE p.owned AND p.tenant = s.tenant AND t.tenant = s.tenant
 )"""
     + tally(
-        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready') - (SELECT count(*) FROM claimed k)",
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready')"
+        " - (SELECT count(*) FROM claimed k)",
         "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
         "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
     )

@@ -55,13 +55,14 @@ def wake(channel: int) -> str:
 
 
 def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
-    """The CTEs "reclaimable", "reclaimed", "moved" (with the rotation join) and "delayed" that take back
-    up to ``cardinality($jitter)`` lapsed leases (now is $1) before a claim, as reap does:
-    oldest expiry first, rows another session holds skipped, the attempt counted; dead when
-    attempts reach the item's max_attempts (else the policy's, ``$budget``), otherwise ready
-    after the policy's backoff, ``min($cap, $base * 2^(attempts-1)) * $jitter[k]`` (the jitter
-    drawn by the client from policy.random). A reclaimed item is thus delayed, and this
-    statement's snapshot still sees it leased, so the same claim never serves it."""
+    """The CTEs "reclaimable", "reclaimed", "moved" (with the rotation join) and "delayed"
+    that take back up to ``cardinality($jitter)`` lapsed leases (now is $1) before a claim, as
+    reap does: oldest expiry first, rows another session holds skipped, the attempt counted;
+    dead when attempts reach the item's max_attempts (else the policy's, ``$budget``),
+    otherwise ready after the policy's backoff, ``min($cap, $base * 2^(attempts-1)) *
+    $jitter[k]`` (the jitter drawn by the client from policy.random). A reclaimed item is thus
+    delayed, and this statement's snapshot still sees it leased, so the same claim never
+    serves it."""
     limit = f"COALESCE(cardinality(${jitter}::float8[]), 0)"
     spent = f"w.attempts >= COALESCE(w.max_attempts, ${budget}::integer)"
     return (
