@@ -264,14 +264,15 @@ def test_a_claim_that_reclaims_lapsed_leases_touches_a_bounded_number_of_pages(
     assert pages <= bound + RECLAIM_PAGES, executed
 
 
-# The operator and batched statements that read or write the work table, with arguments
-# naming a tenant of the load and items it holds; none may scan the table.
+# The operator and batched statements that read or write the work table (stats: its due index
+# only, once per rotation row), with arguments naming a tenant of the load and items it holds;
+# none may scan the table.
 def _other_statements() -> list[tuple[str, tuple[object, ...]]]:
     targets = (["tenant-1"] * 3, ["item-1", "item-1001", "item-2001"], [1, 2, 3])
     return [
-        ("cancel", ("tenant-1", "item-1")),
+        ("cancel", ("tenant-1", "item-1", NOW)),
         ("purge_dead", ("tenant-1", NOW, 100)),
-        ("prune", ("", 1000, 100)),
+        ("prune", ("", 1000, 100, NOW)),
         ("complete_many", (*targets, NOW, 3600.0)),
         ("heartbeat_many", (*targets, NOW, 3600.0, NOW + 30)),
         ("release_many", (*targets, NOW, 3600.0, None)),
@@ -289,6 +290,7 @@ def _other_statements() -> list[tuple[str, tuple[object, ...]]]:
                 None,
             ),
         ),
+        ("stats", (NOW,)),
     ]
 
 
