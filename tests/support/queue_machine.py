@@ -1,6 +1,7 @@
 """A Hypothesis state machine that drives a WorkQueue and the memory model side by side.
 
-enqueue / claim / heartbeat / complete / fail / settle-with-a-stale-token / tick / reap / requeue:
+enqueue / claim / heartbeat / complete / fail / settle-with-a-stale-token / tick / reap / requeue /
+cancel / purge_dead (enqueues carry run_at and max_attempts too):
 after every step the queue under test must agree with `runyard.memory.queue.MemoryQueueCore` on what
 was claimed, what was refused, and the counts by state. Backends get it through
 `make_queue_machine(factory)`, with `factory(policy, clock)` returning a fresh sync queue.
@@ -64,31 +65,39 @@ def make_queue_machine(
             priority=st.integers(0, 2),
             delay=st.sampled_from([0.0, 0.0, 5.0]),
             dedupe=st.sampled_from([None, None, "d1"]),
+            attempts=st.sampled_from([None, None, 1]),
+            run_at_offset=st.sampled_from([None, None, None, -50.0, 7.0]),
         )
-        def enqueue(self, tenant: str, priority: int, delay: float, dedupe: str | None) -> None:
+        def enqueue(
+            self,
+            tenant: str,
+            priority: int,
+            delay: float,
+            dedupe: str | None,
+            attempts: int | None = None,
+            run_at_offset: float | None = None,
+        ) -> None:
+            """Enqueue on both; ``run_at_offset`` (seconds from now) replaces the delay."""
             self.count += 1
             item_id = f"item-{self.count}"
-            model = self.model.enqueue(
-                tenant,
-                {"n": self.count},
-                item_id=item_id,
-                dedupe_key=dedupe,
-                priority=priority,
-                delay_seconds=delay,
-            )
-            real = self.queue.enqueue(
-                tenant,
-                {"n": self.count},
-                item_id=item_id,
-                dedupe_key=dedupe,
-                priority=priority,
-                delay_seconds=delay,
-            )
-            assert (real.item_id, real.state, real.payload) == (
+            kw: dict[str, Any] = {
+                "item_id": item_id,
+                "dedupe_key": dedupe,
+                "priority": priority,
+                "delay_seconds": delay if run_at_offset is None else 0.0,
+                "max_attempts": attempts,
+            }
+            if run_at_offset is not None:
+                kw["run_at"] = self.clock.now() + run_at_offset
+            model = self.model.enqueue(tenant, {"n": self.count}, **kw)
+            real = self.queue.enqueue(tenant, {"n": self.count}, **kw)
+            assert (real.item_id, real.state, real.payload, real.max_attempts) == (
                 model.item_id,
                 model.state,
                 model.payload,
+                model.max_attempts,
             )
+            assert real.available_at == model.available_at
 
         @rule(worker=st.sampled_from(WORKERS))
         def claim(self, worker: str) -> None:
@@ -195,6 +204,23 @@ def make_queue_machine(
                     self.queue.requeue(tenant, item_id).state
                     == self.model.requeue(tenant, item_id).state
                 )
+
+        @rule(tenant=st.sampled_from(TENANTS), data=st.data())
+        def cancel(self, tenant: str, data: st.DataObject) -> None:
+            item_id = f"item-{data.draw(st.integers(0, self.count))}"  # item-0: never enqueued
+            m = _outcome(lambda: self.model.cancel(tenant, item_id))
+            r = _outcome(lambda: self.queue.cancel(tenant, item_id))
+            assert m == r, (item_id, m, r)
+
+        @precondition(lambda self: self.model.stats().dead > 0)
+        @rule(
+            tenant=st.sampled_from(TENANTS),
+            older_than=st.sampled_from([0.0, 0.0, 5.0]),
+            limit=st.sampled_from([1, 100]),
+        )
+        def purge_dead(self, tenant: str, older_than: float, limit: int) -> None:
+            model = self.model.purge_dead(tenant, older_than=older_than, limit=limit)
+            assert self.queue.purge_dead(tenant, older_than=older_than, limit=limit) == model
 
         @invariant()
         def counts_agree(self) -> None:

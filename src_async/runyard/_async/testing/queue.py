@@ -12,6 +12,9 @@ import pytest_asyncio
 from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.testing._kit import KIT_POLICY
 from runyard._async.testing.batched import AsyncBatchedQueueCases
+from runyard._async.testing.queue_admin import AsyncQueueAdminCases
+from runyard._async.testing.queue_recovery import AsyncQueueRecoveryCases
+from runyard._async.testing.queue_schedule import AsyncQueueScheduleCases
 from runyard._async.testing.roundtrip import AsyncQueueRoundTripCases
 from runyard._async.testing.validation import AsyncQueueValidationCases
 from runyard._flavours import async_gather
@@ -24,7 +27,12 @@ __all__ = ["KIT_POLICY", "AsyncWorkQueueConformance"]
 
 
 class AsyncWorkQueueConformance(
-    AsyncQueueValidationCases, AsyncQueueRoundTripCases, AsyncBatchedQueueCases
+    AsyncQueueValidationCases,
+    AsyncQueueRoundTripCases,
+    AsyncBatchedQueueCases,
+    AsyncQueueScheduleCases,
+    AsyncQueueAdminCases,
+    AsyncQueueRecoveryCases,
 ):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 

@@ -13,6 +13,9 @@ from runyard._flavours import gather
 from runyard._sync.protocols import WorkQueue
 from runyard._sync.testing._kit import KIT_POLICY
 from runyard._sync.testing.batched import BatchedQueueCases
+from runyard._sync.testing.queue_admin import QueueAdminCases
+from runyard._sync.testing.queue_recovery import QueueRecoveryCases
+from runyard._sync.testing.queue_schedule import QueueScheduleCases
 from runyard._sync.testing.roundtrip import QueueRoundTripCases
 from runyard._sync.testing.validation import QueueValidationCases
 from runyard.capabilities import certify
@@ -23,7 +26,14 @@ from runyard.policy import QueuePolicy
 __all__ = ["KIT_POLICY", "WorkQueueConformance"]
 
 
-class WorkQueueConformance(QueueValidationCases, QueueRoundTripCases, BatchedQueueCases):
+class WorkQueueConformance(
+    QueueValidationCases,
+    QueueRoundTripCases,
+    BatchedQueueCases,
+    QueueScheduleCases,
+    QueueAdminCases,
+    QueueRecoveryCases,
+):
     """Subclass as ``TestMyQueue`` and implement ``make_queue`` and ``advance``.
 
     ``make_queue(policy)`` returns a fresh, empty queue (its own namespace) that uses
