@@ -211,7 +211,8 @@ def _counted(tables: StateTables, now: float) -> tuple[int, int, int, int, int]:
             {"now": now},
         ).fetchone()
     assert row is not None
-    return tuple(int(v) for v in row)  # type: ignore[return-value]
+    ready, delayed, leased, dead, tenants = (int(str(v)) for v in row)
+    return ready, delayed, leased, dead, tenants
 
 
 @pytest.mark.asyncio
