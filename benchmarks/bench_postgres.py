@@ -11,15 +11,17 @@ dropped at the end. Each measurement runs for --seconds (default 2). Prints Mark
    tenant; 1M with --large) and by tenant count (100k items over 10 and over 100k tenants),
    each on tables never analyzed and after ANALYZE, in a fresh schema per case.
 
-With --json PATH the figures are also written as JSON, and with --png PATH (when matplotlib is
-installed) as a chart.
+3. the batched calls: claim_many(limit=16)+complete_many at concurrency 16, items/s, one tenant
+   and 16 tenants, beside the same baseline.
+
+The figures go to ``bench-postgres.json`` and the ratios to ``bench-postgres.png`` in
+``--out-dir`` (benchmarks/_report.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import threading
@@ -40,6 +42,8 @@ from runyard.postgres import (
     schema_sql,
 )
 
+from benchmarks._report import write_report
+
 DSN = os.environ.get(
     "RUNYARD_BENCH_PG_DSN",
     "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'",
@@ -48,7 +52,13 @@ CONCURRENCY = (1, 16)
 NOW = time.time()
 # claim+complete runs on 100k items held by one tenant, then spread over 16 tenants.
 CLAIM_TENANTS = {"claim+complete 1 tenant": 1, "claim+complete 16 tenants": 16}
-OPERATIONS = ("put_run", "patch_run", *CLAIM_TENANTS)
+# the batched calls, n items per round trip; measured at concurrency 16 only (items/s)
+BATCH = 16
+BATCHED_TENANTS = {
+    f"claim_many+complete_many n={BATCH} 1 tenant": 1,
+    f"claim_many+complete_many n={BATCH} 16 tenants": 16,
+}
+OPERATIONS = ("put_run", "patch_run", *CLAIM_TENANTS, *BATCHED_TENANTS)
 
 
 def admin() -> psycopg.Connection[Any]:
@@ -85,30 +95,31 @@ def raw_setup(tables: StateTables) -> str:
 
 # -- drivers: run `op(worker)` from `concurrency` workers for `seconds`; return ops/s ---------
 async def run_async(
-    op: Callable[[int], Awaitable[object]], concurrency: int, seconds: float
+    op: Callable[[int], Awaitable[int | None]], concurrency: int, seconds: float
 ) -> float:
+    """Ops/s (an op that returns a count counts as that many: items of a batch)."""
     done = 0
     deadline = time.perf_counter() + seconds
 
     async def worker(n: int) -> None:
         nonlocal done
         while time.perf_counter() < deadline:
-            await op(n)
-            done += 1
+            count = await op(n)
+            done += 1 if count is None else count
 
     start = time.perf_counter()
     await asyncio.gather(*(worker(n) for n in range(concurrency)))
     return done / (time.perf_counter() - start)
 
 
-def run_sync(op: Callable[[int], object], concurrency: int, seconds: float) -> float:
+def run_sync(op: Callable[[int], int | None], concurrency: int, seconds: float) -> float:
     counts = [0] * concurrency
     deadline = time.perf_counter() + seconds
 
     def worker(n: int) -> None:
         while time.perf_counter() < deadline:
-            op(n)
-            counts[n] += 1
+            count = op(n)
+            counts[n] += 1 if count is None else count
 
     start = time.perf_counter()
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(concurrency)]
@@ -150,10 +161,22 @@ async def bench_async(tables: StateTables, raw_sql: str, seconds: float) -> list
         if lease is not None:
             await queue.complete(lease.tenant, lease.item_id, token=lease.token)
 
+    async def claim_complete_many(n: int) -> int:
+        leases = await queue.claim_many(f"w{n}", limit=BATCH)
+        if leases:
+            await queue.complete_many(leases)
+        return len(leases)
+
     for concurrency in CONCURRENCY:
         baseline = await run_async(raw, concurrency, seconds)
         for name in OPERATIONS:
-            if name in CLAIM_TENANTS:
+            op: Callable[[int], Awaitable[int | None]]
+            if name in BATCHED_TENANTS:
+                if concurrency == 1:
+                    continue
+                load_items(tables, 100_000, BATCHED_TENANTS[name])
+                op = claim_complete_many
+            elif name in CLAIM_TENANTS:
                 load_items(tables, 100_000, CLAIM_TENANTS[name])
                 op = claim_complete
             else:
@@ -197,10 +220,22 @@ def bench_sync(tables: StateTables, raw_sql: str, seconds: float) -> list[list[s
         if lease is not None:
             queue.complete(lease.tenant, lease.item_id, token=lease.token)
 
+    def claim_complete_many(n: int) -> int:
+        leases = queue.claim_many(f"w{n}", limit=BATCH)
+        if leases:
+            queue.complete_many(leases)
+        return len(leases)
+
     for concurrency in CONCURRENCY:
         baseline = run_sync(raw, concurrency, seconds)
         for name in OPERATIONS:
-            if name in CLAIM_TENANTS:
+            op: Callable[[int], int | None]
+            if name in BATCHED_TENANTS:
+                if concurrency == 1:
+                    continue
+                load_items(tables, 100_000, BATCHED_TENANTS[name])
+                op = claim_complete_many
+            elif name in CLAIM_TENANTS:
                 load_items(tables, 100_000, CLAIM_TENANTS[name])
                 op = claim_complete
             else:
@@ -278,22 +313,25 @@ OPS_HEADER = ["twin", "operation", "concurrency", "ops/s", "raw UPDATE+COMMIT/s"
 LATENCY_HEADER = ["items", "tenants", "analyzed", "claim p50 ms", "claim p99 ms", "claim max ms"]
 
 
-def write_png(path: str, ops: list[list[str]]) -> bool:
-    """Chart the ratios to the raw baseline; False when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    labels = [f"{r[0]} {r[1]} c={r[2]}" for r in ops]
-    figure, axes = plt.subplots(figsize=(9, 0.35 * len(ops) + 1))
-    axes.barh(labels, [float(r[5]) for r in ops])
-    axes.set_xlabel("ops/s / raw UPDATE+COMMIT/s (same run, same concurrency)")
-    figure.tight_layout()
-    figure.savefig(path)
-    return True
+def figures(
+    server: str, seconds: float, ops: list[list[str]], latency: list[list[str]]
+) -> dict[str, Any]:
+    """The report: each operation's ops/s, the baseline's and their ratio, by twin and
+    concurrency; the claim latencies."""
+    operations: dict[str, dict[str, dict[str, float]]] = {}
+    for twin, name, concurrency, rate, raw, ratio in ops:
+        operations.setdefault(f"{twin} {name}", {})[f"c={concurrency}"] = {
+            "ops/s": float(rate.replace(",", "")),
+            "raw UPDATE+COMMIT/s": float(raw.replace(",", "")),
+            "ratio": float(ratio),
+        }
+    return {
+        "server": server,
+        "cpus": os.cpu_count(),
+        "seconds": seconds,
+        "operations": operations,
+        "claim_latency": [dict(zip(LATENCY_HEADER, r, strict=True)) for r in latency],
+    }
 
 
 def main() -> None:
@@ -306,8 +344,9 @@ def main() -> None:
     )
     parser.add_argument("--large", action="store_true", help="add 1M items in one tenant")
     parser.add_argument("--samples", type=int, default=300, help="claims timed per case")
-    parser.add_argument("--json", help="also write the figures to this JSON file")
-    parser.add_argument("--png", help="also chart the ratios to this PNG (needs matplotlib)")
+    parser.add_argument(
+        "--out-dir", default=".", help="where bench-postgres.json and bench-postgres.png go"
+    )
     args = parser.parse_args()
     cases = [(int(c.split(":")[0]), int(c.split(":")[1])) for c in args.cases.split(",")]
     if args.large:
@@ -331,21 +370,9 @@ def main() -> None:
     print(table(OPS_HEADER, ops))
     print()
     print(table(LATENCY_HEADER, latency))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(
-                {
-                    "server": server,
-                    "cpus": os.cpu_count(),
-                    "seconds": args.seconds,
-                    "operations": [dict(zip(OPS_HEADER, r, strict=True)) for r in ops],
-                    "claim_latency": [dict(zip(LATENCY_HEADER, r, strict=True)) for r in latency],
-                },
-                out,
-                indent=1,
-            )
-    if args.png and not write_png(args.png, ops):
-        print(f"\n(no {args.png}: matplotlib is not installed)")
+    report = figures(server, args.seconds, ops, latency)
+    for path in write_report("bench-postgres", report, out_dir=args.out_dir):
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -25,19 +25,26 @@ def _run(*args: str) -> str:
 
 
 @pytest.mark.slow
-def test_the_postgres_benchmark_runs(pg_server: None) -> None:
+def test_the_postgres_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
     out = _run(
-        "benchmarks/bench_postgres.py",
+        "-m",
+        "benchmarks.bench_postgres",
         "--seconds",
         "0.2",
         "--cases",
         "100:1,100:10",
         "--samples",
         "5",
+        "--out-dir",
+        str(tmp_path),
     )
     assert "| sync | claim+complete 1 tenant | 16 |" in out
     assert "| sync | claim+complete 16 tenants | 16 |" in out
+    assert "| async | claim_many+complete_many n=16 1 tenant | 16 |" in out
     assert "| 100 | 10 | never |" in out and "| 100 | 10 | yes |" in out
+    figures = json.loads((tmp_path / "bench-postgres.json").read_text(encoding="utf-8"))
+    assert figures["operations"]["sync claim+complete 1 tenant"]["c=16"]["ratio"] > 0
+    assert (tmp_path / "bench-postgres.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
 def test_the_memory_benchmark_runs() -> None:

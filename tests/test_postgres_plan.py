@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from runyard.postgres import StateTables
 from runyard.postgres.statements import statements
 
@@ -19,6 +20,11 @@ ITEMS, TENANTS, NOW = 200_000, 1_000, 1_700_000_000.0
 # version and its index entries) and advance the turn; 58 to 64 measured. Reading one
 # tenant's backlog of 100,000 index entries touches about 90,000.
 MAX_CLAIM_PAGES = 100
+# The most pages one claim_many(limit=16) may touch: 16 items found, locked and written, about
+# 50 pages each; 730 to 840 measured on the loads below.
+MAX_CLAIM_MANY_PAGES = 1_000
+# What reclaiming RECLAIM_PER_CLAIM (8) lapsed leases may add to a claim: about 40 pages each.
+RECLAIM_PAGES = 8 * 40
 Conn = psycopg.Connection[tuple[object, ...]]
 
 
@@ -50,29 +56,45 @@ def _analyze(conn: Conn, tables: StateTables) -> None:
     conn.execute(f"ANALYZE {tables.qualified(tables.turns)}")
 
 
-def _plan(conn: Conn, statement: str) -> str:
+# The claim's arguments: now, worker, lease expiry, tenants passed over, the reclaim jitters
+# (RECLAIM_PER_CLAIM of them), backoff base and cap, the policy's max_attempts.
+CLAIM_ARGS: tuple[object, ...] = (NOW, "w1", NOW + 30, [], [0.5] * 8, 1.0, 300.0, 5)
+# claim_many's: the same with the batch size after the tenants passed over.
+CLAIM_MANY_ARGS: tuple[object, ...] = (*CLAIM_ARGS[:4], 16, *CLAIM_ARGS[4:])
+
+
+def _plan(conn: Conn, statement: str, args: tuple[object, ...] = CLAIM_ARGS) -> str:
     cursor = psycopg.RawCursor(conn)
-    cursor.execute(f"EXPLAIN {statement}", (NOW, "w1", NOW + 30, []))
+    cursor.execute(f"EXPLAIN {statement}", args)
     return "\n".join(str(row[0]) for row in cursor.fetchall())
 
 
-def _prepare(conn: Conn, statement: str) -> None:
-    # Prepared statements switch to a generic plan after a few runs: force one.
-    conn.execute(f"PREPARE claim_plan (float8, text, float8, text[]) AS {statement}")
+def _prepare(conn: Conn, statement: str, name: str = "claim_plan") -> None:
+    # Prepared statements switch to a generic plan after a few runs: force one. Every
+    # placeholder carries a cast, so PREPARE infers the parameter types.
+    conn.execute(f"PREPARE {name} AS {statement}")
     conn.execute("SET plan_cache_mode = force_generic_plan")
 
 
-def _generic_plan(conn: Conn) -> str:
-    rows = conn.execute(f"EXPLAIN EXECUTE claim_plan ({NOW}, 'w1', {NOW + 30}, '{{}}')")
+def _execute(conn: Conn, name: str, args: tuple[object, ...]) -> str:
+    values = ", ".join(sql.Literal(arg).as_string(conn) for arg in args)
+    return f"EXECUTE {name} ({values})"
+
+
+def _generic_plan(
+    conn: Conn, args: tuple[object, ...] = CLAIM_ARGS, name: str = "claim_plan"
+) -> str:
+    rows = conn.execute(f"EXPLAIN {_execute(conn, name, args)}")
     return "\n".join(str(row[0]) for row in rows)
 
 
-def _generic_pages(conn: Conn) -> tuple[int, str]:
+def _generic_pages(
+    conn: Conn, args: tuple[object, ...] = CLAIM_ARGS, name: str = "claim_plan"
+) -> tuple[int, str]:
     """Run the generic plan under EXPLAIN (ANALYZE, BUFFERS), rolled back: the pages touched."""
     with conn.transaction(force_rollback=True):
         row = conn.execute(
-            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON)"
-            f" EXECUTE claim_plan ({NOW}, 'w1', {NOW + 30}, '{{}}')"
+            f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {_execute(conn, name, args)}"
         ).fetchone()
     assert row is not None
     plan: dict[str, Any] = row[0][0]["Plan"]  # type: ignore[index]
@@ -145,8 +167,7 @@ def _buffers(conn: Conn, statement: str) -> tuple[int, str]:
     cursor = psycopg.RawCursor(conn)
     with conn.transaction(force_rollback=True):
         cursor.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {statement}",
-            (NOW, "w1", NOW + 30, []),
+            f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {statement}", CLAIM_ARGS
         )
         row = cursor.fetchone()
     assert row is not None
@@ -161,7 +182,7 @@ def test_a_delayed_backlog_is_not_walked(pg_tables: StateTables) -> None:
         _load_delayed_backlog(conn, pg_tables)
         custom = _plan(conn, claim)
         pages, analyzed = _buffers(conn, claim)
-        claimed = psycopg.RawCursor(conn).execute(claim, (NOW, "w1", NOW + 30, [])).fetchall()
+        claimed = psycopg.RawCursor(conn).execute(claim, CLAIM_ARGS).fetchall()
         _prepare(conn, claim)
         generic = _generic_plan(conn)
     for plan in (custom, generic):
@@ -192,3 +213,98 @@ def test_list_runs_with_a_status_reads_the_status_index(pg_tables: StateTables) 
         )
     assert f"{pg_tables.runs}_by_status" in plan, plan
     assert f"Seq Scan on {pg_tables.runs}" not in plan, plan
+
+
+def _lapse_leases(conn: Conn, tables: StateTables) -> None:
+    """Give every leased item (one in ten) a lease that lapsed: claims reclaim them."""
+    work = tables.qualified(tables.work)
+    conn.execute(
+        f"""UPDATE {work} SET worker = 'gone', token = 1, claimed_at = {NOW} - 100,
+                              lease_expires_at = {NOW} - 70, attempts = 1
+            WHERE state = 'leased'"""
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tenants", [1, 1_000], ids=["one-tenant", "1k-tenants"])
+@pytest.mark.parametrize("analyzed", [False, True], ids=["never-analyzed", "analyzed"])
+def test_a_claim_many_touches_a_bounded_number_of_pages(
+    pg_tables: StateTables, tenants: int, analyzed: bool
+) -> None:
+    claim_many = statements(pg_tables).claim_many
+    with admin_connection() as conn:
+        _load(conn, pg_tables, 100_000, tenants)
+        if analyzed:
+            _analyze(conn, pg_tables)
+        _prepare(conn, claim_many)
+        plan = _generic_plan(conn, CLAIM_MANY_ARGS)
+        pages, executed = _generic_pages(conn, CLAIM_MANY_ARGS)
+    assert "$1" in plan  # really the generic plan
+    assert f"Seq Scan on {pg_tables.work}" not in plan, plan
+    assert f"Bitmap Heap Scan on {pg_tables.work}" not in plan, plan
+    assert pages <= MAX_CLAIM_MANY_PAGES, executed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["claim", "claim_many"])
+def test_a_claim_that_reclaims_lapsed_leases_touches_a_bounded_number_of_pages(
+    pg_tables: StateTables, name: str
+) -> None:
+    statement = getattr(statements(pg_tables), name)
+    args = CLAIM_ARGS if name == "claim" else CLAIM_MANY_ARGS
+    with admin_connection() as conn:
+        _load(conn, pg_tables, 100_000, 1)
+        _lapse_leases(conn, pg_tables)
+        _prepare(conn, statement)
+        plan = _generic_plan(conn, args)
+        pages, executed = _generic_pages(conn, args)
+    assert f"Seq Scan on {pg_tables.work}" not in plan, plan
+    assert f"{pg_tables.work}_lapsing" in plan, plan
+    bound = MAX_CLAIM_PAGES if name == "claim" else MAX_CLAIM_MANY_PAGES
+    assert pages <= bound + RECLAIM_PAGES, executed
+
+
+# The operator and batched statements that read or write the work table (stats: its due index
+# only, once per rotation row), with arguments naming a tenant of the load and items it holds;
+# none may scan the table.
+def _other_statements() -> list[tuple[str, tuple[object, ...]]]:
+    targets = (["tenant-1"] * 3, ["item-1", "item-1001", "item-2001"], [1, 2, 3])
+    return [
+        ("cancel", ("tenant-1", "item-1", NOW)),
+        ("purge_dead", ("tenant-1", NOW, 100)),
+        ("prune", ("", 1000, 100, NOW)),
+        ("complete_many", (*targets, NOW, 3600.0)),
+        ("heartbeat_many", (*targets, NOW, 3600.0, NOW + 30)),
+        ("release_many", (*targets, NOW, 3600.0, None)),
+        (
+            "enqueue_many",
+            (
+                "tenant-1",
+                ["n1", "item-1"],
+                ["{}", "{}"],
+                [0, 0],
+                [NOW, NOW],
+                NOW,
+                ["k1", None],
+                [None, 3],
+                None,
+            ),
+        ),
+        ("stats", (NOW,)),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("analyzed", [False, True], ids=["never-analyzed", "analyzed"])
+def test_the_other_queue_statements_never_scan_the_work_table(
+    pg_tables: StateTables, analyzed: bool
+) -> None:
+    texts = statements(pg_tables)
+    with admin_connection() as conn:
+        _load(conn, pg_tables, 100_000, 1_000)
+        if analyzed:
+            _analyze(conn, pg_tables)
+        for n, (name, args) in enumerate(_other_statements()):
+            _prepare(conn, getattr(texts, name), f"other_{n}")
+            plan = _generic_plan(conn, args, f"other_{n}")
+            assert f"Seq Scan on {pg_tables.work}" not in plan, (name, plan)

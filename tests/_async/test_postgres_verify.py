@@ -46,17 +46,17 @@ class CountingExecutor:
 
 @pytest.mark.asyncio
 async def test_a_wrong_schema_version_is_refused(pg_tables: StateTables) -> None:
-    # Queue version 1 is the rotation with ready counts, before claims stopped waiting on it.
+    # Queue version 2 has no per-item max_attempts column: the error names both versions.
     with admin_connection() as conn:
         conn.execute(
-            f"UPDATE {pg_tables.qualified(pg_tables.schema_table)} SET version = 1"
+            f"UPDATE {pg_tables.qualified(pg_tables.schema_table)} SET version = 2"
             " WHERE component = 'queue'"
         )
     pool = await open_pool()
     try:
         with pytest.raises(
             ConfigurationError,
-            match="at schema version 1, but this runyard was written for version 2",
+            match="at schema version 2, but this runyard was written for version 3",
         ):
             await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
         store = await AsyncPostgresStateStore.open(pool, tables=pg_tables)
@@ -82,7 +82,7 @@ async def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> N
         with pytest.raises(ConfigurationError) as queue:
             await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
         assert "'queue' is at schema version 1" in str(queue.value)
-        assert "written for version 2: migrate the schema" in str(queue.value)
+        assert "written for version 3: migrate the schema" in str(queue.value)
     finally:
         await pool.close()
 

@@ -1,10 +1,9 @@
-"""The worker on the machine's Redis and PostgreSQL: woken by the hint enqueue sends (Redis: the
-enqueue script; PostgreSQL: sent by hand here until the enqueue statement sends it), and
-surviving an outage."""
+"""The worker on the machine's Redis and PostgreSQL: woken by the hint enqueue sends (the Redis
+enqueue script; the PostgreSQL enqueue statements' pg_notify), and surviving an outage."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -14,8 +13,9 @@ from runyard import QueuePolicy
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard._async.redis.wakeup import AsyncRedisWakeup
 from runyard._flavours import AsyncEvent, async_gather
-from runyard.models import Lease
+from runyard.models import Lease, NewItem
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
+from runyard.postgres.flavours import AsyncConnection
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
@@ -48,7 +48,7 @@ class SpyRedisQueue(AsyncRedisWorkQueue):
 
 
 class SpyPostgresQueue(AsyncPostgresWorkQueue):
-    """Reports a claim that found nothing (the worker is idle from then on)."""
+    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
@@ -59,6 +59,12 @@ class SpyPostgresQueue(AsyncPostgresWorkQueue):
         if lease is None:
             self.claimed_nothing.set()
         return lease
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        leases = await super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claimed_nothing.set()
+        return leases
 
 
 @pytest_asyncio.fixture
@@ -111,12 +117,13 @@ async def test_an_idle_redis_cluster_worker_is_woken_by_the_enqueue_script(
         cluster_redis_target.purge(settings.namespace)
 
 
-@pytest.mark.asyncio
-async def test_an_idle_postgres_worker_is_woken_by_a_notify_on_the_wake_channel(
-    pg_tables: StateTables,
+async def _woken_postgres_worker(
+    tables: StateTables, enqueue: Callable[[AsyncPostgresWorkQueue], Awaitable[object]]
 ) -> None:
-    queue = await SpyPostgresQueue.open(await open_pool(), tables=pg_tables, close_source=True)
-    wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    """An idle worker with a 60 s polling backstop runs the job ``enqueue`` adds: woken by the
+    enqueue statement's pg_notify at its commit, not by a poll."""
+    queue = await SpyPostgresQueue.open(await open_pool(), tables=tables, close_source=True)
+    wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=tables)
     ran = AsyncEvent()
 
     async def handler(job: Job) -> None:
@@ -126,16 +133,44 @@ async def test_an_idle_postgres_worker_is_woken_by_a_notify_on_the_wake_channel(
 
     async def drive() -> None:
         assert await queue.claimed_nothing.wait(SAFETY)
-        await queue.enqueue("acme", {})
-        with admin_connection() as conn:  # what the enqueue statement will send at its commit
-            conn.execute("SELECT pg_notify(%s, '')", (wakeup.channel,))
-        woken = await ran.wait(SAFETY)
+        await enqueue(queue)
+        woken = await ran.wait(SAFETY)  # the 60 s backstop comes after the safety limit
         worker.stop()
         assert woken
 
     await async_gather([worker.run, drive])
     assert worker.stats().completed == 1
     await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_an_idle_postgres_worker_is_woken_by_enqueue(pg_tables: StateTables) -> None:
+    async def enqueue(queue: AsyncPostgresWorkQueue) -> object:
+        return await queue.enqueue("acme", {})
+
+    await _woken_postgres_worker(pg_tables, enqueue)
+
+
+@pytest.mark.asyncio
+async def test_an_idle_postgres_worker_is_woken_by_enqueue_many(pg_tables: StateTables) -> None:
+    async def enqueue(queue: AsyncPostgresWorkQueue) -> object:
+        return await queue.enqueue_many("acme", [NewItem(payload={})])
+
+    await _woken_postgres_worker(pg_tables, enqueue)
+
+
+@pytest.mark.asyncio
+async def test_an_idle_postgres_worker_is_woken_when_a_bound_enqueue_commits(
+    pg_tables: StateTables,
+) -> None:
+    async def enqueue(queue: AsyncPostgresWorkQueue) -> object:
+        async with (
+            await AsyncConnection.connect(PG_DSN) as conn,
+            conn.transaction(),
+        ):
+            return await queue.bound(conn).enqueue("acme", {})
+
+    await _woken_postgres_worker(pg_tables, enqueue)
 
 
 @pytest.mark.asyncio

@@ -16,7 +16,9 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   sent) instead of jsonb; the (tenant, status, seq) index on runs, for list_runs by status.
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 1}
+# queue 3: a per-item max_attempts column on the work table; maintained counts (counts, delays)
+#   that stats reads instead of the work table.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 3, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (
@@ -54,6 +56,8 @@ class StateTables:
     trace_heads: str = "runyard_execution_trace_heads"
     events: str = "runyard_run_events"
     event_heads: str = "runyard_run_event_heads"
+    counts: str = "runyard_queue_counts"
+    delays: str = "runyard_queue_delays"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -82,6 +86,8 @@ class StateTables:
             trace_heads=f"{prefix}execution_trace_heads",
             events=f"{prefix}run_events",
             event_heads=f"{prefix}run_event_heads",
+            counts=f"{prefix}queue_counts",
+            delays=f"{prefix}queue_delays",
         )
 
     def qualified(self, name: str) -> str:
@@ -110,6 +116,10 @@ class StateTables:
             "token_seq": self.sequence("token"),
             "turn_seq": self.sequence("turn"),
             "turns_retire": self.qualified(self.turns + "_retire"),
+            "counts": self.qualified(self.counts),
+            "delays": self.qualified(self.delays),
+            "delays_name": self.delays,
+            "counts_seq": self.qualified(self.counts + "_shard_seq"),
         }
         # Sequence names as text literals for nextval('...'); identifiers never hold a quote.
         values["work_seq_name"] = values["work_seq"]
@@ -140,6 +150,9 @@ class StateTables:
             self.sequence("work"),
             self.sequence("token"),
             self.sequence("turn"),
+            self.qualified(self.counts),
+            self.qualified(self.delays),
+            self.qualified(self.counts + "_shard_seq"),
         )
 
     def execution_relations(self) -> tuple[str, ...]:

@@ -86,6 +86,7 @@ CREATE TABLE {work} (
     last_error        text,
     dead_reason       text,
     dead_at           double precision,
+    max_attempts      integer CHECK (max_attempts > 0),  -- queue schema version 3
     PRIMARY KEY (tenant, item_id)
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 -- claim: a tenant's due head, highest priority first, then oldest due, then oldest ready.
@@ -113,6 +114,29 @@ CREATE TABLE {turns} (
     turn    bigint NOT NULL
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant);
+
+-- Maintained counts (queue schema version 3), so that stats never reads the work table. Every
+-- statement that changes items' states adds its changes to one row of {counts}: it takes the
+-- first row no other session holds (FOR UPDATE SKIP LOCKED, starting from a row picked by its
+-- backend), so no statement waits on another's count, an open bound() transaction included;
+-- when every row is held, it adds a row (its shard from {counts_seq}). `ready` counts ready
+-- items, due and delayed. Delayed items are counted by time: {delays} holds +1 at the due time
+-- of an item that became ready for later and -1 when such an item is cancelled; the delayed
+-- count at time t is the sum of n over rows with available_at > t (rows in the past no longer
+-- count: prune() deletes them).
+CREATE SEQUENCE {counts_seq} START 16;
+CREATE TABLE {counts} (
+    shard   bigint PRIMARY KEY,
+    ready   bigint NOT NULL DEFAULT 0,
+    leased  bigint NOT NULL DEFAULT 0,
+    dead    bigint NOT NULL DEFAULT 0
+);
+INSERT INTO {counts} (shard) SELECT g FROM generate_series(0, 15) AS g;
+CREATE TABLE {delays} (
+    available_at  double precision NOT NULL,
+    n             integer NOT NULL
+);
+CREATE INDEX "{delays_name}_by_time" ON {delays} (available_at);
 
 -- Remove a tenant's row when it has no item in state 'ready', unless someone holds the row (an
 -- enqueue's KEY SHARE, a claim advancing the turn): it is then skipped, never waited on. Each
@@ -155,7 +179,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 3), ('queue', 2);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 3), ('queue', 3);
 
 -- Execution store ---------------------------------------------------------------------------
 

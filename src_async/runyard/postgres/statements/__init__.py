@@ -14,6 +14,8 @@ from functools import cache
 from runyard.postgres.schema import StateTables
 from runyard.postgres.statements.events import EVENT_TEMPLATES
 from runyard.postgres.statements.queue import QUEUE_TEMPLATES
+from runyard.postgres.statements.queue_admin import ADMIN_TEMPLATES
+from runyard.postgres.statements.queue_batched import BATCHED_TEMPLATES
 from runyard.postgres.statements.state import STATE_TEMPLATES
 
 __all__ = [
@@ -58,6 +60,7 @@ _WORK_COLUMNS = (
     "claimed_at",
     "dead_reason",
     "dead_at",
+    "max_attempts",
 )
 _SESSION_COLUMNS = ("tenant", "session_id", "blob::text", "version", "created_at", "updated_at")
 RUN_COLUMN_COUNT = len(_RUN_COLUMNS)
@@ -92,6 +95,12 @@ def statements(tables: StateTables) -> Statements:
     return Statements(
         {
             name: text.format_map(values).strip()
-            for name, text in {**STATE_TEMPLATES, **QUEUE_TEMPLATES, **EVENT_TEMPLATES}.items()
+            for name, text in {
+                **STATE_TEMPLATES,
+                **QUEUE_TEMPLATES,
+                **BATCHED_TEMPLATES,
+                **ADMIN_TEMPLATES,
+                **EVENT_TEMPLATES,
+            }.items()
         }
     )

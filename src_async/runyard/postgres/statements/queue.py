@@ -2,43 +2,39 @@
 
 from __future__ import annotations
 
-__all__ = ["QUEUE_TEMPLATES"]
+from runyard.postgres.statements.queue_rotation import (
+    DUE_TENANT,
+    JOIN_ROTATION,
+    delayed,
+    reclaim,
+    tally,
+    wake,
+)
 
-# Items that moved into state 'ready' (the CTE named "moved", with tenant and state columns)
-# keep their tenant in the rotation: a tenant that has a row gets FOR KEY SHARE on it (no claim
-# waits on that lock; a concurrent retire skips the row), a tenant without one is inserted with
-# the claim counter's current value as its turn (the back of the rotation).
-_JOIN_ROTATION = """, held AS (
-    SELECT t.tenant FROM {turns} t
-    WHERE t.tenant IN (SELECT m.tenant FROM moved m WHERE m.state = 'ready')
-    FOR KEY SHARE OF t
-), joined AS (
-    INSERT INTO {turns} AS t (tenant, turn)
-    SELECT DISTINCT m.tenant, (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END
-                               FROM {turn_seq} c)
-    FROM moved m
-    WHERE m.state = 'ready' AND m.tenant NOT IN (SELECT h.tenant FROM held h)
-    ON CONFLICT (tenant) DO UPDATE SET turn = t.turn
-)"""
+__all__ = ["QUEUE_TEMPLATES"]
 
 QUEUE_TEMPLATES: dict[str, str] = {
     # -- work items ------------------------------------------------------------------------
-    # $1 tenant $2 item_id $3 payload $4 priority $5 available_at $6 now $7 dedupe_key.
-    # The tenant joins the rotation (or keeps its place, under a KEY SHARE lock only). A repeat
-    # returns the item already stored under the id (first) or the live dedupe key.
+    # $1 tenant $2 item_id $3 payload $4 priority $5 available_at $6 now $7 dedupe_key
+    # $8 max_attempts $9 wake channel. The tenant joins the rotation (or keeps its place, under
+    # a KEY SHARE lock only) and idle workers are woken at commit. A repeat returns the item
+    # already stored under the id (first) or the live dedupe key.
     "enqueue": """
 WITH moved AS (
     INSERT INTO {work} AS w
         (tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at,
-         dedupe_key)
+         dedupe_key, max_attempts)
     VALUES ($1::text, $2::text, $3::text, $4::bigint, 'ready', 0, $5::float8,
-            $6::float8, $7::text)
+            $6::float8, $7::text, $8::integer)
     ON CONFLICT DO NOTHING
     RETURNING {work_cols_w}
 )"""
-    + _JOIN_ROTATION
+    + JOIN_ROTATION
+    + wake(9)
+    + delayed("moved", "$6::float8")
+    + tally("(SELECT count(*) FROM moved)", "0", "0")
     + """
-SELECT true, i.* FROM moved i
+SELECT true, i.* FROM moved i CROSS JOIN woken
 UNION ALL
 SELECT false, e.* FROM (
     SELECT {work_cols_w} FROM {work} w
@@ -53,34 +49,35 @@ SELECT {work_cols_w} FROM {work} w
 WHERE w.tenant = $1::text AND (w.item_id = $2::text OR w.dedupe_key = $3::text)
 ORDER BY w.item_id = $2::text DESC
 LIMIT 1""",
-    # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked).
-    # One statement, which waits on no lock: the tenant with the oldest turn that has due work
-    # and whose rotation row no other session holds (FOR NO KEY UPDATE SKIP LOCKED), so
-    # concurrent claimers spread over tenants; when every such row is held (many claimers, few
-    # tenants), the oldest-turn tenant with due work all the same, without advancing its turn.
-    # Its head row is locked SKIP LOCKED, every predicate repeated on the locked row (found by
-    # its ctid, a plan statistics cannot change), the claim written and the turn advanced.
-    # "Anything due?" reads one entry of the (tenant, available_at) index (ORDER BY ... LIMIT
-    # 1, the only plan that serves it without reading the tenant's backlog), so the plan is the
-    # same with or without statistics. The reply says whether fewer than 16 other ready items
-    # were seen (time to try a retire), and a row with a tenant and no item means "that
+    # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked)
+    # $5 reclaim jitters $6 backoff_base $7 backoff_cap $8 policy max_attempts. First up to
+    # cardinality($5) lapsed leases are taken back (see reclaim()). One statement, which
+    # waits on no lock: the tenant with the oldest turn that has due work and whose rotation
+    # row no other session holds (FOR NO KEY UPDATE SKIP LOCKED), so concurrent claimers
+    # spread over tenants; when every such row is held (many claimers, few tenants), the
+    # oldest-turn tenant with due work all the same, without advancing its turn. Its head row
+    # is locked SKIP LOCKED, every predicate repeated on the locked row (found by its ctid, a
+    # plan statistics cannot change), the claim written and the turn advanced. "Anything
+    # due?" is DUE_TENANT, one index entry. The reply says whether fewer than 16 other ready
+    # items were seen (time to try a retire), and a row with a tenant and no item means "that
     # tenant's heads were all locked".
-    "claim": """
-WITH owned AS (
+    "claim": "WITH "
+    + reclaim(5, 6, 7, 8)
+    + """, owned AS (
     SELECT t.tenant FROM {turns} t
     WHERE t.tenant <> ALL ($4::text[])
-      AND (SELECT d.available_at FROM {work} d
-           WHERE d.tenant = t.tenant AND d.state = 'ready'
-           ORDER BY d.available_at LIMIT 1) <= $1::float8
+      AND """
+    + DUE_TENANT
+    + """
     ORDER BY t.turn, t.tenant
     LIMIT 1
     FOR NO KEY UPDATE OF t SKIP LOCKED
 ), shared AS (
     SELECT t.tenant FROM {turns} t
     WHERE NOT EXISTS (SELECT 1 FROM owned) AND t.tenant <> ALL ($4::text[])
-      AND (SELECT d.available_at FROM {work} d
-           WHERE d.tenant = t.tenant AND d.state = 'ready'
-           ORDER BY d.available_at LIMIT 1) <= $1::float8
+      AND """
+    + DUE_TENANT
+    + """
     ORDER BY t.turn, t.tenant
     LIMIT 1
 ), pick AS (
@@ -106,7 +103,14 @@ WITH owned AS (
 ), advanced AS (
     UPDATE {turns} AS t SET turn = nextval('{turn_seq}')
     FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
-)
+)"""
+    + tally(
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready')"
+        " - (SELECT count(*) FROM claimed k)",
+        "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
+    )
+    + """
 SELECT p.tenant,
        (SELECT count(*) FROM claimed k, LATERAL (
             SELECT 1 FROM {work} x
@@ -120,7 +124,8 @@ FROM pick p LEFT JOIN claimed c ON true""",
 SELECT {turns_retire}($1::text)""",
     # $1 tenant $2 item_id: what a refused settle is explained by
     "probe_item": """
-SELECT w.token, w.state, w.claimed_at, w.lease_expires_at, w.attempts FROM {work} w
+SELECT w.token, w.state, w.claimed_at, w.lease_expires_at, w.attempts, w.max_attempts
+FROM {work} w
 WHERE w.tenant = $1::text AND w.item_id = $2::text""",
     # $1 tenant $2 item_id $3 token $4 now $5 now + lease_seconds $6 max_lease_seconds
     "heartbeat": """
@@ -131,11 +136,16 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
 RETURNING {work_cols_w}""",
     # $1 tenant $2 item_id $3 token $4 now $5 max_lease_seconds
     "complete": """
+WITH done AS (
 DELETE FROM {work} AS w
 WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
   AND w.state = 'leased' AND $4::float8 < w.claimed_at + $5::float8
   AND $4::float8 <= w.lease_expires_at
-RETURNING w.item_id""",
+RETURNING w.item_id
+)"""
+    + tally("0", "-(SELECT count(*) FROM done)", "0")
+    + """
+SELECT d.item_id FROM done d""",
     # $1 tenant $2 item_id $3 token $4 now $5 max_lease_seconds $6 new state $7 retry_at
     # $8 error $9 dead reason. A retry keeps the tenant in the rotation.
     "fail": """
@@ -150,12 +160,18 @@ WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.token = $3::bigint
   AND $4::float8 <= w.lease_expires_at
 RETURNING {work_cols_w}
 ), moved AS (SELECT f.tenant, f.state FROM failed f)"""
-    + _JOIN_ROTATION
+    + JOIN_ROTATION
+    + delayed("failed", "$4::float8")
+    + tally(
+        "(SELECT count(*) FROM failed f WHERE f.state = 'ready')",
+        "-(SELECT count(*) FROM failed f)",
+        "(SELECT count(*) FROM failed f WHERE f.state = 'dead')",
+    )
     + """
 SELECT * FROM failed""",
     # $1 now $2 limit: lapsed leases, oldest expiry first
     "lapsed": """
-SELECT w.tenant, w.item_id, w.token, w.attempts FROM {work} w
+SELECT w.tenant, w.item_id, w.token, w.attempts, w.max_attempts FROM {work} w
 WHERE w.state = 'leased' AND w.lease_expires_at < $1::float8
 ORDER BY w.lease_expires_at, w.token
 LIMIT $2::bigint""",
@@ -185,51 +201,31 @@ WHERE w.tenant = k.tenant AND w.item_id = k.item_id
   AND w.token = d.token AND w.state = 'leased' AND w.lease_expires_at < $1::float8
 RETURNING d.ord, {work_cols_w}
 ), moved AS (SELECT r.tenant, r.state FROM reaped r)"""
-    + _JOIN_ROTATION
+    + JOIN_ROTATION
+    + delayed("reaped", "$1::float8")
+    + tally(
+        "(SELECT count(*) FROM reaped r WHERE r.state = 'ready')",
+        "-(SELECT count(*) FROM reaped r)",
+        "(SELECT count(*) FROM reaped r WHERE r.state = 'dead')",
+    )
     + """
 SELECT * FROM reaped""",
-    # $1 worker $2 now $3 now + lease_seconds $4 max_lease_seconds $5 limit
+    # $1 worker $2 now $3 now + lease_seconds $4 max_lease_seconds $5 limit: each adopted
+    # lease gets a new token; rows come with the old one (claim order).
     "adopt": """
 WITH held AS (
-    SELECT w.tenant, w.item_id FROM {work} w
+    SELECT w.tenant, w.item_id, w.token AS old_token FROM {work} w
     WHERE w.worker = $1::text AND w.state = 'leased' AND $2::float8 <= w.lease_expires_at
       AND $2::float8 < w.claimed_at + $4::float8
     ORDER BY w.token
     LIMIT $5::bigint
     FOR UPDATE OF w SKIP LOCKED
 )
-UPDATE {work} AS w SET lease_expires_at = LEAST($3::float8, w.claimed_at + $4::float8)
+UPDATE {work} AS w SET lease_expires_at = LEAST($3::float8, w.claimed_at + $4::float8),
+    token = nextval('{token_seq}')
 FROM held h
-WHERE w.tenant = h.tenant AND w.item_id = h.item_id
+WHERE w.tenant = h.tenant AND w.item_id = h.item_id AND w.token = h.old_token
   AND w.worker = $1::text AND w.state = 'leased' AND $2::float8 <= w.lease_expires_at
   AND $2::float8 < w.claimed_at + $4::float8
-RETURNING {work_cols_w}""",
-    # $1 tenant $2 limit
-    "dead_letters": """
-SELECT {work_cols_w} FROM {work} w
-WHERE w.tenant = $1::text AND w.state = 'dead'
-ORDER BY w.dead_at, w.item_id
-LIMIT $2::bigint""",
-    # $1 tenant $2 item_id $3 now
-    "requeue": """
-WITH requeued AS (
-UPDATE {work} AS w
-SET state = 'ready', attempts = 0, available_at = $3::float8, seq = nextval('{work_seq}'),
-    dead_reason = NULL, dead_at = NULL
-WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.state = 'dead'
-RETURNING {work_cols_w}
-), moved AS (SELECT r.tenant, r.state FROM requeued r)"""
-    + _JOIN_ROTATION
-    + """
-SELECT * FROM requeued""",
-    "get_item": """
-SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text""",
-    # $1 now
-    "stats": """
-SELECT count(*) FILTER (WHERE w.state = 'ready' AND w.available_at <= $1::float8),
-       count(*) FILTER (WHERE w.state = 'ready' AND w.available_at > $1::float8),
-       count(*) FILTER (WHERE w.state = 'leased'),
-       count(*) FILTER (WHERE w.state = 'dead'),
-       count(DISTINCT w.tenant) FILTER (WHERE w.state = 'ready' AND w.available_at <= $1::float8)
-FROM {work} w""",
+RETURNING h.old_token, {work_cols_w}""",
 }

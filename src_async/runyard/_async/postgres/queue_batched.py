@@ -1,0 +1,224 @@
+"""The PostgreSQL work queue's batched calls (``*_many``): one statement each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runyard._async.postgres.queue_core import MAX_TENANTS_PASSED_OVER, _AsyncPostgresQueueCore
+from runyard._json import dump_json
+from runyard._sql import settle_refusal
+from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, StoreOutcomeUnknown
+from runyard.keys import validate_identifier
+from runyard.models import Lease, NewItem, WorkItem
+from runyard.postgres.rows import decode_item, decode_lease
+from runyard.validation import (
+    check_limit,
+    check_max_attempts,
+    check_priority,
+    check_schedule,
+    item_id_or_new,
+    settle_target,
+)
+
+__all__: list[str] = []
+
+
+def _targets(leases: Sequence[Lease]) -> tuple[list[str], list[str], list[int]]:
+    """The batch's (tenants, item_ids, tokens) columns, each lease checked first."""
+    check_limit(len(leases) or 1, "leases")
+    checked = [settle_target(lease, None, None) for lease in leases]
+    return [t[0] for t in checked], [t[1] for t in checked], [t[2] for t in checked]
+
+
+class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
+    """The ``batched_operations`` of AsyncPostgresWorkQueue: per-item outcomes, in order."""
+
+    async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+        """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
+
+        One statement, which wakes idle workers at its commit; every item is checked before
+        anything is sent (InvalidArgumentError, StatePersistenceError for a payload).
+        """
+        validate_identifier(tenant, "tenant")
+        check_limit(len(items) or 1, "items")
+        ids, texts, priorities, delays, run_ats, keys, limits = [], [], [], [], [], [], []
+        for spec in items:
+            ids.append(item_id_or_new(spec.item_id)[0])
+            if spec.dedupe_key is not None:
+                validate_identifier(spec.dedupe_key, "dedupe_key")
+            keys.append(spec.dedupe_key)
+            priorities.append(check_priority(spec.priority))
+            delay, run_at = check_schedule(spec.delay_seconds, spec.run_at)
+            delays.append(delay)
+            run_ats.append(run_at)
+            limits.append(check_max_attempts(spec.max_attempts))
+            texts.append(dump_json(spec.payload, max_bytes=self.max_value_bytes, what="payload"))
+        if not items:
+            return []
+        for _ in range(3):
+            now = self._now()
+            due = [
+                now + d if r is None else max(now, r) for d, r in zip(delays, run_ats, strict=True)
+            ]
+            rows = await self._fetch(
+                "enqueue_many",
+                tenant,
+                ids,
+                texts,
+                priorities,
+                due,
+                now,
+                keys,
+                limits,
+                self._wake,
+            )
+            found = self._pair(ids, keys, rows)
+            if found is not None:
+                return found
+        raise QueueUnavailableError("the items kept changing while enqueuing; try again")
+
+    @staticmethod
+    def _pair(
+        ids: list[str], keys: list[str | None], rows: Sequence[Sequence[Any]]
+    ) -> list[WorkItem] | None:
+        """Each requested item's stored row: by its id first, then by its dedupe key; None
+        when one is missing (it committed after the statement's snapshot was taken)."""
+        by_id: dict[str, WorkItem] = {}
+        by_key: dict[str, WorkItem] = {}
+        for row in sorted(rows, key=lambda row: not row[0]):  # inserted rows first
+            item = decode_item(row[1:])
+            by_id.setdefault(item.item_id, item)
+            if item.dedupe_key is not None:
+                by_key.setdefault(item.dedupe_key, item)
+        out: list[WorkItem] = []
+        for item_id, key in zip(ids, keys, strict=True):
+            found = by_id.get(item_id) or (by_key.get(key) if key is not None else None)
+            if found is None:
+                return None
+            out.append(found)
+        return out
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        """Lease up to ``limit`` due items, tenants served in the rotation ``limit`` single
+        claims would follow; an empty list when nothing is due.
+
+        One statement, waiting on no lock (another round trip only when every due head it
+        found was locked by other claims). Raises StoreOutcomeUnknown when the reply was lost
+        (adopt() recovers such leases).
+        """
+        validate_identifier(worker, "worker")
+        check_limit(limit)
+        leases: list[Lease] = []
+        passed_over: list[str] = []
+        near_empty: set[str] = set()
+        while len(leases) < limit and len(passed_over) <= MAX_TENANTS_PASSED_OVER:
+            now = self._now()
+            expires = self.policy.lease_expiry(now, now)
+            try:
+                rows = await self._fetch(
+                    "claim_many",
+                    now,
+                    worker,
+                    expires,
+                    passed_over,
+                    limit - len(leases),
+                    *self._reclaim_args(),
+                    idempotent=False,
+                )
+            except StoreOutcomeUnknown as exc:
+                raise StoreOutcomeUnknown(
+                    f"{exc}; leases it took are returned by adopt({worker!r}) or reaped "
+                    "when they lapse"
+                ) from None
+            claimed = [row for row in rows if row[0] is not None]
+            leases += [decode_lease(row[3:]) for row in claimed]
+            near_empty |= {str(row[1]) for row in claimed if row[2]}
+            if claimed or not rows:
+                break
+            passed_over += [str(row[1]) for row in rows]
+        for tenant in sorted(near_empty):
+            await self._retire(tenant)
+        return leases
+
+    def _refusals(
+        self,
+        tenants: list[str],
+        ids: list[str],
+        tokens: list[int],
+        rows: Sequence[Sequence[Any]],
+        now: float,
+    ) -> list[RunyardError | None]:
+        """Per item: None when the statement settled it, else why it was refused (from the
+        probe columns at the end of its row)."""
+        out: list[RunyardError | None] = []
+        for tenant, item_id, token, row in zip(tenants, ids, tokens, rows, strict=True):
+            if row[1]:
+                out.append(None)
+                continue
+            probe = row[2:] if row[3] is not None else None
+            refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)
+            out.append(refusal or LeaseLostError(item_id, "taken"))
+        return out
+
+    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+        """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
+        (LeaseLostError, WorkItemNotFoundError) for that item. One statement."""
+        if not leases:
+            return []
+        tenants, ids, tokens = _targets(leases)
+        now = self._now()
+        rows = await self._fetch(
+            "heartbeat_many",
+            tenants,
+            ids,
+            tokens,
+            now,
+            float(self.policy.max_lease_seconds),
+            now + float(self.policy.lease_seconds),
+        )
+        width = len(rows[0]) - 5 if rows else 0
+        out: list[Lease | RunyardError] = []
+        for tenant, item_id, token, row in zip(tenants, ids, tokens, rows, strict=True):
+            if row[1] is not None:
+                out.append(decode_lease(row[1:width]))
+                continue
+            probe = row[width:] if row[width + 1] is not None else None
+            refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)
+            out.append(refusal or LeaseLostError(item_id, "taken"))
+        return out
+
+    async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Finish every item: None, or the error ``complete`` would raise for that item.
+
+        One statement. Raises StoreOutcomeUnknown when the reply was lost.
+        """
+        return await self._settle_many("complete_many", leases)
+
+    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        """Hand every leased item back to ready at once without counting the attempt (a
+        worker shutting down): None, or the error a settle would raise for that item.
+
+        One statement, which wakes idle workers at its commit. Raises StoreOutcomeUnknown when
+        the reply was lost.
+        """
+        return await self._settle_many("release_many", leases, self._wake)
+
+    async def _settle_many(
+        self, name: str, leases: Sequence[Lease], *extra: Any
+    ) -> list[RunyardError | None]:
+        if not leases:
+            return []
+        tenants, ids, tokens = _targets(leases)
+        now = self._now()
+        rows = await self._fetch(
+            name,
+            tenants,
+            ids,
+            tokens,
+            now,
+            float(self.policy.max_lease_seconds),
+            *extra,
+            idempotent=False,
+        )
+        return self._refusals(tenants, ids, tokens, rows, now)

@@ -1,0 +1,321 @@
+"""The PostgreSQL work queue's core: enqueue, claim and the single settles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
+from runyard._json import dump_json
+from runyard._sql import settle_refusal
+from runyard.clock import Clock
+from runyard.errors import (
+    ConfigurationError,
+    LeaseLostError,
+    QueueUnavailableError,
+    RunyardError,
+    StoreOutcomeUnknown,
+)
+from runyard.keys import validate_identifier
+from runyard.models import Lease, WorkItem
+from runyard.policy import RECLAIM_PER_CLAIM, QueuePolicy
+from runyard.postgres.rows import (
+    decode_item,
+    decode_lease,
+    item_state,
+)
+from runyard.postgres.schema import StateTables
+from runyard.postgres.wake import wake_channel
+from runyard.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
+    check_error_text,
+    check_max_attempts,
+    check_priority,
+    check_schedule,
+    item_id_or_new,
+    settle_target,
+)
+
+__all__ = ["MAX_TENANTS_PASSED_OVER"]
+
+# How many tenants one claim passes over when their due heads are all locked by other claims.
+MAX_TENANTS_PASSED_OVER = 32
+
+
+class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
+    """Enqueue, claim and the single settles of AsyncPostgresWorkQueue."""
+
+    _kind = "queue"
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        policy: QueuePolicy | None = None,
+        tables: StateTables | None = None,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        retry_attempts: int = 3,
+        retry_backoff_seconds: float = 0.05,
+        schema_version: int | None = None,
+        prepare: bool = True,
+        close_source: bool = False,
+    ) -> None:
+        super().__init__(
+            source,
+            tables=tables,
+            clock=clock,
+            max_value_bytes=max_value_bytes,
+            retry_attempts=retry_attempts,
+            retry_backoff_seconds=retry_backoff_seconds,
+            schema_version=schema_version,
+            prepare=prepare,
+            close_source=close_source,
+        )
+        self.policy = policy or QueuePolicy()
+        try:
+            self._wake: str | None = wake_channel(self.tables)
+        except ConfigurationError:
+            self._wake = None  # no worker can LISTEN on it either: enqueue wakes no one
+        self._prune_after = ""  # the last rotation row prune() looked at
+
+    def _relations(self) -> Sequence[str]:
+        return self.tables.queue_relations()
+
+    # -- enqueue and claim -------------------------------------------------------------------
+    async def enqueue(
+        self,
+        tenant: str,
+        payload: Any,
+        *,
+        item_id: str | None = None,
+        dedupe_key: str | None = None,
+        priority: int = 0,
+        delay_seconds: float = 0.0,
+        run_at: float | None = None,
+        max_attempts: int | None = None,
+    ) -> WorkItem:
+        """Add an item; a repeated ``item_id`` or live ``dedupe_key`` returns the existing one.
+
+        Due at ``run_at`` (the server's time; a past one is due at once) or after
+        ``delay_seconds``; ``max_attempts`` overrides the policy's for this item. One statement
+        (safe to retry: the item id is its identity), which wakes idle workers at its commit.
+        Raises InvalidArgumentError, StatePersistenceError for a payload no backend stores,
+        before sending.
+        """
+        validate_identifier(tenant, "tenant")
+        item_id, _ = item_id_or_new(item_id)
+        if dedupe_key is not None:
+            validate_identifier(dedupe_key, "dedupe_key")
+        priority = check_priority(priority)
+        delay_seconds, run_at = check_schedule(delay_seconds, run_at)
+        max_attempts = check_max_attempts(max_attempts)
+        text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
+        for _ in range(3):
+            now = self._now()
+            available_at = now + delay_seconds if run_at is None else max(now, run_at)
+            rows = await self._fetch(
+                "enqueue",
+                tenant,
+                item_id,
+                text,
+                priority,
+                available_at,
+                now,
+                dedupe_key,
+                max_attempts,
+                self._wake,
+            )
+            if rows:
+                return decode_item(rows[0][1:])
+            # The item we collided with committed after this statement's snapshot was taken.
+            rows = await self._fetch("find_item", tenant, item_id, dedupe_key)
+            if rows:
+                return decode_item(rows[0])
+        raise QueueUnavailableError("the item kept changing while enqueuing; try again")
+
+    async def claim(self, worker: str) -> Lease | None:
+        """Lease the next due item, tenants served in rotation; None when nothing is due.
+
+        One statement, waiting on no lock, first reclaims up to RECLAIM_PER_CLAIM lapsed leases
+        (as reap() does: retried after the backoff, or dead-lettered), then picks the tenant
+        with the oldest turn whose rotation row is free (or, when all are held, any with due
+        work), locks its head item
+        (``FOR UPDATE SKIP LOCKED``), writes the claim and advances the turn; a claim that
+        nearly drained its tenant then asks for the tenant's retirement. Raises
+        StoreOutcomeUnknown when the reply was lost (adopt() recovers such a lease).
+        """
+        validate_identifier(worker, "worker")
+        passed_over: list[str] = []
+        while len(passed_over) <= MAX_TENANTS_PASSED_OVER:
+            now = self._now()
+            expires = self.policy.lease_expiry(now, now)
+            try:
+                rows = await self._fetch(
+                    "claim",
+                    now,
+                    worker,
+                    expires,
+                    passed_over,
+                    *self._reclaim_args(),
+                    idempotent=False,
+                )
+            except StoreOutcomeUnknown as exc:
+                raise StoreOutcomeUnknown(
+                    f"{exc}; a lease it took is returned by adopt({worker!r}) or reaped "
+                    "when it lapses"
+                ) from None
+            if not rows:
+                return None
+            tenant, near_empty = rows[0][0], rows[0][1]
+            if rows[0][2] is None:
+                passed_over.append(tenant)
+                continue
+            lease = decode_lease(rows[0][2:])
+            if near_empty:
+                await self._retire(tenant)
+            return lease
+        return None
+
+    def _reclaim_args(self) -> tuple[list[float], float, float, int]:
+        """What a claim needs to reclaim lapsed leases as reap does: one jitter draw per lease
+        it may take back (RECLAIM_PER_CLAIM), the backoff's base and cap, the attempt budget."""
+        policy = self.policy
+        jitter = [float(policy.random()) for _ in range(RECLAIM_PER_CLAIM)]
+        return jitter, float(policy.backoff_base), float(policy.backoff_cap), policy.max_attempts
+
+    async def _retire(self, tenant: str) -> None:
+        """Take the tenant out of the rotation if it has no ready item left.
+
+        Best effort when unbound: the lease is already taken, and a row left behind costs
+        later claims one index probe until the next retire removes it.
+        """
+        try:
+            await self._fetch("retire", tenant, idempotent=True)
+        except RunyardError:
+            if self._bound:
+                raise
+
+    # -- settling ----------------------------------------------------------------------------
+    async def _probe(self, tenant: str, item_id: str) -> Sequence[Any] | None:
+        rows = await self._fetch("probe_item", tenant, item_id)
+        return rows[0] if rows else None
+
+    async def _refused(self, tenant: str, item_id: str, token: int, now: float) -> Exception:
+        probe = await self._probe(tenant, item_id)
+        refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)
+        return refusal or LeaseLostError(item_id, "taken")
+
+    async def heartbeat(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> Lease:
+        """Extend the lease (never past max_lease_seconds from the claim).
+
+        Raises LeaseLostError ("taken", "capped", "expired"), WorkItemNotFoundError.
+        """
+        tenant, item_id, token = settle_target(tenant, item_id, token)
+        now = self._now()
+        rows = await self._fetch(
+            "heartbeat",
+            tenant,
+            item_id,
+            token,
+            now,
+            now + float(self.policy.lease_seconds),
+            float(self.policy.max_lease_seconds),
+        )
+        if rows:
+            return decode_lease(rows[0])
+        raise await self._refused(tenant, item_id, token, now)
+
+    async def complete(
+        self, tenant: str | Lease, item_id: str | None = None, *, token: int | None = None
+    ) -> None:
+        """Finish the item (deleting it and freeing its dedupe key), fenced on ``token``.
+
+        Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown when the reply was
+        lost and reading back cannot settle it.
+        """
+        tenant, item_id, token = settle_target(tenant, item_id, token)
+        now = self._now()
+        try:
+            rows = await self._complete(tenant, item_id, token, now)
+        except StoreOutcomeUnknown:
+            if self._bound:
+                raise
+            # The token is the write's identity: gone means completed; still ours means not.
+            probe = await self._probe(tenant, item_id)
+            if probe is None:
+                return
+            if settle_refusal(tenant, item_id, token, probe, now, self.policy) is not None:
+                raise
+            rows = await self._complete(tenant, item_id, token, now)
+        if not rows:
+            raise await self._refused(tenant, item_id, token, now)
+
+    async def _complete(
+        self, tenant: str, item_id: str, token: int, now: float
+    ) -> Sequence[Sequence[Any]]:
+        return await self._fetch(
+            "complete",
+            tenant,
+            item_id,
+            token,
+            now,
+            float(self.policy.max_lease_seconds),
+            idempotent=False,
+        )
+
+    async def fail(
+        self,
+        tenant: str | Lease,
+        item_id: str | None = None,
+        *,
+        token: int | None = None,
+        error: str | None = None,
+        retryable: bool = True,
+    ) -> WorkItem:
+        """Record a failed attempt: retried after backoff, or dead-lettered per the policy.
+
+        Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown when the reply was
+        lost and the item no longer carries this token (reading back cannot tell this call's
+        write from a reap's).
+        """
+        tenant, item_id, token = settle_target(tenant, item_id, token)
+        check_error_text(error)
+        now = self._now()
+        probe = await self._probe(tenant, item_id)
+        refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)
+        if refusal is not None or probe is None:
+            raise refusal or LeaseLostError(item_id, "taken")
+        decision = self.policy.on_failure(
+            int(probe[4]), now, retryable=retryable, max_attempts=probe[5]
+        )
+        state = item_state(decision)
+        args = (
+            tenant,
+            item_id,
+            token,
+            now,
+            float(self.policy.max_lease_seconds),
+            state,
+            decision.retry_at if state == "ready" else None,
+            error,
+            decision.reason if state == "dead" else None,
+        )
+        try:
+            rows = await self._fetch("fail", *args, idempotent=False)
+        except StoreOutcomeUnknown:
+            if self._bound:
+                raise
+            # The token is the write's identity: still ours and live means it was not applied.
+            probe = await self._probe(tenant, item_id)
+            if (
+                probe is None
+                or settle_refusal(tenant, item_id, token, probe, now, self.policy) is not None
+            ):
+                raise
+            rows = await self._fetch("fail", *args, idempotent=False)
+        if rows:
+            return decode_item(rows[0])
+        raise await self._refused(tenant, item_id, token, now)

@@ -1,0 +1,105 @@
+"""The work queue's operator statements (dead letters, cancel, purge, prune, reads)."""
+
+from __future__ import annotations
+
+from runyard.postgres.statements.queue_rotation import DUE_TENANT, JOIN_ROTATION, tally
+
+__all__ = ["ADMIN_TEMPLATES"]
+
+ADMIN_TEMPLATES: dict[str, str] = {
+    # $1 tenant $2 limit
+    "dead_letters": """
+SELECT {work_cols_w} FROM {work} w
+WHERE w.tenant = $1::text AND w.state = 'dead'
+ORDER BY w.dead_at, w.item_id
+LIMIT $2::bigint""",
+    # $1 tenant $2 item_id $3 now
+    "requeue": """
+WITH requeued AS (
+UPDATE {work} AS w
+SET state = 'ready', attempts = 0, available_at = $3::float8, seq = nextval('{work_seq}'),
+    dead_reason = NULL, dead_at = NULL
+WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.state = 'dead'
+RETURNING {work_cols_w}
+), moved AS (SELECT r.tenant, r.state FROM requeued r)"""
+    + JOIN_ROTATION
+    + tally("(SELECT count(*) FROM requeued)", "0", "-(SELECT count(*) FROM requeued)")
+    + """
+SELECT * FROM requeued""",
+    "get_item": """
+SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text""",
+    # $1 now: from the maintained counts (ready minus the delayed ledger's count past now) and
+    # the rotation (tenants with due work: one index entry each), never the work table's rows
+    "stats": """
+SELECT (SELECT COALESCE(sum(c.ready), 0) FROM {counts} c) - d.n, d.n,
+       (SELECT COALESCE(sum(c.leased), 0) FROM {counts} c),
+       (SELECT COALESCE(sum(c.dead), 0) FROM {counts} c),
+       (SELECT count(*) FROM {turns} t WHERE """
+    + DUE_TENANT
+    + """)
+FROM (SELECT COALESCE(sum(x.n), 0) AS n FROM {delays} x WHERE x.available_at > $1::float8) AS d""",
+    # $1 tenant $2 item_id $3 now: the item's state and worker as this statement saw it, and
+    # whether it was deleted (never a leased one: the lock re-checks the state). A delayed item
+    # leaves the delays ledger (-1 at its due time).
+    "cancel": """
+WITH target AS (
+    SELECT w.state, w.worker FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text
+), gone AS (
+    DELETE FROM {work} AS w
+    WHERE w.tenant = $1::text AND w.item_id = $2::text AND w.state <> 'leased'
+    RETURNING w.state, w.available_at
+), undelayed AS (
+    INSERT INTO {delays} (available_at, n)
+    SELECT g.available_at, -1 FROM gone g
+    WHERE g.state = 'ready' AND g.available_at > $3::float8
+)"""
+    + tally(
+        "-(SELECT count(*) FROM gone g WHERE g.state = 'ready')",
+        "0",
+        "-(SELECT count(*) FROM gone g WHERE g.state = 'dead')",
+    )
+    + """
+SELECT t.state, t.worker, EXISTS (SELECT 1 FROM gone) FROM target t""",
+    # $1 tenant $2 died at or before $3 limit: oldest dead letters first, skipping held rows
+    "purge_dead": """
+WITH doomed AS (
+    SELECT w.ctid AS row_id FROM {work} w
+    WHERE w.tenant = $1::text AND w.state = 'dead' AND w.dead_at <= $2::float8
+    ORDER BY w.dead_at, w.item_id
+    LIMIT $3::bigint
+    FOR UPDATE OF w SKIP LOCKED
+), gone AS (
+    DELETE FROM {work} AS w
+    WHERE w.ctid = ANY (ARRAY(SELECT d.row_id FROM doomed d))
+      AND w.tenant = $1::text AND w.state = 'dead'
+    RETURNING 1
+)"""
+    + tally("0", "0", "-(SELECT count(*) FROM gone)")
+    + """
+SELECT count(*) FROM gone""",
+    # $1 after this tenant $2 window $3 limit: the rotation rows after $1 (at most $2), and of
+    # those holding no item in any state up to $3 retired (the retire function locks the row
+    # SKIP LOCKED and looks again with a fresh snapshot, so a racing enqueue is never lost).
+    # Returns the last tenant looked at (NULL: the end was reached) and how many were removed.
+    # $4 now: up to 1,000 rows of the delays ledger that no longer count go too.
+    "prune": """
+WITH seen AS (
+    SELECT t.tenant FROM {turns} t WHERE t.tenant > $1::text ORDER BY t.tenant LIMIT $2::bigint
+), idle AS (
+    SELECT s.tenant FROM seen s
+    WHERE NOT EXISTS (SELECT 1 FROM {work} x WHERE x.tenant = s.tenant)
+    ORDER BY s.tenant
+    LIMIT $3::bigint
+), retired AS (
+    SELECT {turns_retire}(i.tenant) AS gone FROM idle i
+), swept AS (
+    DELETE FROM {delays} x
+    WHERE x.ctid = ANY (ARRAY(
+        SELECT y.ctid FROM {delays} y WHERE y.available_at <= $4::float8
+        ORDER BY y.available_at LIMIT 1000))
+      AND x.available_at <= $4::float8
+)
+SELECT CASE WHEN (SELECT count(*) FROM seen) >= $2::bigint
+            THEN (SELECT max(s.tenant) FROM seen s) END,
+       (SELECT count(*) FROM retired r WHERE r.gone)""",
+}

@@ -1,0 +1,213 @@
+"""The work queue's batched statements (``*_many``), as templates: one statement per call."""
+
+from __future__ import annotations
+
+from runyard.postgres.statements.queue_rotation import (
+    DUE_TENANT,
+    JOIN_ROTATION,
+    delayed,
+    reclaim,
+    tally,
+    wake,
+)
+
+__all__ = ["BATCHED_TEMPLATES"]
+
+# The probe columns a refused settle is explained by (runyard._sql.settle_refusal), read from
+# the statement's snapshot: the row as it was before the batch touched it.
+_PROBE = "p.token, p.state, p.claimed_at, p.lease_expires_at, p.attempts"
+
+# $1 tenants $2 item_ids $3 tokens, one entry per lease of the batch, in order.
+_TARGETS = """targets AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY
+        AS d(tenant, item_id, token, ord)
+)"""
+
+# $4 now $5 max_lease_seconds: a settle's lease predicates on the row ``w``.
+_LIVE = """w.tenant = d.tenant AND w.item_id = d.item_id AND w.token = d.token
+      AND w.state = 'leased' AND $4::float8 < w.claimed_at + $5::float8
+      AND $4::float8 <= w.lease_expires_at"""
+
+BATCHED_TEMPLATES: dict[str, str] = {
+    # $1 tenant $2 item_ids $3 payloads $4 priorities $5 available_at $6 now $7 dedupe_keys
+    # $8 max_attempts $9 wake channel. Inserts every item no stored one (nor an earlier one of
+    # the batch) collides with; returns the rows it inserted (flag true) and the stored rows
+    # that the batch's ids and dedupe keys name (flag false): the client pairs them up.
+    "enqueue_many": """
+WITH given AS (
+    SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::float8[], $7::text[],
+                         $8::integer[]) WITH ORDINALITY
+        AS g(item_id, payload, priority, available_at, dedupe_key, max_attempts, ord)
+), moved AS (
+    INSERT INTO {work} AS w
+        (tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at,
+         dedupe_key, max_attempts)
+    SELECT $1::text, g.item_id, g.payload, g.priority, 'ready', 0, g.available_at, $6::float8,
+           g.dedupe_key, g.max_attempts
+    FROM given g ORDER BY g.ord
+    ON CONFLICT DO NOTHING
+    RETURNING {work_cols_w}
+)"""
+    + JOIN_ROTATION
+    + wake(9)
+    + delayed("moved", "$6::float8")
+    + tally("(SELECT count(*) FROM moved)", "0", "0")
+    + """
+SELECT true, i.* FROM moved i CROSS JOIN woken
+UNION ALL
+SELECT false, {work_cols_w} FROM {work} w
+WHERE w.tenant = $1::text
+  AND (w.item_id = ANY ($2::text[]) OR w.dedupe_key = ANY ($7::text[]))""",
+    # $1 now $2 worker $3 lease expiry $4 tenants to pass over $5 limit $6 reclaim jitters
+    # $7 backoff_base $8 backoff_cap $9 policy max_attempts. The batch form of "claim",
+    # lapsed leases reclaimed first the same way: up to $5 tenants with due work in turn
+    # order (their rotation rows locked SKIP LOCKED; when every such row is held, the same
+    # tenants unlocked, turns not advanced), due heads of each locked SKIP LOCKED (no more
+    # than the batch can take from one tenant when every other picked tenant gives one), then
+    # the first $5 by (rank in the tenant, turn): the order $5 single claims serve them in.
+    # Each served tenant's turn is advanced in the order of its last claim. One row per
+    # claimed item (pos set), and one per picked tenant that got none (its heads were all
+    # locked, or the batch was full).
+    "claim_many": "WITH "
+    + reclaim(6, 7, 8, 9)
+    + """, owned AS (
+    SELECT t.tenant, t.turn FROM {turns} t
+    WHERE t.tenant <> ALL ($4::text[]) AND """
+    + DUE_TENANT
+    + """
+    ORDER BY t.turn, t.tenant
+    LIMIT $5::bigint
+    FOR NO KEY UPDATE OF t SKIP LOCKED
+), shared AS (
+    SELECT t.tenant, t.turn FROM {turns} t
+    WHERE NOT EXISTS (SELECT 1 FROM owned) AND t.tenant <> ALL ($4::text[]) AND """
+    + DUE_TENANT
+    + """
+    ORDER BY t.turn, t.tenant
+    LIMIT $5::bigint
+), pick AS (
+    SELECT o.tenant, o.turn, true AS owned FROM owned o
+    UNION ALL
+    SELECT s.tenant, s.turn, false AS owned FROM shared s
+), heads AS (
+    SELECT h.row_id, p.tenant, p.turn, h.priority, h.available_at, h.seq
+    FROM pick p CROSS JOIN LATERAL (
+        SELECT w.ctid AS row_id, w.priority, w.available_at, w.seq FROM {work} w
+        WHERE w.tenant = p.tenant AND w.state = 'ready' AND w.available_at <= $1::float8
+        ORDER BY w.priority DESC, w.available_at, w.seq
+        LIMIT $5::bigint + 1 - (SELECT count(*) FROM pick)
+        FOR UPDATE OF w SKIP LOCKED
+    ) AS h
+), chosen AS (
+    SELECT r.row_id, r.tenant, row_number() OVER (ORDER BY r.rank, r.turn, r.tenant) AS pos
+    FROM (
+        SELECT h.row_id, h.tenant, h.turn, row_number() OVER (
+            PARTITION BY h.tenant ORDER BY h.priority DESC, h.available_at, h.seq) AS rank
+        FROM heads h
+    ) AS r
+    ORDER BY r.rank, r.turn, r.tenant
+    LIMIT $5::bigint
+), claimed AS (
+    UPDATE {work} AS w
+    SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
+        token = nextval('{token_seq}'), claimed_at = $1::float8,
+        lease_expires_at = $3::float8
+    FROM chosen c
+    WHERE w.ctid = ANY (ARRAY(SELECT c2.row_id FROM chosen c2)) AND w.ctid = c.row_id
+      AND w.tenant = c.tenant AND w.state = 'ready' AND w.available_at <= $1::float8
+    RETURNING c.pos, {work_cols_w}
+), served AS (
+    SELECT s.tenant, nextval('{turn_seq}') AS turn FROM (
+        SELECT k.tenant, max(k.pos) AS last, count(*) AS taken FROM claimed k
+        GROUP BY k.tenant ORDER BY last
+    ) AS s
+), advanced AS (
+    UPDATE {turns} AS t SET turn = s.turn
+    FROM served s, pick p WHERE p.owned AND p.tenant = s.tenant AND t.tenant = s.tenant
+)"""
+    + tally(
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready')"
+        " - (SELECT count(*) FROM claimed k)",
+        "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
+    )
+    + """
+SELECT c.pos, p.tenant,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM {work} x
+            WHERE x.tenant = p.tenant AND x.state = 'ready'
+            ORDER BY x.available_at
+            LIMIT 16 + (SELECT count(*) FROM claimed k WHERE k.tenant = p.tenant)) AS n)
+         < 16 + (SELECT count(*) FROM claimed k WHERE k.tenant = p.tenant),
+       c.tenant, c.item_id, c.payload, c.priority, c.state, c.attempts, c.available_at,
+       c.enqueued_at, c.dedupe_key, c.worker, c.lease_expires_at, c.last_error, c.token,
+       c.claimed_at, c.dead_reason, c.dead_at, c.max_attempts
+FROM pick p LEFT JOIN claimed c ON c.tenant = p.tenant
+ORDER BY c.pos NULLS LAST, p.turn, p.tenant""",
+    # $1 tenants $2 item_ids $3 tokens $4 now $5 max_lease_seconds $6 now + lease_seconds
+    "heartbeat_many": "WITH "
+    + _TARGETS
+    + """, renewed AS (
+    UPDATE {work} AS w SET lease_expires_at = LEAST($6::float8, w.claimed_at + $5::float8)
+    FROM targets d
+    WHERE """
+    + _LIVE
+    + """
+    RETURNING d.ord, {work_cols_w}
+)
+SELECT d.ord, r.tenant, r.item_id, r.payload, r.priority, r.state, r.attempts,
+       r.available_at, r.enqueued_at, r.dedupe_key, r.worker, r.lease_expires_at,
+       r.last_error, r.token, r.claimed_at, r.dead_reason, r.dead_at, r.max_attempts, """
+    + _PROBE
+    + """
+FROM targets d
+LEFT JOIN renewed r ON r.ord = d.ord
+LEFT JOIN {work} p ON p.tenant = d.tenant AND p.item_id = d.item_id
+ORDER BY d.ord""",
+    # $1 tenants $2 item_ids $3 tokens $4 now $5 max_lease_seconds
+    "complete_many": "WITH "
+    + _TARGETS
+    + """, done AS (
+    DELETE FROM {work} AS w USING targets d
+    WHERE """
+    + _LIVE
+    + """
+    RETURNING d.ord
+)"""
+    + tally("0", "-(SELECT count(*) FROM done)", "0")
+    + """
+SELECT d.ord, o.ord IS NOT NULL, """
+    + _PROBE
+    + """
+FROM targets d
+LEFT JOIN done o ON o.ord = d.ord
+LEFT JOIN {work} p ON p.tenant = d.tenant AND p.item_id = d.item_id
+ORDER BY d.ord""",
+    # $1 tenants $2 item_ids $3 tokens $4 now $5 max_lease_seconds $6 wake channel: back to
+    # ready at once, the attempt not counted; the tenants stay in (or join) the rotation.
+    "release_many": "WITH "
+    + _TARGETS
+    + """, released AS (
+    UPDATE {work} AS w
+    SET state = 'ready', attempts = GREATEST(w.attempts - 1, 0), available_at = $4::float8,
+        seq = nextval('{work_seq}'), worker = NULL, token = NULL, claimed_at = NULL,
+        lease_expires_at = NULL
+    FROM targets d
+    WHERE """
+    + _LIVE
+    + """
+    RETURNING d.ord, w.tenant, w.state
+), moved AS (SELECT r.tenant, r.state FROM released r)"""
+    + JOIN_ROTATION
+    + wake(6)
+    + tally("(SELECT count(*) FROM released)", "-(SELECT count(*) FROM released)", "0")
+    + """
+SELECT d.ord, o.ord IS NOT NULL, """
+    + _PROBE
+    + """
+FROM targets d
+LEFT JOIN released o ON o.ord = d.ord
+LEFT JOIN {work} p ON p.tenant = d.tenant AND p.item_id = d.item_id
+CROSS JOIN woken
+ORDER BY d.ord""",
+}

@@ -1,0 +1,128 @@
+"""Fragments the work queue's statements share: the rotation join, the due test, the wake-up."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DUE_TENANT",
+    "JOIN_ROTATION",
+    "JOIN_ROTATION_IN_CLAIM",
+    "delayed",
+    "reclaim",
+    "tally",
+    "wake",
+]
+
+# Items that moved into state 'ready' (the CTE named "moved", with tenant and state columns)
+# keep their tenant in the rotation: a tenant that has a row gets FOR KEY SHARE on it (no claim
+# waits on that lock; a concurrent retire skips the row), a tenant without one is inserted with
+# the claim counter's current value as its turn (the back of the rotation).
+JOIN_ROTATION = """, held AS (
+    SELECT t.tenant FROM {turns} t
+    WHERE t.tenant IN (SELECT m.tenant FROM moved m WHERE m.state = 'ready')
+    FOR KEY SHARE OF t
+), joined AS (
+    INSERT INTO {turns} AS t (tenant, turn)
+    SELECT DISTINCT m.tenant, (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END
+                               FROM {turn_seq} c)
+    FROM moved m
+    WHERE m.state = 'ready' AND m.tenant NOT IN (SELECT h.tenant FROM held h)
+    ON CONFLICT (tenant) DO UPDATE SET turn = t.turn
+)"""
+
+# The same for a claim, which may also advance (update) a rotation row in the same statement:
+# a row this statement updated can be neither locked again nor updated by ON CONFLICT, so a
+# row that exists is left alone (the claim holds it, or it had no part in the claim).
+JOIN_ROTATION_IN_CLAIM = JOIN_ROTATION.replace(
+    "ON CONFLICT (tenant) DO UPDATE SET turn = t.turn", "ON CONFLICT (tenant) DO NOTHING"
+)
+
+# "Does the rotation row t's tenant have due work?" (now is $1): one entry of the
+# (tenant, available_at) index, ORDER BY ... LIMIT 1, the only plan that serves it without
+# reading the tenant's backlog, so the plan is the same with or without statistics.
+DUE_TENANT = """(SELECT d.available_at FROM {work} d
+           WHERE d.tenant = t.tenant AND d.state = 'ready'
+           ORDER BY d.available_at LIMIT 1) <= $1::float8"""
+
+
+def wake(channel: int) -> str:
+    """The CTE "woken": ``pg_notify`` on the wake channel (parameter ``$channel``, NULL for
+    none) when the CTE "moved" holds a row; PostgreSQL delivers it at commit. Join it (it has
+    one row) into the final SELECT so that it runs."""
+    return f""", woken AS (
+    SELECT CASE WHEN ${channel}::text IS NOT NULL AND EXISTS (SELECT 1 FROM moved)
+                THEN pg_notify(${channel}::text, '') END AS sent
+)"""
+
+
+def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
+    """The CTEs "reclaimable", "reclaimed", "moved" (with the rotation join) and "delayed"
+    that take back up to ``cardinality($jitter)`` lapsed leases (now is $1) before a claim, as
+    reap does: oldest expiry first, rows another session holds skipped, the attempt counted;
+    dead when attempts reach the item's max_attempts (else the policy's, ``$budget``),
+    otherwise ready after the policy's backoff, ``min($cap, $base * 2^(attempts-1)) *
+    $jitter[k]`` (the jitter drawn by the client from policy.random). A reclaimed item is thus
+    delayed, and this statement's snapshot still sees it leased, so the same claim never
+    serves it."""
+    limit = f"COALESCE(cardinality(${jitter}::float8[]), 0)"
+    spent = f"w.attempts >= COALESCE(w.max_attempts, ${budget}::integer)"
+    return (
+        f"""reclaimable AS (
+    SELECT w.ctid AS row_id, w.lease_expires_at, w.token FROM {{work}} w
+    WHERE w.state = 'leased' AND w.lease_expires_at < $1::float8
+    ORDER BY w.lease_expires_at, w.token
+    LIMIT {limit}
+    FOR UPDATE OF w SKIP LOCKED
+), reclaimed AS (
+    UPDATE {{work}} AS w
+    SET state = CASE WHEN {spent} THEN 'dead' ELSE 'ready' END,
+        available_at = CASE WHEN {spent} THEN w.available_at
+            ELSE $1::float8 + LEAST(${cap}::float8, ${base}::float8
+                 * power(2::float8, LEAST(GREATEST(w.attempts - 1, 0), 1000)))
+                 * (${jitter}::float8[])[n.k] END,
+        seq = nextval('{{work_seq}}'), worker = NULL, token = NULL, claimed_at = NULL,
+        lease_expires_at = NULL, last_error = 'lease lapsed',
+        dead_reason = CASE WHEN {spent} THEN format('lease lapsed on attempt %s of %s',
+            w.attempts, COALESCE(w.max_attempts, ${budget}::integer)) END,
+        dead_at = CASE WHEN {spent} THEN $1::float8 END
+    FROM (SELECT r.row_id, row_number() OVER (ORDER BY r.lease_expires_at, r.token) AS k
+          FROM reclaimable r) AS n
+    WHERE w.ctid = n.row_id AND w.state = 'leased' AND w.lease_expires_at < $1::float8
+    RETURNING w.tenant, w.state, w.available_at
+), moved AS (SELECT m.tenant, m.state FROM reclaimed m)"""
+        + JOIN_ROTATION_IN_CLAIM
+        + delayed("reclaimed", "$1::float8")
+    )
+
+
+def tally(ready: str, leased: str, dead: str) -> str:
+    """The CTEs that add a statement's changes to the maintained counts (see schema.sql): the
+    expressions give the change of ready, leased and dead items (read from the statement's
+    data-modifying CTEs). The row is the first one no other session holds, from one picked by
+    the backend; when all are held, a new row. Nothing is written for no change."""
+    return f""", tally AS (
+    SELECT ({ready})::bigint AS ready, ({leased})::bigint AS leased, ({dead})::bigint AS dead
+), slot AS (
+    SELECT c.shard FROM {{counts}} c
+    WHERE EXISTS (SELECT 1 FROM tally t WHERE t.ready <> 0 OR t.leased <> 0 OR t.dead <> 0)
+    ORDER BY c.shard < pg_backend_pid() % 16, c.shard
+    LIMIT 1
+    FOR UPDATE OF c SKIP LOCKED
+), counted AS (
+    UPDATE {{counts}} AS c
+    SET ready = c.ready + t.ready, leased = c.leased + t.leased, dead = c.dead + t.dead
+    FROM tally t WHERE c.shard = (SELECT s.shard FROM slot s)
+), spilled AS (
+    INSERT INTO {{counts}} (shard, ready, leased, dead)
+    SELECT nextval('{{counts_seq}}'), t.ready, t.leased, t.dead FROM tally t
+    WHERE (t.ready <> 0 OR t.leased <> 0 OR t.dead <> 0) AND NOT EXISTS (SELECT 1 FROM slot)
+)"""
+
+
+def delayed(source: str, now: str) -> str:
+    """The CTE "delayed": +1 in the delays ledger at the due time of each row of ``source``
+    (with state and available_at columns) that became ready for later than ``now``."""
+    return f""", delayed AS (
+    INSERT INTO {{delays}} (available_at, n)
+    SELECT x.available_at, 1 FROM {source} x
+    WHERE x.state = 'ready' AND x.available_at > {now}
+)"""

@@ -1,0 +1,262 @@
+"""The PostgreSQL queue's contract additions on the real server: run_at, per-item max_attempts,
+cancel, purge_dead, prune, fresh tokens on adopt, reclaim inside claims, batched calls."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from runyard import ManualClock, QueuePolicy
+from runyard.errors import ItemLeasedError, LeaseLostError
+from runyard.models import NewItem
+from runyard.policy import RECLAIM_PER_CLAIM
+from runyard.postgres import AsyncPostgresWorkQueue, StateTables
+
+from tests._async.postgres_support import open_queue
+from tests.support.postgres_plugin import admin_connection
+
+# Backoff of exactly half the ceiling: retries are due at a known time.
+POLICY = QueuePolicy(lease_seconds=30, max_attempts=3, random=lambda: 0.5)
+
+
+@pytest_asyncio.fixture
+async def clock() -> ManualClock:
+    return ManualClock(1_000_000.0)
+
+
+@pytest_asyncio.fixture
+async def queue(
+    pg_tables: StateTables, clock: ManualClock
+) -> AsyncIterator[AsyncPostgresWorkQueue]:
+    opened = await open_queue(pg_tables, clock, POLICY)
+    yield opened
+    await opened.aclose()
+
+
+@pytest.mark.asyncio
+async def test_run_at_in_the_future_delays_and_in_the_past_is_due(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock
+) -> None:
+    later = await queue.enqueue("acme", {"n": 1}, run_at=clock.now() + 60)
+    now = await queue.enqueue("acme", {"n": 2}, run_at=clock.now() - 60)
+    assert later.available_at == clock.now() + 60 and now.available_at == clock.now()
+    lease = await queue.claim("w1")
+    assert lease is not None and lease.item_id == now.item_id
+    assert await queue.claim("w1") is None
+    clock.advance(60)
+    lease = await queue.claim("w1")
+    assert lease is not None and lease.item_id == later.item_id
+
+
+@pytest.mark.asyncio
+async def test_an_items_own_max_attempts_decides_its_dead_letter(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock
+) -> None:
+    item = await queue.enqueue("acme", {}, max_attempts=1)
+    assert item.max_attempts == 1
+    lease = await queue.claim("w1")
+    assert lease is not None and lease.item.max_attempts == 1
+    failed = await queue.fail(lease, error="boom")
+    assert failed.state == "dead"
+    (letter,) = await queue.dead_letters("acme")
+    assert letter.reason == "failed 1 of 1 attempts" and letter.item.max_attempts == 1
+
+
+@pytest.mark.asyncio
+async def test_cancel_removes_ready_delayed_and_dead_items_and_refuses_a_leased_one(
+    queue: AsyncPostgresWorkQueue,
+) -> None:
+    ready = await queue.enqueue("acme", {}, dedupe_key="k")
+    delayed = await queue.enqueue("acme", {}, delay_seconds=60)
+    assert await queue.cancel("acme", ready.item_id) is True
+    assert await queue.cancel("acme", delayed.item_id) is True
+    assert await queue.cancel("acme", ready.item_id) is False
+    again = await queue.enqueue("acme", {}, dedupe_key="k")  # the key was freed
+    assert again.item_id != ready.item_id
+    lease = await queue.claim("w1")
+    assert lease is not None
+    with pytest.raises(ItemLeasedError):
+        await queue.cancel("acme", lease.item_id)
+    assert (await queue.get_item("acme", lease.item_id)) is not None
+    await queue.fail(lease, retryable=False)
+    assert await queue.cancel("acme", lease.item_id) is True
+    assert await queue.dead_letters("acme") == []
+    assert (await queue.stats()).dead == 0
+
+
+@pytest.mark.asyncio
+async def test_purge_dead_deletes_the_oldest_old_enough_letters_up_to_the_limit(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock
+) -> None:
+    for n in range(3):
+        await queue.enqueue("acme", {"n": n})
+        lease = await queue.claim("w1")
+        assert lease is not None
+        await queue.fail(lease, retryable=False)
+        clock.advance(10)
+    assert await queue.purge_dead("acme", older_than=25) == 1  # only the first died 30 s ago
+    assert await queue.purge_dead("acme", limit=1) == 1
+    (left,) = await queue.dead_letters("acme")
+    assert left.item.payload == {"n": 2}
+    assert await queue.purge_dead("other") == 0
+
+
+@pytest.mark.asyncio
+async def test_prune_forgets_empty_tenants_and_a_later_enqueue_serves_them_again(
+    queue: AsyncPostgresWorkQueue, pg_tables: StateTables
+) -> None:
+    await queue.enqueue("busy", {})
+    await queue.enqueue("gone", {}, item_id="g1")
+    assert await queue.cancel("gone", "g1")  # cancel leaves the rotation row behind
+    turns = pg_tables.qualified(pg_tables.turns)
+    with admin_connection() as conn:
+        before = {r[0] for r in conn.execute(f"SELECT tenant FROM {turns}")}
+    assert before == {"busy", "gone"}
+    assert await queue.prune(limit=10) == 1
+    assert await queue.prune(limit=10) == 0
+    with admin_connection() as conn:
+        after = {r[0] for r in conn.execute(f"SELECT tenant FROM {turns}")}
+    assert after == {"busy"}
+    await queue.enqueue("gone", {}, item_id="g2")
+    leases = [await queue.claim("w1"), await queue.claim("w1")]
+    assert sorted(lease.tenant for lease in leases if lease) == ["busy", "gone"]
+
+
+@pytest.mark.asyncio
+async def test_adopt_mints_a_new_token_and_the_old_one_is_refused(
+    queue: AsyncPostgresWorkQueue,
+) -> None:
+    await queue.enqueue("acme", {})
+    old = await queue.claim("w1")
+    assert old is not None
+    (adopted,) = await queue.adopt("w1")
+    assert adopted.token > old.token
+    with pytest.raises(LeaseLostError) as lost:
+        await queue.complete(old)
+    assert lost.value.reason == "taken"
+    await queue.complete(adopted)
+
+
+@pytest.mark.asyncio
+async def test_a_claim_reclaims_lapsed_leases_and_retries_them_after_the_backoff(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock
+) -> None:
+    for n in range(RECLAIM_PER_CLAIM + 2):
+        await queue.enqueue("crashed", {"n": n})
+    lapsed = [await queue.claim("dead-worker") for _ in range(RECLAIM_PER_CLAIM + 2)]
+    assert all(lapsed)
+    clock.advance(31)
+    await queue.enqueue("live", {})
+    lease = await queue.claim("w1")  # reclaims 8, serves the live tenant
+    assert lease is not None and lease.tenant == "live"
+    stats = await queue.stats()
+    assert (stats.leased, stats.delayed) == (3, RECLAIM_PER_CLAIM)  # w1's lease + 2 lapsed
+    item = await queue.get_item("crashed", lapsed[0].item_id)  # type: ignore[union-attr]
+    assert item is not None and item.state == "ready" and item.attempts == 1
+    assert item.available_at == clock.now() + POLICY.backoff(1)  # 0.5 s: half of base 1 s
+    clock.advance(POLICY.backoff(1))
+    again = await queue.claim_many("w2", limit=RECLAIM_PER_CLAIM + 2)
+    # The 8 are due again; this call reclaims the other 2, which wait out their own backoff.
+    assert len(again) == RECLAIM_PER_CLAIM
+    assert {lease.item.attempts for lease in again} == {2}
+    assert (await queue.stats()).delayed == 2
+
+
+@pytest.mark.asyncio
+async def test_reap_retries_a_lapse_after_the_backoff(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock
+) -> None:
+    await queue.enqueue("acme", {})
+    assert await queue.claim("w1") is not None
+    clock.advance(31)
+    (reaped,) = await queue.reap()
+    assert reaped.state == "ready" and reaped.available_at == clock.now() + 0.5
+    assert await queue.claim("w2") is None
+    clock.advance(0.5)
+    assert await queue.claim("w2") is not None
+
+
+@pytest.mark.asyncio
+async def test_enqueue_many_returns_stored_items_for_repeats_across_calls(
+    queue: AsyncPostgresWorkQueue,
+) -> None:
+    first = await queue.enqueue_many(
+        "acme", [NewItem(payload=1, item_id="a"), NewItem(payload=2, dedupe_key="k")]
+    )
+    again = await queue.enqueue_many(
+        "acme",
+        [
+            NewItem(payload=9, dedupe_key="k"),
+            NewItem(payload=3, item_id="b", max_attempts=2, run_at=0.0),
+            NewItem(payload=9, item_id="a"),
+        ],
+    )
+    assert [i.payload for i in again] == [2, 3, 1]
+    assert again[0].item_id == first[1].item_id and again[1].max_attempts == 2
+    assert (await queue.stats()).ready == 3
+
+
+def _counted(tables: StateTables, now: float) -> tuple[int, int, int, int, int]:
+    """What stats must say, counted from the work table's rows."""
+    with admin_connection() as conn:
+        row = conn.execute(
+            f"""SELECT count(*) FILTER (WHERE state = 'ready' AND available_at <= %(now)s),
+                       count(*) FILTER (WHERE state = 'ready' AND available_at > %(now)s),
+                       count(*) FILTER (WHERE state = 'leased'),
+                       count(*) FILTER (WHERE state = 'dead'),
+                       count(DISTINCT tenant)
+                           FILTER (WHERE state = 'ready' AND available_at <= %(now)s)
+                FROM {tables.qualified(tables.work)}""",
+            {"now": now},
+        ).fetchone()
+    assert row is not None
+    ready, delayed, leased, dead, tenants = (int(str(v)) for v in row)
+    return ready, delayed, leased, dead, tenants
+
+
+@pytest.mark.asyncio
+async def test_stats_from_maintained_counts_agree_with_the_items_after_a_mixed_sequence(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock, pg_tables: StateTables
+) -> None:
+    async def agree() -> None:
+        stats = await queue.stats()
+        got = (stats.ready, stats.delayed, stats.leased, stats.dead, stats.tenants)
+        assert got == _counted(pg_tables, clock.now())
+
+    await queue.enqueue_many("a", [NewItem(payload=n, delay_seconds=5 * (n % 2)) for n in range(6)])
+    await queue.enqueue("b", {}, dedupe_key="k")
+    await queue.enqueue("b", {}, dedupe_key="k")  # a repeat changes nothing
+    await queue.enqueue("c", {}, run_at=clock.now() + 50, item_id="later")
+    await agree()
+    leases = await queue.claim_many("w1", limit=3)
+    single = await queue.claim("w1")
+    assert single is not None
+    await agree()
+    await queue.complete_many(leases[:1])
+    await queue.fail(leases[1], error="retry")  # ready after a backoff of 0.5 s
+    await queue.fail(leases[2], retryable=False)  # dead
+    await queue.release_many([single])
+    await agree()
+    assert await queue.cancel("c", "later")  # a delayed item
+    await agree()
+    clock.advance(5)  # the delayed items of "a" are due
+    await agree()
+    more = await queue.claim_many("w2", limit=4)
+    assert len(more) == 4
+    clock.advance(31)  # w2's leases lapse
+    await agree()
+    await queue.reap(limit=2)
+    assert await queue.claim("w3") is not None  # reclaims the other 2 lapsed leases
+    await agree()
+    (letter,) = await queue.dead_letters("a")
+    await queue.requeue("a", letter.item.item_id)
+    await agree()
+    lease = await queue.claim("w4")
+    assert lease is not None
+    await queue.fail(lease, retryable=False)
+    assert await queue.purge_dead(lease.tenant) == 1
+    await agree()
+    clock.advance(60)
+    assert await queue.prune() >= 0  # sweeps the delays ledger's past rows
+    await agree()
