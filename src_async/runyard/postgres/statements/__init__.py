@@ -14,6 +14,7 @@ from functools import cache
 from runyard.postgres.schema import StateTables
 from runyard.postgres.statements.events import EVENT_TEMPLATES
 from runyard.postgres.statements.queue import QUEUE_TEMPLATES
+from runyard.postgres.statements.retention import STATE_RETENTION
 from runyard.postgres.statements.state import STATE_TEMPLATES
 
 __all__ = [
@@ -92,6 +93,11 @@ def statements(tables: StateTables) -> Statements:
     return Statements(
         {
             name: text.format_map(values).strip()
-            for name, text in {**STATE_TEMPLATES, **QUEUE_TEMPLATES, **EVENT_TEMPLATES}.items()
+            for name, text in {
+                **STATE_TEMPLATES,
+                **STATE_RETENTION,
+                **QUEUE_TEMPLATES,
+                **EVENT_TEMPLATES,
+            }.items()
         }
     )
