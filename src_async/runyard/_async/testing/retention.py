@@ -13,9 +13,10 @@ from runyard.models import RunKey
 
 __all__ = ["AsyncExecutionRetentionCases", "AsyncStateRetentionCases"]
 
-# A store whose prune takes bounded steps (a Redis SCAN) may need several calls for what a
-# table store removes in one; the kit calls it at most this often before giving up.
-MAX_PRUNE_CALLS = 10_000
+# A store whose prune takes bounded steps (a Redis SCAN of the whole server) may need several
+# calls for what a table store removes in one; the kit calls it at most this often, enough for
+# a pass over a few hundred thousand keys.
+MAX_PRUNE_CALLS = 100
 
 
 async def prune_until(store: AsyncStateStore, expected: int, *, limit: int = 100) -> int:

@@ -1,0 +1,82 @@
+"""PostgreSQL retention: the retention cutoff of prune_processed, lease epochs from their
+sequence across a pruned row, and the schema versions that introduced them (state 4,
+executions 2)."""
+
+from __future__ import annotations
+
+import pytest
+from runyard import ConfigurationError, ManualClock, RunKey
+from runyard.executions import Execution
+from runyard.postgres import AsyncPostgresExecutionStore, StateTables
+
+from tests._async.postgres_support import open_pool, open_store
+from tests.support.postgres_plugin import admin_connection
+
+
+@pytest.mark.asyncio
+async def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: StateTables) -> None:
+    clock = ManualClock(1_000.0)
+    store = await AsyncPostgresExecutionStore.open(
+        await open_pool(), tables=pg_tables, clock=clock, close_source=True
+    )
+    try:
+        exe = Execution(id="e1", definition_id="d")
+        await store.commit(exe, processed_event_id="old")
+        clock.advance(100)
+        await store.commit(exe, processed_event_id="new")
+        clock.advance(50)
+        assert await store.prune_processed(older_than=120) == 1
+        assert await store.is_processed("e1", "old") is False
+        assert await store.is_processed("e1", "new") is True
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_pruned_run_gets_an_epoch_from_the_sequence(pg_tables: StateTables) -> None:
+    clock = ManualClock()
+    store = await open_store(pg_tables, clock)
+    try:
+        first = await store.acquire_lease(RunKey("acme", "r"), "w", ttl_seconds=10)
+        other = await store.acquire_lease(RunKey("acme", "other"), "w", ttl_seconds=10)
+        await store.release_lease(first)
+        assert await store.prune() == 1
+        again = await store.acquire_lease(RunKey("acme", "r"), "w", ttl_seconds=10)
+        assert again.epoch > other.epoch > first.epoch
+        with admin_connection() as conn:
+            rows = conn.execute(
+                f"SELECT count(*) FROM {pg_tables.qualified(pg_tables.run_leases)}"
+            ).fetchone()
+        assert rows == (2,)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_schema_from_before_pruning_is_refused_naming_both_versions(
+    pg_tables: StateTables,
+) -> None:
+    table = pg_tables.qualified(pg_tables.schema_table)
+    with admin_connection() as conn:
+        conn.execute(f"UPDATE {table} SET version = 3 WHERE component = 'state'")
+        conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
+    with pytest.raises(ConfigurationError) as state:
+        await open_store(pg_tables)
+    assert "schema version 3, but this runyard was written for version 4" in str(state.value)
+    pool = await open_pool()
+    try:
+        with pytest.raises(ConfigurationError) as executions:
+            await AsyncPostgresExecutionStore.open(pool, tables=pg_tables)
+    finally:
+        await pool.close()
+    text = str(executions.value)
+    assert "schema version 1, but this runyard was written for version 2" in text
+
+
+@pytest.mark.asyncio
+async def test_a_schema_without_the_epoch_sequence_is_refused(pg_tables: StateTables) -> None:
+    with admin_connection() as conn:
+        conn.execute(f"DROP SEQUENCE {pg_tables.sequence('lease_epoch')}")
+    with pytest.raises(ConfigurationError) as caught:
+        await open_store(pg_tables)
+    assert 'runyard_run_leases_epoch_seq" does not exist' in str(caught.value)
