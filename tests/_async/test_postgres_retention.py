@@ -4,8 +4,12 @@ executions 2)."""
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import pytest
 from runyard import ConfigurationError, ManualClock, RunKey
+from runyard._flavours import async_gather
 from runyard.executions import Execution
 from runyard.postgres import AsyncPostgresExecutionStore, StateTables
 
@@ -80,3 +84,26 @@ async def test_a_schema_without_the_epoch_sequence_is_refused(pg_tables: StateTa
     with pytest.raises(ConfigurationError) as caught:
         await open_store(pg_tables)
     assert 'runyard_run_leases_epoch_seq" does not exist' in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_prune_racing_acquires_never_removes_a_live_lease(pg_tables: StateTables) -> None:
+    clock = ManualClock()
+    store = await open_store(pg_tables, clock, max_size=12)
+    try:
+        keys = [RunKey("acme", f"r{n}") for n in range(40)]
+        old = {k: await store.acquire_lease(k, "a", ttl_seconds=10) for k in keys}
+        clock.advance(11)
+        taken, left = keys[1::2], keys[::2]
+        calls: list[Any] = [partial(store.acquire_lease, k, "b", ttl_seconds=60) for k in taken]
+        calls += [partial(store.prune, limit=5) for _ in range(10)]
+        await async_gather(calls)
+        await store.prune(limit=100)
+        for k in taken:
+            # Acquired by "b" while prunes ran: live after every prune, above the old epoch.
+            current = await store.get_lease(k)
+            assert current is not None and current.holder == "b"
+            assert current.epoch > old[k].epoch
+        assert [await store.get_lease(k) for k in left] == [None] * len(left)
+    finally:
+        await store.aclose()

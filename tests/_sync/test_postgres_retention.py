@@ -6,8 +6,12 @@ executions 2)."""
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import pytest
 from runyard import ConfigurationError, ManualClock, RunKey
+from runyard._flavours import gather
 from runyard.executions import Execution
 from runyard.postgres import PostgresExecutionStore, StateTables
 
@@ -78,3 +82,25 @@ def test_a_schema_without_the_epoch_sequence_is_refused(pg_tables: StateTables) 
     with pytest.raises(ConfigurationError) as caught:
         open_store(pg_tables)
     assert 'runyard_run_leases_epoch_seq" does not exist' in str(caught.value)
+
+
+def test_prune_racing_acquires_never_removes_a_live_lease(pg_tables: StateTables) -> None:
+    clock = ManualClock()
+    store = open_store(pg_tables, clock, max_size=12)
+    try:
+        keys = [RunKey("acme", f"r{n}") for n in range(40)]
+        old = {k: store.acquire_lease(k, "a", ttl_seconds=10) for k in keys}
+        clock.advance(11)
+        taken, left = keys[1::2], keys[::2]
+        calls: list[Any] = [partial(store.acquire_lease, k, "b", ttl_seconds=60) for k in taken]
+        calls += [partial(store.prune, limit=5) for _ in range(10)]
+        gather(calls)
+        store.prune(limit=100)
+        for k in taken:
+            # Acquired by "b" while prunes ran: live after every prune, above the old epoch.
+            current = store.get_lease(k)
+            assert current is not None and current.holder == "b"
+            assert current.epoch > old[k].epoch
+        assert [store.get_lease(k) for k in left] == [None] * len(left)
+    finally:
+        store.close()

@@ -97,7 +97,8 @@ class AsyncRedisStateRetention:
         if isinstance(client, AsyncRedisCluster):
             nodes = sorted(client.get_primaries(), key=lambda n: str(n.name))  # type: ignore[no-untyped-call,unused-ignore]
             node = nodes[self._prune_node % len(nodes)]
-            cursors, keys = await self._runner.call(
+            # A cluster's SCAN replies ({node name: cursor}, keys).
+            reply: Any = await self._runner.call(
                 partial(
                     client.scan,
                     cursor=self._prune_cursor,
@@ -107,6 +108,7 @@ class AsyncRedisStateRetention:
                 ),
                 idempotent=True,
             )
+            cursors, keys = reply
             self._prune_cursor = int(cursors[node.name])
             if self._prune_cursor == 0:
                 self._prune_node = (self._prune_node + 1) % len(nodes)

@@ -99,7 +99,8 @@ class RedisStateRetention:
         if isinstance(client, RedisCluster):
             nodes = sorted(client.get_primaries(), key=lambda n: str(n.name))  # type: ignore[no-untyped-call,unused-ignore]
             node = nodes[self._prune_node % len(nodes)]
-            cursors, keys = self._runner.call(
+            # A cluster's SCAN replies ({node name: cursor}, keys).
+            reply: Any = self._runner.call(
                 partial(
                     client.scan,
                     cursor=self._prune_cursor,
@@ -109,6 +110,7 @@ class RedisStateRetention:
                 ),
                 idempotent=True,
             )
+            cursors, keys = reply
             self._prune_cursor = int(cursors[node.name])
             if self._prune_cursor == 0:
                 self._prune_node = (self._prune_node + 1) % len(nodes)
