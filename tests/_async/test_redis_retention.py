@@ -45,12 +45,11 @@ async def test_one_prune_call_takes_a_bounded_number_of_scan_steps(
     lease = await store.acquire_lease(RunKey("acme", "r"), "w", ttl_seconds=10)
     await store.release_lease(lease)
     with counting_commands(dedicated_redis_target.port) as counted:
-        await store.prune(limit=10)
+        total = await store.prune(limit=10)
     scans = [c for c in counted.sent_with_arguments if c.upper().startswith("SCAN ")]
     assert 1 <= len(scans) <= PRUNE_SCAN_STEPS
     assert all(c.endswith(f"COUNT {PRUNE_SCAN_COUNT}") for c in scans)
     # The whole key space is walked over successive calls, and the lease is found.
-    total = 0
     for _ in range(20_000 // (PRUNE_SCAN_STEPS * PRUNE_SCAN_COUNT) + 5):
         total += await store.prune(limit=10)
     assert total == 1
