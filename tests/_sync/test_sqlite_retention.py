@@ -9,9 +9,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from runyard import ConfigurationError, ManualClock, RunKey
+from runyard import ConfigurationError, ManualClock
 from runyard.executions.models import Execution
-from runyard.sqlite import SqliteStateStore, SqliteStore
+from runyard.sqlite import SqliteStateStore, SqliteStore, SqliteTables
+from runyard.sqlite.statements_executions import execution_statements
+from runyard.sqlite.statements_state import state_statements
 
 
 def test_prune_processed_keeps_marks_inside_the_retention(tmp_path: Path) -> None:
@@ -31,25 +33,21 @@ def test_prune_processed_keeps_marks_inside_the_retention(tmp_path: Path) -> Non
 
 def test_lease_and_mark_pruning_read_through_their_indexes(tmp_path: Path) -> None:
     path = tmp_path / "x.db"
-    with SqliteStateStore.open(path, create_schema=True) as store:
-        store.acquire_lease(RunKey("acme", "r"), "w", ttl_seconds=10)
+    (SqliteStateStore.open(path, create_schema=True)).close()
+    tables = SqliteTables()
+    cases = {
+        "prunable_leases": (state_statements(tables), {"now": 5.0, "limit": 10}),
+        "prune_processed": (execution_statements(tables), {"cutoff": 5.0, "limit": 10}),
+    }
     with sqlite3.connect(path) as conn:
-        plan = " ".join(
-            str(row[3])
-            for row in conn.execute(
-                "EXPLAIN QUERY PLAN SELECT tenant FROM runyard_run_leases "
-                "WHERE expires_at < 5 ORDER BY expires_at LIMIT 10"
-            )
-        )
-        assert "runyard_run_leases_by_expiry" in plan
-        plan = " ".join(
-            str(row[3])
-            for row in conn.execute(
-                "EXPLAIN QUERY PLAN SELECT rowid FROM runyard_execution_processed "
-                "WHERE processed_at <= 5 ORDER BY processed_at, execution_id, event_id LIMIT 10"
-            )
-        )
-        assert "runyard_execution_processed_by_age" in plan
+        for name, (statements, params) in cases.items():
+            plan = [
+                str(row[3])
+                for row in conn.execute(f"EXPLAIN QUERY PLAN {statements[name]}", params)
+            ]
+            scans = [step for step in plan if step.startswith("SCAN") and "USING" not in step]
+            assert not [s for s in scans if "runyard_" in s], (name, plan)
+            assert any("USING" in step and "INDEX" in step for step in plan), (name, plan)
 
 
 def test_a_file_from_before_pruning_is_refused_naming_both_versions(
