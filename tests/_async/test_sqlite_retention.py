@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from runyard import ConfigurationError, ManualClock, RunKey
+from runyard import ConfigurationError, ManualClock
 from runyard.executions.models import Execution
 from runyard.sqlite import AsyncSqliteStateStore, AsyncSqliteStore, SqliteTables
 from runyard.sqlite.statements_executions import execution_statements
