@@ -7,6 +7,7 @@ executions 2)."""
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,3 +105,39 @@ def test_prune_racing_acquires_never_removes_a_live_lease(pg_tables: StateTables
         assert [store.get_lease(k) for k in left] == [None] * len(left)
     finally:
         store.close()
+
+
+def _migration_sql() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "postgres.md").read_text("utf-8")
+    section = text.split("### State version 4, executions version 2", 1)[1]
+    return section.split("```sql\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_migration_brings_a_state_3_schema_to_version_4(
+    pg_tables: StateTables,
+) -> None:
+    t = pg_tables
+    with admin_connection() as conn:
+        # Undo what version 4 added, as a database written by the previous runyard has it.
+        conn.execute(f"DROP SEQUENCE {t.sequence('lease_epoch')}")
+        conn.execute(f'DROP INDEX "{t.schema}"."{t.run_leases}_by_expiry"')
+        conn.execute(f'DROP INDEX "{t.schema}"."{t.processed}_by_age"')
+        conn.execute(f"INSERT INTO {t.qualified(t.run_leases)} VALUES ('acme', 'r', NULL, 7, NULL)")
+        table = t.qualified(t.schema_table)
+        conn.execute(f"UPDATE {table} SET version = 3 WHERE component = 'state'")
+        conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
+        conn.execute(f'SET search_path TO "{t.schema}"')
+        with conn.transaction():
+            conn.execute(_migration_sql())
+    store = open_store(t, ManualClock())
+    try:
+        lease = store.acquire_lease(RunKey("acme", "other"), "w", ttl_seconds=10)
+        assert lease.epoch > 7  # above every epoch handed out before the migration
+        assert store.prune() == 1
+    finally:
+        store.close()
+    pool = open_pool()
+    try:
+        (PostgresExecutionStore.open(pool, tables=t)).close()
+    finally:
+        pool.close()
