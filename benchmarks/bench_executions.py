@@ -10,7 +10,8 @@ script) and the same full commit done the WATCH/MULTI/EXEC way (``INCR`` for the
 the trace index, ``WATCH`` + ``HGET`` of the version, then ``MULTI``...``EXEC`` with every write),
 the baseline the one-script commit beats. It starts its own redis-server on a free loopback
 port (persistence off) and stops it by pid; ``--port`` uses a running one
-(only the benchmark's own keys are written and deleted).
+(only the benchmark's own keys are written and deleted). Writes ``bench-executions.json`` and
+``bench-executions.png`` (the ratios as bars) into ``--out-dir`` (benchmarks/results by default).
 
 Backends are the entries of ``BACKENDS``: add one (e.g. PostgreSQL) with a factory per twin.
 """
@@ -50,6 +51,7 @@ from runyard.redis import AsyncRedisStore, RedisStore, RedisStoreSettings
 from runyard.redis.executions import step_json, timer_member
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._report import write_report
 from benchmarks.bench_redis import _start_server
 
 RAW_SCRIPT = "return ARGV[1]"
@@ -390,7 +392,11 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=int, help="use this running redis-server (touches only its own keys)"
     )
     parser.add_argument("--ops", type=int, default=3000, help="commits per cell")
+    parser.add_argument(
+        "--out-dir", default="benchmarks/results", help="where bench-executions.json/.png go"
+    )
     args = parser.parse_args(argv)
+    figures: dict[str, Any] = {"commits per cell": args.ops}
     process = workdir = None
     port = args.port
     if port is None:
@@ -416,12 +422,18 @@ def main(argv: list[str] | None = None) -> int:
                 if twin == "async"
                 else _sync_run(port, args.ops)
             )
+            rows = figures[twin] = {}
             for name, rate in cell.items():
                 # PostgreSQL rows compare with the raw psycopg round trip, the others with EVALSHA.
-                raw = cell[PG_RAW if name.startswith(("postgres", PG_RAW)) else "raw EVALSHA"]
+                base = PG_RAW if name.startswith(("postgres", PG_RAW)) else "raw EVALSHA"
+                raw = cell[base]
                 print(f"{twin:<6} {name:<30} {rate:>10.0f} {raw:>14.0f} {rate / raw:>6.2f}")
+                rows[name] = {"commits/s": rate, "baseline": base, "ratio": rate / raw}
             beaten = cell["redis full"] / cell["redis WATCH/MULTI/EXEC full"]
             print(f"{twin:<6} redis full path / WATCH/MULTI/EXEC way: {beaten:.2f}x")
+            rows["redis full vs WATCH/MULTI/EXEC"] = {"ratio": beaten}
+        for path in write_report("bench-executions", figures, out_dir=args.out_dir):
+            print(f"wrote {path}")
     finally:
         if process is not None:
             os.kill(process.pid, signal.SIGTERM)

@@ -1,10 +1,16 @@
-"""Memory backend: ops/s of both twins beside a plain dict-under-a-lock baseline, same run."""
+"""Memory backend: ops/s of both twins beside a plain dict-under-a-lock baseline, same run.
+
+Prints a table and writes ``bench-memory.json`` and ``bench-memory.png`` (the ratios as bars)
+into ``--out-dir`` (benchmarks/results by default).
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from runyard import (
     AsyncMemoryStateStore,
@@ -15,6 +21,7 @@ from runyard import (
     RunKey,
 )
 
+from benchmarks._report import write_report
 from benchmarks._timing import ops_per_second, row
 
 N = 5_000
@@ -94,12 +101,23 @@ CASES: list[tuple[str, str, Callable[[int], None]]] = [
 ]
 
 
-def main() -> None:
-    """Print each operation's ops/s and its ratio to the dict-under-a-lock baseline."""
+def main(argv: list[str] | None = None) -> None:
+    """Print each operation's ops/s and its ratio to the dict-under-a-lock baseline, and write
+    them as JSON and PNG."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--out-dir", default="benchmarks/results", help="where bench-memory.json/.png go"
+    )
+    args = parser.parse_args(argv)
     base = ops_per_second(baseline, N)
     print(f"memory backend, n={N}; baseline dict write under a lock: {base:,.0f} ops/s")
+    figures: dict[str, Any] = {"n": N, "baseline ops/s": base}
     for name, flavour, run in CASES:
-        print(row(name, flavour, ops_per_second(run, N), base))
+        ops = ops_per_second(run, N)
+        print(row(name, flavour, ops, base))
+        figures[f"{name} {flavour}"] = {"ops/s": ops, "ratio": ops / base}
+    for path in write_report("bench-memory", figures, out_dir=args.out_dir):
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

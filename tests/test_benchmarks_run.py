@@ -47,9 +47,12 @@ def test_the_postgres_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
     assert (tmp_path / "bench-postgres.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
-def test_the_memory_benchmark_runs() -> None:
-    out = _run("-m", "benchmarks.bench_memory")
+def test_the_memory_benchmark_runs_and_writes_its_report(tmp_path: Path) -> None:
+    out = _run("-m", "benchmarks.bench_memory", "--out-dir", str(tmp_path))
     assert "enqueue+claim+complete" in out and "x baseline" in out
+    figures = json.loads((tmp_path / "bench-memory.json").read_text(encoding="utf-8"))
+    assert figures["put_run sync"]["ratio"] > 0
+    assert (tmp_path / "bench-memory.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
 @pytest.mark.slow

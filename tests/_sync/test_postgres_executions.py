@@ -417,10 +417,10 @@ def test_a_missing_execution_table_is_refused_saying_how_to_fix_it(
 def test_the_executions_schema_version_is_checked(pg_tables: StateTables) -> None:
     table = pg_tables.qualified(pg_tables.schema_table)
     with admin_connection() as admin:
-        admin.execute(f"UPDATE {table} SET version = 2 WHERE component = 'executions'")
+        admin.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
     pool = open_pool()
     try:
-        with pytest.raises(ConfigurationError, match="written for version 1"):
+        with pytest.raises(ConfigurationError, match=r"version 1, but .* written for version 2"):
             PostgresExecutionStore.open(pool, tables=pg_tables)
         with admin_connection() as admin:
             admin.execute(f"DELETE FROM {table} WHERE component = 'executions'")

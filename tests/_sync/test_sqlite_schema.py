@@ -12,6 +12,7 @@ import pytest
 from runyard import ConfigurationError, RunKey, StatePersistenceError
 from runyard._sync.sqlite import connect, create_schema
 from runyard.sqlite import (
+    SCHEMA_VERSIONS,
     SQLITE_SCHEMA,
     SqliteStateStore,
     SqliteStore,
@@ -96,14 +97,15 @@ def test_a_file_from_before_the_event_log_is_refused_with_the_repair(
     # Creating the missing tables does not make the old version current: migrate first.
     with pytest.raises(ConfigurationError) as again:
         SqliteStateStore.open(path, create_schema=True)
-    assert "schema version 1" in str(again.value) and "version 2" in str(again.value)
+    wanted = SCHEMA_VERSIONS["state"]
+    assert "schema version 1" in str(again.value) and f"version {wanted}" in str(again.value)
     assert "migrate the file" in str(again.value)
     # The queue's component is unchanged, so a queue still opens the file.
     (SqliteWorkQueue.open(path)).close()
     # The migration docs/sqlite.md gives: apply the schema, then raise the version.
     with sqlite3.connect(path) as conn:
         conn.executescript(SQLITE_SCHEMA)
-        conn.execute("UPDATE runyard_schema SET version = 2 WHERE component = 'state'")
+        conn.execute("UPDATE runyard_schema SET version = ? WHERE component = 'state'", (wanted,))
     store = SqliteStateStore.open(path)
     try:
         store.put_run(RunKey("acme", "r"), {}, expected_version=0)

@@ -78,6 +78,16 @@ class AsyncExecutionStore(Protocol):
         """Return whether a commit of the execution marked ``event_id`` processed."""
         ...
 
+    async def prune_processed(self, *, older_than: float, limit: int = 100) -> int:
+        """Delete up to ``limit`` processed-event marks recorded at least ``older_than``
+        seconds ago (by the store's clock), oldest first; return how many were deleted.
+
+        Afterwards ``is_processed`` is False for them: a redelivery older than the retention
+        is processed again. Each call does bounded work. Raises InvalidArgumentError for a
+        bad ``older_than`` or ``limit``.
+        """
+        ...
+
     async def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
         """Return up to ``limit`` unacknowledged outbox entries, oldest first: one execution's
         in commit order; across executions a sharded store orders by commit time at millisecond

@@ -35,7 +35,7 @@ from runyard.executions.planning import (
     summary_matches,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_limit
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_limit, check_older_than
 
 __all__ = ["MemoryExecutionCore"]
 
@@ -60,7 +60,8 @@ class MemoryExecutionCore:
         self.trace_max = check_trace_max(trace_max)
         self.max_value_bytes = max_value_bytes
         self._executions: dict[str, _Stored] = {}
-        self._processed: set[tuple[str, str]] = set()
+        # (execution_id, event_id) -> when it was marked; insertion order is marking order
+        self._processed: dict[tuple[str, str], float] = {}
         self._outbox: dict[int, OutboxEntry] = {}  # insertion order is seq order
         self._spawns: dict[int, SpawnEntry] = {}
         self._timers: dict[tuple[str, str], float] = {}
@@ -84,6 +85,20 @@ class MemoryExecutionCore:
         validate_identifier(execution_id, "execution_id")
         validate_identifier(event_id, "event_id")
         return (execution_id, event_id) in self._processed
+
+    def prune_processed(self, older_than: float, limit: int) -> int:
+        older_than = check_older_than(older_than)
+        check_limit(limit)
+        cutoff = self.clock.now() - older_than
+        doomed: list[tuple[str, str]] = []
+        # Oldest first: marking order, which is time order on a clock that never goes back.
+        for mark, marked_at in self._processed.items():
+            if marked_at > cutoff or len(doomed) == limit:
+                break
+            doomed.append(mark)
+        for mark in doomed:
+            del self._processed[mark]
+        return len(doomed)
 
     def commit(
         self,
@@ -126,7 +141,7 @@ class MemoryExecutionCore:
             )
             seqs.append(self._outbox_seq)
         if plan.processed_event_id is not None:
-            self._processed.add((snapshot.id, plan.processed_event_id))
+            self._processed.setdefault((snapshot.id, plan.processed_event_id), now)
         for op in plan.timers:
             if op.action == "schedule":
                 assert op.fire_at is not None

@@ -50,6 +50,8 @@ class MemoryStateCore:
         self._sessions: dict[tuple[str, str], SessionRecord] = {}
         self._leases: dict[tuple[str, str], RunLease] = {}
         self._epochs: dict[tuple[str, str], int] = {}
+        # The highest epoch prune() removed, per tenant: a pruned run's next epoch is above it.
+        self._floors: dict[str, int] = {}
         self._seq = 0
 
     # -- fencing ---------------------------------------------------------------------------
@@ -246,7 +248,7 @@ class MemoryStateCore:
                 raise RunLeaseHeldError(current.holder, current.epoch, current.expires_at)
             epoch = current.epoch
         else:
-            epoch = self._epochs.get(k, 0) + 1
+            epoch = max(self._epochs.get(k, 0), self._floors.get(key.tenant, 0)) + 1
             self._epochs[k] = epoch
         lease = RunLease(
             tenant=key.tenant,
@@ -287,3 +289,21 @@ class MemoryStateCore:
         if lease is None or lease.expires_at < self.clock.now():
             return None
         return lease
+
+    def prune(self, limit: int) -> int:
+        """Forget up to ``limit`` runs' lease entries that are not live (lapsed or released),
+        raising the tenant's floor to their epoch so that fencing survives."""
+        check_limit(limit)
+        now = self.clock.now()
+        doomed: list[tuple[str, str]] = []
+        for k in self._epochs:
+            if len(doomed) == limit:
+                break
+            lease = self._leases.get(k)
+            if lease is None or lease.expires_at < now:
+                doomed.append(k)
+        for k in doomed:
+            tenant = k[0]
+            self._floors[tenant] = max(self._floors.get(tenant, 0), self._epochs.pop(k))
+            self._leases.pop(k, None)
+        return len(doomed)

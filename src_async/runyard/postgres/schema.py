@@ -14,11 +14,15 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 # state 2: the run event logs (events, event_heads), see docs/events.md.
 # state 3: run and session blobs and event data are text (the client's JSON text, returned as
 #   sent) instead of jsonb; the (tenant, status, seq) index on runs, for list_runs by status.
+# state 4: prune(): lease epochs come from a sequence (never reused, so a pruned lease row's
+#   epoch is never handed out again) and an index finds leases that are not live.
+# executions 2: prune_processed(): the (processed_at, execution_id, event_id) index.
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
 # queue 3: a per-item max_attempts column on the work table; maintained counts (counts, delays)
 #   that stats reads instead of the work table.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 3, "executions": 1}
+# state 4 and executions 2: prune() and prune_processed() (lease epoch sequence, expiry indexes).
+SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 3, "executions": 2}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (
@@ -95,9 +99,16 @@ class StateTables:
         return f'"{self.schema}"."{name}"' if self.schema else f'"{name}"'
 
     def sequence(self, kind: str) -> str:
-        """Return the qualified name of one of the work queue's sequences (work, token, turn)."""
-        base = {"work": self.work, "token": self.work, "turn": self.turns}[kind]
-        suffix = {"work": "_ready_seq", "token": "_token_seq", "turn": "_counter_seq"}[kind]
+        """Return the qualified name of one of the sequences: the work queue's (work, token,
+        turn) or the run leases' epochs (lease_epoch)."""
+        bases = {"work": self.work, "token": self.work, "turn": self.turns}
+        base = bases.get(kind, self.run_leases)
+        suffix = {
+            "work": "_ready_seq",
+            "token": "_token_seq",
+            "turn": "_counter_seq",
+            "lease_epoch": "_epoch_seq",
+        }[kind]
         return self.qualified(base + suffix)
 
     def placeholders(self) -> dict[str, str]:
@@ -110,11 +121,13 @@ class StateTables:
             "turns": self.qualified(self.turns),
             "schema_table": self.qualified(self.schema_table),
             "runs_name": self.runs,
+            "run_leases_name": self.run_leases,
             "work_name": self.work,
             "turns_name": self.turns,
             "work_seq": self.sequence("work"),
             "token_seq": self.sequence("token"),
             "turn_seq": self.sequence("turn"),
+            "lease_epoch_seq": self.sequence("lease_epoch"),
             "turns_retire": self.qualified(self.turns + "_retire"),
             "counts": self.qualified(self.counts),
             "delays": self.qualified(self.delays),
@@ -125,6 +138,7 @@ class StateTables:
         values["work_seq_name"] = values["work_seq"]
         values["token_seq_name"] = values["token_seq"]
         values["turn_seq_name"] = values["turn_seq"]
+        values["lease_epoch_seq_name"] = values["lease_epoch_seq"]
         for name in (*EXECUTION_TABLES, "events", "event_heads"):
             values[name] = self.qualified(getattr(self, name))
             values[f"{name}_name"] = getattr(self, name)
@@ -137,6 +151,7 @@ class StateTables:
             self.qualified(self.runs),
             self.qualified(self.sessions),
             self.qualified(self.run_leases),
+            self.sequence("lease_epoch"),
             self.qualified(self.events),
             self.qualified(self.event_heads),
         )

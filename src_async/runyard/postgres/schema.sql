@@ -52,7 +52,10 @@ CREATE TABLE {sessions} (
     PRIMARY KEY (tenant, session_id)
 );
 
--- One row per run ever leased: the fencing epoch outlives the lease (holder NULL = released).
+-- One row per leased run: the fencing epoch outlives the lease (holder NULL = released) until
+-- prune() removes the row of a lease that is not live (state schema version 4). Epochs come
+-- from {lease_epoch_seq}, which never hands a value out twice, so the next lease of a pruned
+-- run still gets an epoch above every one it had.
 CREATE TABLE {run_leases} (
     tenant      text COLLATE "C" NOT NULL,
     run_id      text COLLATE "C" NOT NULL,
@@ -61,6 +64,10 @@ CREATE TABLE {run_leases} (
     expires_at  double precision,
     PRIMARY KEY (tenant, run_id)
 );
+CREATE SEQUENCE {lease_epoch_seq};
+-- prune: released leases (expires_at NULL) first, then lapsed ones, oldest expiry first.
+CREATE INDEX "{run_leases_name}_by_expiry"
+    ON {run_leases} ((COALESCE(expires_at, '-Infinity'::float8)));
 
 -- Work queues -------------------------------------------------------------------------------
 
@@ -179,7 +186,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 3), ('queue', 3);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 4), ('queue', 3);
 
 -- Execution store ---------------------------------------------------------------------------
 
@@ -230,6 +237,8 @@ CREATE TABLE {processed} (
     processed_at  double precision NOT NULL,
     PRIMARY KEY (execution_id, event_id)
 );
+-- prune_processed (executions schema version 2): the oldest marks first.
+CREATE INDEX "{processed_name}_by_age" ON {processed} (processed_at, execution_id, event_id);
 
 -- One timer per (execution, path); due_timers walks the fire times, earliest first.
 CREATE TABLE {timers} (
@@ -256,4 +265,4 @@ CREATE TABLE {trace} (
     PRIMARY KEY (execution_id, idx)
 );
 
-INSERT INTO {schema_table} (component, version) VALUES ('executions', 1);
+INSERT INTO {schema_table} (component, version) VALUES ('executions', 2);

@@ -47,7 +47,9 @@ __all__ = [
     "is_fast_path",
     "listing_cursor",
     "listing_position",
+    "processed_member",
     "save_args",
+    "split_processed_member",
     "step_json",
     "timer_member",
 ]
@@ -110,6 +112,11 @@ class ExecutionKeys:
         """SET: the event ids the execution's commits marked processed."""
         return self._own(execution_id, "processed")
 
+    def processed_ages(self, shard: int) -> str:
+        """ZSET: the shard's processed marks (``processed_member``) scored by when they were
+        first marked; prune_processed walks it oldest first."""
+        return f"{self.prefix(shard)}:processed-ages"
+
     def trace(self, execution_id: str) -> str:
         """LIST: the kept trace entries, oldest first (``index recorded_at json``)."""
         return self._own(execution_id, "trace")
@@ -150,22 +157,27 @@ class ExecutionKeys:
             self.processed(execution_id),
             self.counters(shard),
             self.index(shard),
+            self.processed_ages(shard),
         ]
 
     def commit_keys(self, execution_id: str) -> list[str]:
         """KEYS of lua/executions/commit.lua (the full path)."""
         shard = self.shard_of(execution_id)
         return [
-            *self.save_keys(execution_id),
+            *self.save_keys(execution_id)[:4],
             self.outbox(shard),
             self.spawns(shard),
             self.timers(shard),
             self.trace(execution_id),
             self.trace_index(execution_id),
+            self.processed_ages(shard),
         ]
 
 
-EXECUTION_SCRIPTS = load_scripts("executions", ("save", "commit", "append_trace", "delete_timer"))
+EXECUTION_SCRIPTS = load_scripts(
+    "executions",
+    ("save", "commit", "append_trace", "delete_timer", "forget_processed"),
+)
 
 
 def is_fast_path(plan: CommitPlan) -> bool:
@@ -197,6 +209,18 @@ def _execution_args(plan: CommitPlan, now: float | None, commit_id: str) -> list
 def save_args(plan: CommitPlan, now: float | None, commit_id: str) -> list[Any]:
     """ARGV of lua/executions/save.lua (``commit_id``: the call's nonce, kept on the execution)."""
     return _execution_args(plan, now, commit_id)
+
+
+def processed_member(execution_id: str, event_id: str) -> str:
+    """The processed-ages ZSET member of a mark; the length prefix makes it unambiguous."""
+    return f"{segment(execution_id)}{event_id}"
+
+
+def split_processed_member(member: str) -> tuple[str, str]:
+    """(execution_id, event_id) of a processed-ages member (inverse of processed_member)."""
+    size, _, rest = member.partition(":")
+    raw = rest.encode("utf-8")
+    return raw[: int(size)].decode("utf-8"), raw[int(size) :].decode("utf-8")
 
 
 def timer_member(execution_id: str, path: str) -> str:

@@ -114,6 +114,12 @@ class StateKeys:
         """HASH: a run's lease (holder, expires_at) and its fencing epoch, which outlives it."""
         return f"{self.prefix}:lease:{segment(run_id)}"
 
+    @property
+    def lease_floor(self) -> str:
+        """STRING: the highest epoch prune() removed with a lease of the tenant's; a new epoch
+        is above it."""
+        return f"{self.prefix}:lease-floor"
+
     def session(self, session_id: str) -> str:
         """HASH: one session's blob, version and times."""
         return f"{self.prefix}:session:{segment(session_id)}"

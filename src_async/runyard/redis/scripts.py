@@ -54,6 +54,8 @@ STATE_SCRIPTS = load_scripts(
         "renew_lease",
         "release_lease",
         "get_lease",
+        "prune_leases",
+        "prune_session_runs",
     ),
 )
 QUEUE_SCRIPTS = load_scripts(

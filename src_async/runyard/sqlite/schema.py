@@ -26,7 +26,9 @@ __all__ = [
 # state 2: the run event logs (the events table), see docs/events.md.
 # queue 2: the work table's max_attempts column (a per-item attempt budget); the index over
 # every ready_seq is gone (the claim index finds the next one).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 2, "queue": 2, "executions": 1}
+# state 3: prune(): the lease_floors table and the run_leases (expires_at) index.
+# executions 2: prune_processed(): the processed (processed_at, execution_id, event_id) index.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 2}
 
 # How a file at an older version of a component reaches the current one: the SQL to run (after
 # SQLITE_SCHEMA, which adds missing tables and indexes), keyed by (component, version found).
@@ -51,6 +53,7 @@ class SqliteTables:
     runs: str = "runyard_runs"
     sessions: str = "runyard_sessions"
     run_leases: str = "runyard_run_leases"
+    lease_floors: str = "runyard_run_lease_floors"
     events: str = "runyard_run_events"
     work: str = "runyard_work_items"
     turns: str = "runyard_tenant_turns"
@@ -84,7 +87,7 @@ class SqliteTables:
     def relations(self, component: str) -> tuple[str, ...]:
         """The tables ``component`` (state, queue or executions) needs, schema table first."""
         by_component = {
-            "state": (self.runs, self.sessions, self.run_leases, self.events),
+            "state": (self.runs, self.sessions, self.run_leases, self.lease_floors, self.events),
             "queue": (self.work, self.turns, self.counters),
             "executions": (
                 self.executions,

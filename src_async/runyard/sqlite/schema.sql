@@ -1,5 +1,5 @@
--- runyard's SQLite schema: state at version 2 (the run event logs), queue at 2 (per-item
--- max_attempts), executions at 1.
+-- runyard's SQLite schema: state at version 3 (2: the run event logs; 3: lease pruning), queue at
+-- 2 (per-item max_attempts), executions at 2 (processed marks pruned oldest first).
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
 -- is idempotent (IF NOT EXISTS, INSERT OR IGNORE), so applying it twice changes nothing;
@@ -53,6 +53,13 @@ CREATE TABLE IF NOT EXISTS "{run_leases}" (
     epoch       INTEGER NOT NULL,
     expires_at  REAL,
     PRIMARY KEY (tenant, run_id)
+);
+-- prune (state version 3): finds leases that are not live by their expiry (NULL: released),
+-- and keeps each tenant's highest pruned epoch, so a pruned run's next lease gets a higher one.
+CREATE INDEX IF NOT EXISTS "{run_leases}_by_expiry" ON "{run_leases}" (expires_at);
+CREATE TABLE IF NOT EXISTS "{lease_floors}" (
+    tenant  TEXT PRIMARY KEY,
+    epoch   INTEGER NOT NULL
 );
 
 -- A run's append-only event log: seq is gap-free per run, starting at 1 (every write holds the
@@ -181,6 +188,9 @@ CREATE TABLE IF NOT EXISTS "{processed}" (
     processed_at  REAL NOT NULL,
     PRIMARY KEY (execution_id, event_id)
 );
+-- prune_processed (executions version 2): the oldest marks first.
+CREATE INDEX IF NOT EXISTS "{processed}_by_age"
+    ON "{processed}" (processed_at, execution_id, event_id);
 
 CREATE TABLE IF NOT EXISTS "{timers}" (
     execution_id  TEXT NOT NULL,
@@ -205,4 +215,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 2), ('queue', 2), ('executions', 1);
+VALUES ('state', 3), ('queue', 2), ('executions', 2);

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache
 
 from runyard.sqlite.schema import SqliteTables, render
+from runyard.sqlite.statements_retention import EXECUTION_RETENTION
 
 __all__ = ["EXECUTION_COLUMNS", "execution_statements", "list_statement"]
 
@@ -119,4 +120,4 @@ def list_statement(status: bool, definition: bool, roots_only: bool) -> str:
 @cache
 def execution_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the execution store's statements rendered for ``tables`` (cached)."""
-    return render(_TEMPLATES, tables)
+    return render({**_TEMPLATES, **EXECUTION_RETENTION}, tables)

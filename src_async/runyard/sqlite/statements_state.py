@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache
 
 from runyard.sqlite.schema import SqliteTables, render
+from runyard.sqlite.statements_retention import STATE_RETENTION
 from runyard.validation import MAX_COUNTER
 
 __all__ = ["RUN_COLUMNS", "state_statements"]
@@ -111,4 +112,4 @@ RETURNING epoch""",
 @cache
 def state_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the state store's statements rendered for ``tables`` (cached per SqliteTables)."""
-    return render(_TEMPLATES, tables)
+    return render({**_TEMPLATES, **STATE_RETENTION}, tables)

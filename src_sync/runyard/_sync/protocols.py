@@ -117,6 +117,18 @@ class StateStore(Protocol):
         """Return the live lease on the run, or None."""
         ...
 
+    def prune(self, *, limit: int = 100) -> int:
+        """Remove up to ``limit`` entries that no live state needs: run leases that lapsed or
+        were released (by the store's clock), and where the backend keeps them (Redis) session
+        run sets left without a run; return how many were removed.
+
+        A live lease is never removed, and fencing survives: the tenant keeps the highest
+        epoch pruned, so the next lease of that run gets a higher one. Each call does bounded
+        work; call it until it returns less than ``limit`` to catch up. Raises
+        InvalidArgumentError for a bad ``limit``.
+        """
+        ...
+
     def close(self) -> None:
         """Release the store's resources."""
         ...

@@ -155,5 +155,11 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
         async with self._lock:
             return self._core.get_lease(key)
 
+    async def prune(self, *, limit: int = 100) -> int:
+        """Remove up to ``limit`` lapsed or released run leases; return how many (the memory
+        store keeps no session index sets). Raises InvalidArgumentError."""
+        async with self._lock:
+            return self._core.prune(limit)
+
     async def aclose(self) -> None:
         """Nothing to release; present for the protocol."""

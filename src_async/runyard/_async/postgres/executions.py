@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
+from runyard._async.postgres.retention import AsyncPostgresExecutionRetention
 from runyard._json import load_json
 from runyard._sql import is_seq
 from runyard.capabilities import StoreCapabilities
@@ -44,7 +45,7 @@ from runyard.validation import check_limit
 __all__ = ["AsyncPostgresExecutionStore"]
 
 
-class AsyncPostgresExecutionStore(_AsyncPostgresAdapter):
+class AsyncPostgresExecutionStore(AsyncPostgresExecutionRetention, _AsyncPostgresAdapter):
     """An ExecutionStore in PostgreSQL: one statement (one round trip) per commit.
 
     A commit's compare-and-swap on the execution row and every write it carries (outbox

@@ -9,6 +9,7 @@ from runyard._async.pager import AsyncRunIteration
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._async.postgres.leases import AsyncPostgresRunLeases
+from runyard._async.postgres.retention import AsyncPostgresStateRetention
 from runyard._async.postgres.updates import AsyncPostgresUpdates, own_updates
 from runyard._json import dump_json, load_json
 from runyard._sql import fence_refusal, run_refusal
@@ -44,7 +45,11 @@ DELETE_BATCH = 500
 
 
 class AsyncPostgresStateStore(
-    AsyncPostgresEvents, AsyncPostgresRunLeases, _AsyncPostgresAdapter, AsyncRunIteration
+    AsyncPostgresEvents,
+    AsyncPostgresRunLeases,
+    AsyncPostgresStateRetention,
+    _AsyncPostgresAdapter,
+    AsyncRunIteration,
 ):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
 

@@ -9,6 +9,7 @@ from uuid import uuid4
 
 from runyard._async.closing import AsyncClosing
 from runyard._async.redis.execution_queues import AsyncRedisExecutionQueues
+from runyard._async.redis.retention import AsyncRedisExecutionRetention
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -66,7 +67,7 @@ _LIST_SCAN = 300
 _LIST_READS = 16
 
 
-class AsyncRedisStore(AsyncRedisExecutionQueues, AsyncClosing):
+class AsyncRedisStore(AsyncRedisExecutionQueues, AsyncRedisExecutionRetention, AsyncClosing):
     """An ExecutionStore on Redis or Redis Cluster.
 
     Build it with ``await AsyncRedisStore.open(client, ...)`` (runs ``preflight()``) or

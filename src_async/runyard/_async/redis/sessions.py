@@ -197,9 +197,10 @@ class AsyncRedisSessions:
         check_ttl(ttl_seconds)
         # Sending the same holder again keeps its epoch (and only moves the expiry on), so a
         # lost reply is retried. The expiry is now + ttl, computed in the script.
+        k = self._keys(key.tenant)
         reply = await self._runner.script(
             STATE_SCRIPTS["acquire_lease"],
-            [self._keys(key.tenant).lease(key.run_id)],
+            [k.lease(key.run_id), k.lease_floor],
             [holder, now_arg(self.clock), timestamp(ttl_seconds)],
             idempotent=True,
         )

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from runyard._async.closing import AsyncClosing
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.redis.events import AsyncRedisEvents
+from runyard._async.redis.retention import AsyncRedisStateRetention
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
 from runyard._async.redis.sessions import AsyncRedisSessions
 from runyard._async.redis.updates import AsyncRedisUpdates, own_updates
@@ -52,7 +53,9 @@ _LIST_BATCH = 100
 _LIST_SCAN = 1000
 
 
-class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIteration, AsyncClosing):
+class AsyncRedisStateStore(
+    AsyncRedisEvents, AsyncRedisSessions, AsyncRedisStateRetention, AsyncRunIteration, AsyncClosing
+):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``await AsyncRedisStateStore.open(client, ...)`` (runs ``preflight()``) or

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
+from runyard._async.sqlite.retention import AsyncSqliteExecutionRetention
 from runyard._json import dump_json, load_json
 from runyard._sql import is_seq
 from runyard.capabilities import StoreCapabilities
@@ -45,7 +46,7 @@ from runyard.validation import check_limit
 __all__ = ["AsyncSqliteStore"]
 
 
-class AsyncSqliteStore(_AsyncSqliteAdapter):
+class AsyncSqliteStore(AsyncSqliteExecutionRetention, _AsyncSqliteAdapter):
     """An ExecutionStore in a SQLite file: one ``BEGIN IMMEDIATE`` transaction per commit.
 
     A commit's compare-and-swap on the execution row and every write it carries (outbox

@@ -8,6 +8,7 @@ from runyard._async.local_updates import AsyncLocalUpdates
 from runyard._async.pager import AsyncRunIteration
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
 from runyard._async.sqlite.events import AsyncSqliteEvents
+from runyard._async.sqlite.retention import AsyncSqliteStateRetention
 from runyard._json import dump_json
 from runyard._sql import fence_refusal
 from runyard.capabilities import StoreCapabilities
@@ -40,7 +41,9 @@ from runyard.validation import (
 __all__ = ["AsyncSqliteStateStore"]
 
 
-class AsyncSqliteStateStore(AsyncSqliteEvents, _AsyncSqliteAdapter, AsyncRunIteration):
+class AsyncSqliteStateStore(
+    AsyncSqliteStateRetention, AsyncSqliteEvents, _AsyncSqliteAdapter, AsyncRunIteration
+):
     """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
 
     ``await AsyncSqliteStateStore.open("runs.db", create_schema=True)``; several processes on
@@ -305,7 +308,9 @@ class AsyncSqliteStateStore(AsyncSqliteEvents, _AsyncSqliteAdapter, AsyncRunIter
                     raise RunLeaseHeldError(current[2], int(current[3]), float(current[4]))
                 epoch = int(current[3])
             else:
-                epoch = int(current[3]) + 1 if current is not None else 1
+                # Above the run's last epoch and above any epoch prune() removed.
+                last = int(current[3]) if current is not None else 0
+                epoch = max(last, await self._lease_floor(tx, key.tenant)) + 1
             written = await tx.fetch(
                 "put_lease", holder=holder, epoch=epoch, expires_at=now + ttl, **ids
             )

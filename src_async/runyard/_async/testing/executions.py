@@ -21,6 +21,7 @@ from runyard._async.testing._execution_base import (
     make_execution,
 )
 from runyard._async.testing.execution_commits import AsyncExecutionCommitCases
+from runyard._async.testing.retention import AsyncExecutionRetentionCases
 from runyard._flavours import async_gather, async_sleep
 from runyard.errors import StoreConflict
 from runyard.executions.models import (
@@ -33,7 +34,7 @@ from runyard.executions.models import (
 __all__ = ["AsyncExecutionStoreConformance"]
 
 
-class AsyncExecutionStoreConformance(AsyncExecutionCommitCases):
+class AsyncExecutionStoreConformance(AsyncExecutionCommitCases, AsyncExecutionRetentionCases):
     """Subclass as ``TestMyStore`` and implement ``make_store``.
 
     ``make_store`` returns a fresh, empty store (its own namespace, e.g. a new key prefix or

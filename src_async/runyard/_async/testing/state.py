@@ -10,7 +10,7 @@ import pytest_asyncio
 
 from runyard._async.pager import AsyncRunPager
 from runyard._async.protocols import AsyncStateStore
-from runyard._async.testing.events import AsyncEventLogConformance
+from runyard._async.testing.retention import AsyncStateRetentionCases
 from runyard._async.testing.roundtrip import AsyncStateRoundTripCases
 from runyard._async.testing.validation import AsyncStateValidationCases
 from runyard._flavours import async_gather
@@ -32,7 +32,7 @@ BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
 
 
 class AsyncStateStoreConformance(
-    AsyncEventLogConformance, AsyncStateValidationCases, AsyncStateRoundTripCases
+    AsyncStateRetentionCases, AsyncStateValidationCases, AsyncStateRoundTripCases
 ):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 

@@ -16,6 +16,7 @@ from runyard.postgres.statements.events import EVENT_TEMPLATES
 from runyard.postgres.statements.queue import QUEUE_TEMPLATES
 from runyard.postgres.statements.queue_admin import ADMIN_TEMPLATES
 from runyard.postgres.statements.queue_batched import BATCHED_TEMPLATES
+from runyard.postgres.statements.retention import STATE_RETENTION
 from runyard.postgres.statements.state import STATE_TEMPLATES
 
 __all__ = [
@@ -100,6 +101,7 @@ def statements(tables: StateTables) -> Statements:
                 **QUEUE_TEMPLATES,
                 **BATCHED_TEMPLATES,
                 **ADMIN_TEMPLATES,
+                **STATE_RETENTION,
                 **EVENT_TEMPLATES,
             }.items()
         }

@@ -15,6 +15,7 @@ from functools import cache
 
 from runyard.postgres.schema import StateTables
 from runyard.postgres.statements import Statements, statements
+from runyard.postgres.statements.retention import EXECUTION_RETENTION
 
 __all__ = ["EXECUTION_COLUMN_COUNT", "execution_statements", "list_statement_name"]
 
@@ -228,7 +229,7 @@ def execution_statements(tables: StateTables) -> Statements:
     values = tables.placeholders()
     values["exe_cols"] = ", ".join(f"e.{c}" for c in _EXECUTION_COLUMNS)
     texts = dict(statements(tables).texts)
-    templates = {**_TEMPLATES, **_list_templates()}
+    templates = {**_TEMPLATES, **EXECUTION_RETENTION, **_list_templates()}
     for name, template in templates.items():
         texts[name] = _render(name, template).format_map(values).strip()
     return Statements(texts)

@@ -161,14 +161,16 @@ WITH doomed_runs AS (
 SELECT (SELECT count(*) FROM doomed_runs), (SELECT count(*) FROM doomed_session),
        (SELECT count(*) FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text)""",
     # -- run leases ------------------------------------------------------------------------
-    # $1 tenant $2 run_id $3 holder $4 now $5 expires_at
+    # $1 tenant $2 run_id $3 holder $4 now $5 expires_at. A new epoch comes from the epoch
+    # sequence (state version 4), never reused, so a run whose lease row prune() removed gets
+    # an epoch above every one it had before.
     "acquire_lease": """
 INSERT INTO {run_leases} AS l (tenant, run_id, holder, epoch, expires_at)
-VALUES ($1::text, $2::text, $3::text, 1, $5::float8)
+VALUES ($1::text, $2::text, $3::text, nextval('{lease_epoch_seq_name}'), $5::float8)
 ON CONFLICT (tenant, run_id) DO UPDATE
 SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
     epoch = CASE WHEN l.holder IS NOT NULL AND l.expires_at >= $4::float8
-                 THEN l.epoch ELSE l.epoch + 1 END
+                 THEN l.epoch ELSE GREATEST(l.epoch + 1, EXCLUDED.epoch) END
 WHERE l.holder IS NULL OR l.expires_at < $4::float8 OR l.holder = EXCLUDED.holder
 RETURNING l.tenant, l.run_id, l.holder, l.epoch, l.expires_at""",
     "get_lease": """

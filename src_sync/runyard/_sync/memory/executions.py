@@ -102,6 +102,12 @@ class MemoryExecutionStore(Closing):
         with self._lock:
             return self._core.is_processed(execution_id, event_id)
 
+    def prune_processed(self, *, older_than: float, limit: int = 100) -> int:
+        """Delete up to ``limit`` processed marks recorded at least ``older_than`` seconds ago,
+        oldest first; return how many. Raises InvalidArgumentError."""
+        with self._lock:
+            return self._core.prune_processed(older_than, limit)
+
     def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
         """Return up to ``limit`` unacknowledged outbox entries, oldest first."""
         with self._lock:

@@ -157,5 +157,11 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
         with self._lock:
             return self._core.get_lease(key)
 
+    def prune(self, *, limit: int = 100) -> int:
+        """Remove up to ``limit`` lapsed or released run leases; return how many (the memory
+        store keeps no session index sets). Raises InvalidArgumentError."""
+        with self._lock:
+            return self._core.prune(limit)
+
     def close(self) -> None:
         """Nothing to release; present for the protocol."""

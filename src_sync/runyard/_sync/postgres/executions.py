@@ -11,6 +11,7 @@ from typing import Any
 from runyard._json import load_json
 from runyard._sql import is_seq
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
+from runyard._sync.postgres.retention import PostgresExecutionRetention
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict, StoreOutcomeUnknown
 from runyard.executions.models import (
@@ -46,7 +47,7 @@ from runyard.validation import check_limit
 __all__ = ["PostgresExecutionStore"]
 
 
-class PostgresExecutionStore(_PostgresAdapter):
+class PostgresExecutionStore(PostgresExecutionRetention, _PostgresAdapter):
     """An ExecutionStore in PostgreSQL: one statement (one round trip) per commit.
 
     A commit's compare-and-swap on the execution row and every write it carries (outbox

@@ -13,6 +13,7 @@ from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard._sync.postgres.events import PostgresEvents
 from runyard._sync.postgres.leases import PostgresRunLeases
+from runyard._sync.postgres.retention import PostgresStateRetention
 from runyard._sync.postgres.updates import PostgresUpdates, own_updates
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
@@ -45,7 +46,13 @@ __all__ = ["PostgresStateStore"]
 DELETE_BATCH = 500
 
 
-class PostgresStateStore(PostgresEvents, PostgresRunLeases, _PostgresAdapter, RunIteration):
+class PostgresStateStore(
+    PostgresEvents,
+    PostgresRunLeases,
+    PostgresStateRetention,
+    _PostgresAdapter,
+    RunIteration,
+):
     """A StateStore in PostgreSQL: each write is one statement, CAS on version and fence.
 
     Build it on a psycopg ``ConnectionPool``/``Connection`` or any executor;

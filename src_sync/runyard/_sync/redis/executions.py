@@ -11,6 +11,7 @@ from uuid import uuid4
 
 from runyard._sync.closing import Closing
 from runyard._sync.redis.execution_queues import RedisExecutionQueues
+from runyard._sync.redis.retention import RedisExecutionRetention
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
@@ -68,7 +69,7 @@ _LIST_SCAN = 300
 _LIST_READS = 16
 
 
-class RedisStore(RedisExecutionQueues, Closing):
+class RedisStore(RedisExecutionQueues, RedisExecutionRetention, Closing):
     """An ExecutionStore on Redis or Redis Cluster.
 
     Build it with ``RedisStore.open(client, ...)`` (runs ``preflight()``) or

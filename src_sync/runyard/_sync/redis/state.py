@@ -11,6 +11,7 @@ from runyard._json import dump_json, load_json
 from runyard._sync.closing import Closing
 from runyard._sync.pager import RunIteration
 from runyard._sync.redis.events import RedisEvents
+from runyard._sync.redis.retention import RedisStateRetention
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
 from runyard._sync.redis.sessions import RedisSessions
 from runyard._sync.redis.updates import RedisUpdates, own_updates
@@ -54,7 +55,7 @@ _LIST_BATCH = 100
 _LIST_SCAN = 1000
 
 
-class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
+class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIteration, Closing):
     """A StateStore on Redis or Redis Cluster (the tenant is the hash tag).
 
     Build it with ``RedisStateStore.open(client, ...)`` (runs ``preflight()``) or

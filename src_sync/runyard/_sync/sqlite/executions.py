@@ -11,6 +11,7 @@ from typing import Any
 from runyard._json import dump_json, load_json
 from runyard._sql import is_seq
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
+from runyard._sync.sqlite.retention import SqliteExecutionRetention
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import StoreConflict
 from runyard.executions.models import (
@@ -47,7 +48,7 @@ from runyard.validation import check_limit
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(_SqliteAdapter):
+class SqliteStore(SqliteExecutionRetention, _SqliteAdapter):
     """An ExecutionStore in a SQLite file: one ``BEGIN IMMEDIATE`` transaction per commit.
 
     A commit's compare-and-swap on the execution row and every write it carries (outbox

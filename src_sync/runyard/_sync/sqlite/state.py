@@ -12,6 +12,7 @@ from runyard._sync.local_updates import LocalUpdates
 from runyard._sync.pager import RunIteration
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard._sync.sqlite.events import SqliteEvents
+from runyard._sync.sqlite.retention import SqliteStateRetention
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
@@ -42,7 +43,7 @@ from runyard.validation import (
 __all__ = ["SqliteStateStore"]
 
 
-class SqliteStateStore(SqliteEvents, _SqliteAdapter, RunIteration):
+class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIteration):
     """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
 
     ``SqliteStateStore.open("runs.db", create_schema=True)``; several processes on
@@ -305,7 +306,9 @@ class SqliteStateStore(SqliteEvents, _SqliteAdapter, RunIteration):
                     raise RunLeaseHeldError(current[2], int(current[3]), float(current[4]))
                 epoch = int(current[3])
             else:
-                epoch = int(current[3]) + 1 if current is not None else 1
+                # Above the run's last epoch and above any epoch prune() removed.
+                last = int(current[3]) if current is not None else 0
+                epoch = max(last, self._lease_floor(tx, key.tenant)) + 1
             written = tx.fetch("put_lease", holder=holder, epoch=epoch, expires_at=now + ttl, **ids)
             return decode_run_lease(written[0])
 

@@ -11,7 +11,7 @@ import pytest
 from runyard._flavours import gather
 from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore
-from runyard._sync.testing.events import EventLogConformance
+from runyard._sync.testing.retention import StateRetentionCases
 from runyard._sync.testing.roundtrip import StateRoundTripCases
 from runyard._sync.testing.validation import StateValidationCases
 from runyard.capabilities import certify
@@ -31,7 +31,7 @@ __all__ = ["StateStoreConformance"]
 BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
 
 
-class StateStoreConformance(EventLogConformance, StateValidationCases, StateRoundTripCases):
+class StateStoreConformance(StateRetentionCases, StateValidationCases, StateRoundTripCases):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 
     ``make_store`` returns a fresh, empty store (its own namespace) whose clock ``advance``

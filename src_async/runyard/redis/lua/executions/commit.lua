@@ -1,6 +1,6 @@
 -- The full path: seq allocation, compare-and-swap and every write of one commit.
 -- KEYS[1..4] as in the prelude, then the shard's outbox, spawns and timers, and the
--- execution's trace list and trace index.
+-- execution's trace list and trace index, and the shard's processed-ages index.
 -- ARGV[1..10] as in the prelude, then shards, this shard, trace_max, the trace step JSON
 -- ('' none), the number of emits, timer ops and spawns; then each emit's JSON, each timer op
 -- as (action, member, fire_at), each spawn's JSON. Returns the outbox seqs.
@@ -52,7 +52,7 @@ end
 if ARGV[14] ~= '' then
   record_trace(KEYS[8], KEYS[9], now, ARGV[14], ARGV[13])
 end
-write_execution(found, table.concat(seqs, ','), now)
+write_execution(found, table.concat(seqs, ','), now, KEYS[10])
 local reply = {}
 for i, seq in ipairs(seqs) do
   reply[i] = tonumber(seq)

@@ -1,0 +1,147 @@
+"""PostgreSQL retention: the retention cutoff of prune_processed, lease epochs from their
+sequence across a pruned row, and the schema versions that introduced them (state 4,
+executions 2)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runyard import ConfigurationError, ManualClock, RunKey
+from runyard._flavours import async_gather
+from runyard.executions import Execution
+from runyard.postgres import AsyncPostgresExecutionStore, StateTables
+
+from tests._async.postgres_support import open_pool, open_store
+from tests.support.postgres_plugin import admin_connection
+
+
+@pytest.mark.asyncio
+async def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: StateTables) -> None:
+    clock = ManualClock(1_000.0)
+    store = await AsyncPostgresExecutionStore.open(
+        await open_pool(), tables=pg_tables, clock=clock, close_source=True
+    )
+    try:
+        exe = Execution(id="e1", definition_id="d")
+        await store.commit(exe, processed_event_id="old")
+        clock.advance(100)
+        await store.commit(exe, processed_event_id="new")
+        clock.advance(50)
+        assert await store.prune_processed(older_than=120) == 1
+        assert await store.is_processed("e1", "old") is False
+        assert await store.is_processed("e1", "new") is True
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_pruned_run_gets_an_epoch_from_the_sequence(pg_tables: StateTables) -> None:
+    clock = ManualClock()
+    store = await open_store(pg_tables, clock)
+    try:
+        first = await store.acquire_lease(RunKey("acme", "r"), "w", ttl_seconds=10)
+        other = await store.acquire_lease(RunKey("acme", "other"), "w", ttl_seconds=10)
+        await store.release_lease(first)
+        assert await store.prune() == 1
+        again = await store.acquire_lease(RunKey("acme", "r"), "w", ttl_seconds=10)
+        assert again.epoch > other.epoch > first.epoch
+        with admin_connection() as conn:
+            rows = conn.execute(
+                f"SELECT count(*) FROM {pg_tables.qualified(pg_tables.run_leases)}"
+            ).fetchone()
+        assert rows == (2,)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_schema_from_before_pruning_is_refused_naming_both_versions(
+    pg_tables: StateTables,
+) -> None:
+    table = pg_tables.qualified(pg_tables.schema_table)
+    with admin_connection() as conn:
+        conn.execute(f"UPDATE {table} SET version = 3 WHERE component = 'state'")
+        conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
+    with pytest.raises(ConfigurationError) as state:
+        await open_store(pg_tables)
+    assert "schema version 3, but this runyard was written for version 4" in str(state.value)
+    pool = await open_pool()
+    try:
+        with pytest.raises(ConfigurationError) as executions:
+            await AsyncPostgresExecutionStore.open(pool, tables=pg_tables)
+    finally:
+        await pool.close()
+    text = str(executions.value)
+    assert "schema version 1, but this runyard was written for version 2" in text
+
+
+@pytest.mark.asyncio
+async def test_a_schema_without_the_epoch_sequence_is_refused(pg_tables: StateTables) -> None:
+    with admin_connection() as conn:
+        conn.execute(f"DROP SEQUENCE {pg_tables.sequence('lease_epoch')}")
+    with pytest.raises(ConfigurationError) as caught:
+        await open_store(pg_tables)
+    assert 'runyard_run_leases_epoch_seq" does not exist' in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_prune_racing_acquires_never_removes_a_live_lease(pg_tables: StateTables) -> None:
+    clock = ManualClock()
+    store = await open_store(pg_tables, clock, max_size=12)
+    try:
+        keys = [RunKey("acme", f"r{n}") for n in range(40)]
+        old = {k: await store.acquire_lease(k, "a", ttl_seconds=10) for k in keys}
+        clock.advance(11)
+        taken, left = keys[1::2], keys[::2]
+        calls: list[Any] = [partial(store.acquire_lease, k, "b", ttl_seconds=60) for k in taken]
+        calls += [partial(store.prune, limit=5) for _ in range(10)]
+        await async_gather(calls)
+        await store.prune(limit=100)
+        for k in taken:
+            # Acquired by "b" while prunes ran: live after every prune, above the old epoch.
+            current = await store.get_lease(k)
+            assert current is not None and current.holder == "b"
+            assert current.epoch > old[k].epoch
+        assert [await store.get_lease(k) for k in left] == [None] * len(left)
+    finally:
+        await store.aclose()
+
+
+def _migration_sql() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "postgres.md").read_text("utf-8")
+    section = text.split("### State version 4, executions version 2", 1)[1]
+    return section.split("```sql\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.asyncio
+async def test_the_documented_migration_brings_a_state_3_schema_to_version_4(
+    pg_tables: StateTables,
+) -> None:
+    t = pg_tables
+    with admin_connection() as conn:
+        # Undo what version 4 added, as a database written by the previous runyard has it.
+        conn.execute(f"DROP SEQUENCE {t.sequence('lease_epoch')}")
+        conn.execute(f'DROP INDEX "{t.schema}"."{t.run_leases}_by_expiry"')
+        conn.execute(f'DROP INDEX "{t.schema}"."{t.processed}_by_age"')
+        conn.execute(f"INSERT INTO {t.qualified(t.run_leases)} VALUES ('acme', 'r', NULL, 7, NULL)")
+        table = t.qualified(t.schema_table)
+        conn.execute(f"UPDATE {table} SET version = 3 WHERE component = 'state'")
+        conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
+        conn.execute(f'SET search_path TO "{t.schema}"')
+        with conn.transaction():
+            conn.execute(_migration_sql())
+    store = await open_store(t, ManualClock())
+    try:
+        lease = await store.acquire_lease(RunKey("acme", "other"), "w", ttl_seconds=10)
+        assert lease.epoch > 7  # above every epoch handed out before the migration
+        assert await store.prune() == 1
+    finally:
+        await store.aclose()
+    pool = await open_pool()
+    try:
+        await (await AsyncPostgresExecutionStore.open(pool, tables=t)).aclose()
+    finally:
+        await pool.close()
