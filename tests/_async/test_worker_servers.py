@@ -20,7 +20,7 @@ from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import open_pool, open_queue
-from tests.support.postgres_plugin import PG_DSN, PG_PORT, admin_connection
+from tests.support.postgres_plugin import PG_DSN, PG_PORT
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
 
