@@ -29,7 +29,7 @@ AT_MOST_PER_SECOND = 5  # expected: a claim per backstop, a wait per backstop, a
 
 
 class IdleRedisQueue(AsyncRedisWorkQueue):
-    """Reports a claim that found nothing (the worker is idle from then on)."""
+    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
@@ -40,10 +40,16 @@ class IdleRedisQueue(AsyncRedisWorkQueue):
         if lease is None:
             self.claimed_nothing.set()
         return lease
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        leases = await super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claimed_nothing.set()
+        return leases
 
 
 class IdlePostgresQueue(AsyncPostgresWorkQueue):
-    """Reports a claim that found nothing (the worker is idle from then on)."""
+    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
@@ -54,6 +60,12 @@ class IdlePostgresQueue(AsyncPostgresWorkQueue):
         if lease is None:
             self.claimed_nothing.set()
         return lease
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        leases = await super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claimed_nothing.set()
+        return leases
 
 
 class CountingExecutor:

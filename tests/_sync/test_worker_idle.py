@@ -30,7 +30,7 @@ AT_MOST_PER_SECOND = 5  # expected: a claim per backstop, a wait per backstop, a
 
 
 class IdleRedisQueue(RedisWorkQueue):
-    """Reports a claim that found nothing (the worker is idle from then on)."""
+    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
@@ -41,10 +41,16 @@ class IdleRedisQueue(RedisWorkQueue):
         if lease is None:
             self.claimed_nothing.set()
         return lease
+
+    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        leases = super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claimed_nothing.set()
+        return leases
 
 
 class IdlePostgresQueue(PostgresWorkQueue):
-    """Reports a claim that found nothing (the worker is idle from then on)."""
+    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
@@ -55,6 +61,12 @@ class IdlePostgresQueue(PostgresWorkQueue):
         if lease is None:
             self.claimed_nothing.set()
         return lease
+
+    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        leases = super().claim_many(worker, limit=limit)
+        if not leases:
+            self.claimed_nothing.set()
+        return leases
 
 
 class CountingExecutor:
