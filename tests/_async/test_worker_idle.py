@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard._async.redis.wakeup import AsyncRedisWakeup
-from runyard._flavours import AsyncEvent, async_gather, async_sleep
-from runyard.models import Lease
-from runyard.postgres import AsyncPostgresWorkQueue, AsyncPsycopgExecutor, StateTables
-from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
+from runyard._flavours import async_gather, async_sleep
+from runyard.postgres import AsyncPsycopgExecutor, StateTables
+from runyard.redis import RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import open_pool
+from tests._async.worker_spies import SpyPostgresQueue, SpyRedisQueue
 from tests.support.postgres_plugin import PG_DSN
 from tests.support.redis_commands import counting_commands
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
@@ -26,46 +26,6 @@ from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespac
 SAFETY = 30.0
 IDLE_SECONDS = 3.0
 AT_MOST_PER_SECOND = 5  # expected: a claim per backstop, a wait per backstop, a reap per 5 s
-
-
-class IdleRedisQueue(AsyncRedisWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = AsyncEvent()
-
-    async def claim(self, worker: str) -> Lease | None:
-        lease = await super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = await super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
-
-
-class IdlePostgresQueue(AsyncPostgresWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = AsyncEvent()
-
-    async def claim(self, worker: str) -> Lease | None:
-        lease = await super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = await super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
 
 
 class CountingExecutor:
@@ -93,7 +53,7 @@ async def test_an_idle_redis_worker_sends_a_few_commands_per_second(
 ) -> None:
     settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
     client = AsyncClients.for_target(dedicated_redis_target)
-    queue = IdleRedisQueue(client, settings=settings, owns_client=True)
+    queue = SpyRedisQueue(client, settings=settings, owns_client=True)
     listener = AsyncClients.for_target(dedicated_redis_target)
     wakeup = AsyncRedisWakeup(listener, namespace=settings.namespace, owns_client=True)
     worker = AsyncWorker(queue, noop, wakeup=wakeup, concurrency=16)
@@ -120,7 +80,7 @@ async def test_an_idle_postgres_worker_sends_a_few_statements_per_second(
     pg_tables: StateTables,
 ) -> None:
     executor = CountingExecutor(AsyncPsycopgExecutor(await open_pool()))
-    queue = await IdlePostgresQueue.open(executor, tables=pg_tables, close_source=True)
+    queue = await SpyPostgresQueue.open(executor, tables=pg_tables, close_source=True)
     wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=pg_tables)
     worker = AsyncWorker(queue, noop, wakeup=wakeup, concurrency=16)
     window: list[float] = []

@@ -13,58 +13,19 @@ from runyard import QueuePolicy
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard._async.redis.wakeup import AsyncRedisWakeup
 from runyard._flavours import AsyncEvent, async_gather
-from runyard.models import Lease, NewItem
+from runyard.models import NewItem
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
 from runyard.postgres.flavours import AsyncConnection
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import open_pool, open_queue
+from tests._async.worker_spies import SpyPostgresQueue, SpyRedisQueue
 from tests.support.postgres_plugin import PG_DSN, PG_PORT
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
 
 SAFETY = 30.0
-
-
-class SpyRedisQueue(AsyncRedisWorkQueue):
-    """Reports a claim that found nothing (the worker is idle from then on)."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = AsyncEvent()
-
-    async def claim(self, worker: str) -> Lease | None:
-        lease = await super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = await super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
-
-
-class SpyPostgresQueue(AsyncPostgresWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = AsyncEvent()
-
-    async def claim(self, worker: str) -> Lease | None:
-        lease = await super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = await super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
 
 
 @pytest_asyncio.fixture

@@ -11,15 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runyard._flavours import Event, gather, sleep
+from runyard._flavours import gather, sleep
 from runyard._sync.postgres.wakeup import PostgresWakeup
 from runyard._sync.redis.wakeup import RedisWakeup
-from runyard.models import Lease
-from runyard.postgres import PostgresWorkQueue, PsycopgExecutor, StateTables
-from runyard.redis import RedisStoreSettings, RedisWorkQueue
+from runyard.postgres import PsycopgExecutor, StateTables
+from runyard.redis import RedisStoreSettings
 from runyard.worker import Job, Worker
 
 from tests._sync.postgres_support import open_pool
+from tests._sync.worker_spies import SpyPostgresQueue, SpyRedisQueue
 from tests.support.postgres_plugin import PG_DSN
 from tests.support.redis_commands import counting_commands
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
@@ -27,46 +27,6 @@ from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 SAFETY = 30.0
 IDLE_SECONDS = 3.0
 AT_MOST_PER_SECOND = 5  # expected: a claim per backstop, a wait per backstop, a reap per 5 s
-
-
-class IdleRedisQueue(RedisWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = Event()
-
-    def claim(self, worker: str) -> Lease | None:
-        lease = super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
-
-
-class IdlePostgresQueue(PostgresWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = Event()
-
-    def claim(self, worker: str) -> Lease | None:
-        lease = super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
 
 
 class CountingExecutor:
@@ -93,7 +53,7 @@ def test_an_idle_redis_worker_sends_a_few_commands_per_second(
 ) -> None:
     settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
     client = Clients.for_target(dedicated_redis_target)
-    queue = IdleRedisQueue(client, settings=settings, owns_client=True)
+    queue = SpyRedisQueue(client, settings=settings, owns_client=True)
     listener = Clients.for_target(dedicated_redis_target)
     wakeup = RedisWakeup(listener, namespace=settings.namespace, owns_client=True)
     worker = Worker(queue, noop, wakeup=wakeup, concurrency=16)
@@ -119,7 +79,7 @@ def test_an_idle_postgres_worker_sends_a_few_statements_per_second(
     pg_tables: StateTables,
 ) -> None:
     executor = CountingExecutor(PsycopgExecutor(open_pool()))
-    queue = IdlePostgresQueue.open(executor, tables=pg_tables, close_source=True)
+    queue = SpyPostgresQueue.open(executor, tables=pg_tables, close_source=True)
     wakeup = PostgresWakeup.connect(PG_DSN, tables=pg_tables)
     worker = Worker(queue, noop, wakeup=wakeup, concurrency=16)
     window: list[float] = []

@@ -14,58 +14,19 @@ from runyard import QueuePolicy
 from runyard._flavours import Event, gather
 from runyard._sync.postgres.wakeup import PostgresWakeup
 from runyard._sync.redis.wakeup import RedisWakeup
-from runyard.models import Lease, NewItem
+from runyard.models import NewItem
 from runyard.postgres import PostgresWorkQueue, StateTables
 from runyard.postgres.flavours import Connection
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
 from runyard.worker import Job, Worker
 
 from tests._sync.postgres_support import open_pool, open_queue
+from tests._sync.worker_spies import SpyPostgresQueue, SpyRedisQueue
 from tests.support.postgres_plugin import PG_DSN, PG_PORT
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 
 SAFETY = 30.0
-
-
-class SpyRedisQueue(RedisWorkQueue):
-    """Reports a claim that found nothing (the worker is idle from then on)."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = Event()
-
-    def claim(self, worker: str) -> Lease | None:
-        lease = super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
-
-
-class SpyPostgresQueue(PostgresWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = Event()
-
-    def claim(self, worker: str) -> Lease | None:
-        lease = super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
 
 
 @pytest.fixture
