@@ -152,7 +152,8 @@ def test_a_base_exception_is_stored_with_its_type() -> None:
 def test_a_busy_worker_returns_a_dead_workers_lapsed_lease_to_work() -> None:
     """A steady inflow keeps the worker busy (it never finds the queue empty); a lease held
     by a worker that died lapses and is served again within one lease and one reap interval
-    of the clock, without the worker going idle first."""
+    of the clock, without the worker going idle first: a claim takes it back (or the worker's
+    reap, whichever comes first; the queue's own claims take back a few lapses each)."""
     clock = ManualClock()
     queue = make_queue(clock)
     orphan = queue.enqueue("acme", {"orphan": True})
@@ -177,7 +178,8 @@ def test_a_busy_worker_returns_a_dead_workers_lapsed_lease_to_work() -> None:
     worker = Worker(queue, handler, clock=clock, reap_seconds=5, backstop_seconds=60)
     stats = worker.run()
     assert queue.claims_that_found_nothing == 0  # busy all along
-    assert stats.reaped == 1
+    assert stats.reaped <= 1
+    assert stats.completed >= 2
     ((attempt, at),) = served_again
     assert attempt == 2
     assert at - claimed_at <= 30 + 5 + 1  # a lease, a reap interval, and the job in between
