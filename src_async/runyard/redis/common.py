@@ -15,6 +15,7 @@ from runyard.errors import (
     RunyardError,
     StateConflictError,
     StatePersistenceError,
+    StoreOutcomeUnknown,
     WorkItemNotFoundError,
 )
 from runyard.models import DeadLetter, Lease, RunRecord, SessionRecord, WorkItem
@@ -59,10 +60,12 @@ __all__ = [
     "layout_message",
     "layout_refusal",
     "now_arg",
+    "opt_text",
     "pairs",
     "preflight_problems",
     "raise_refusal",
     "raise_settle_refusal",
+    "resent_conflict",
     "retry_delay",
     "state_unavailable",
     "text",
@@ -225,7 +228,8 @@ def text(value: Any) -> str:
     return str(value)
 
 
-def _opt_text(value: Any) -> str | None:
+def opt_text(value: Any) -> str | None:
+    """A reply element as text, or None."""
     return None if value is None else text(value)
 
 
@@ -257,7 +261,7 @@ def decode_run(tenant: str, run_id: str, fields: Mapping[Any, Any], blob: Any = 
         blob=load_json(f["blob"]) if blob is None else blob,
         version=int(f["version"]),
         status=text(f["status"]),
-        session_id=_opt_text(f.get("session")),
+        session_id=opt_text(f.get("session")),
         input_tokens=int(f["input_tokens"]),
         output_tokens=int(f["output_tokens"]),
         cost_micros=int(f["cost_micros"]),
@@ -307,10 +311,10 @@ def decode_item(reply: Sequence[Any]) -> WorkItem:
         attempts=int(attempts),
         available_at=float(text(available)),
         enqueued_at=float(text(enqueued)),
-        dedupe_key=_opt_text(dedupe),
-        worker=_opt_text(worker),
+        dedupe_key=opt_text(dedupe),
+        worker=opt_text(worker),
         lease_expires_at=_opt_float(expires),
-        last_error=_opt_text(error),
+        last_error=opt_text(error),
     )
 
 
@@ -333,6 +337,23 @@ def raise_refusal(reply: Sequence[Any], subject: str, expected: int = 0, what: s
         raise StateConflictError(expected, int(reply[1]), what=what)
     if status == "lease_lost":
         raise LeaseLostError(subject, text(reply[1]))  # type: ignore[arg-type]
+
+
+def resent_conflict(reply: Sequence[Any], subject: str, expected: int, what: str) -> None:
+    """Raise for a conflict reply to a write sent again after its first reply was lost.
+
+    The scripts return the record to a send that finds its own write id at the next version,
+    so a conflict at the next version is another write's (StateConflictError); further on,
+    the first send may have landed and been written over (StoreOutcomeUnknown).
+    """
+    actual = int(reply[1])
+    if actual == expected + 1:
+        raise StateConflictError(expected, actual, what=what)
+    raise StoreOutcomeUnknown(
+        f"{what} {subject!r}: the reply to a write was lost, and sent again it found the "
+        f"{what} at version {actual} without this write's id (it may have landed and been "
+        "written over); read it and decide"
+    )
 
 
 def _row(decision: FailureDecision) -> list[str]:
