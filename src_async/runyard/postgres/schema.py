@@ -14,9 +14,11 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 # state 2: the run event logs (events, event_heads), see docs/events.md.
 # state 3: run and session blobs and event data are text (the client's JSON text, returned as
 #   sent) instead of jsonb; the (tenant, status, seq) index on runs, for list_runs by status.
+# state 4: runs and sessions keep the id of their last write (write_id), so a write whose reply
+#   was lost is settled by its own id, never by comparing blobs (runyard.writes).
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 1}
+SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 2, "executions": 1}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (
