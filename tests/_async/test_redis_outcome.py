@@ -35,9 +35,11 @@ async def stores(
     settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
     through = AsyncClients.for_target(RedisTarget("server", port=proxy.port))
     direct = AsyncClients.for_target(dedicated_redis_target)
-    async with AsyncRedisStateStore(through, settings=settings, owns_client=True) as store:
-        async with AsyncRedisStateStore(direct, settings=settings, owns_client=True) as other:
-            yield store, other
+    async with (
+        AsyncRedisStateStore(through, settings=settings, owns_client=True) as store,
+        AsyncRedisStateStore(direct, settings=settings, owns_client=True) as other,
+    ):
+        yield store, other
 
 
 @pytest.mark.asyncio

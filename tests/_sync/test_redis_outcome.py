@@ -36,9 +36,11 @@ def stores(
     settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
     through = Clients.for_target(RedisTarget("server", port=proxy.port))
     direct = Clients.for_target(dedicated_redis_target)
-    with RedisStateStore(through, settings=settings, owns_client=True) as store:
-        with RedisStateStore(direct, settings=settings, owns_client=True) as other:
-            yield store, other
+    with (
+        RedisStateStore(through, settings=settings, owns_client=True) as store,
+        RedisStateStore(direct, settings=settings, owns_client=True) as other,
+    ):
+        yield store, other
 
 
 def test_a_put_run_that_lands_late_is_not_a_conflict_with_itself(

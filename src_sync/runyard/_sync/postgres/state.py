@@ -335,9 +335,10 @@ class PostgresStateStore(
         """Delete the session (and its runs and their event logs when ``cascade``).
 
         With ``cascade`` the runs go first, with their event logs, in statements of at most
-        DELETE_BATCH runs each (no statement's work grows with the number of runs), then the session with a statement that
-        refuses while runs remain. Raises StateInUseError when it still has runs and
-        ``cascade`` is False, StatePersistenceError("contended") when runs keep being added.
+        DELETE_BATCH runs each (no statement's work grows with the number of runs), then the
+        session with a statement that refuses while runs remain. Raises StateInUseError when
+        it still has runs and ``cascade`` is False, StatePersistenceError("contended") when
+        runs keep being added.
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
