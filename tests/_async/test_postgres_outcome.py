@@ -252,3 +252,24 @@ async def test_a_lost_put_session_is_a_conflict_when_another_writer_won_with_the
                 await store.put_session("acme", "s", {"v": 2}, expected_version=2)
             assert proxy.lost_requests == 1
             assert (conflict.value.expected, conflict.value.actual) == (2, 3)
+
+
+@pytest.mark.asyncio
+async def test_a_finalize_whose_reply_is_lost_is_settled_by_its_write_id(
+    pg_tables: StateTables,
+) -> None:
+    first, second = RunKey("acme", "a"), RunKey("acme", "b")
+    with running_proxy(PG_PORT) as proxy:
+        store = AsyncPostgresStateStore(
+            await _pool_via(proxy.port), tables=pg_tables, close_source=True
+        )
+        async with store:
+            for key in (first, second):
+                await store.put_run(key, {}, expected_version=0)
+            await store.finalize(first, status="completed", event_type="done", event_data={})
+            proxy.drop_next_reply()  # no event_id: only the write id can settle it
+            record = await store.finalize(
+                second, status="completed", event_type="done", event_data={}
+            )
+            assert proxy.dropped == 1 and (record.status, record.version) == ("completed", 2)
+            assert [e.terminal for e in await store.read_events(second)] == [True]

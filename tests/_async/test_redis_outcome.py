@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from runyard import RunKey
-from runyard.errors import StateConflictError
+from runyard import CounterDelta, RunKey
+from runyard.errors import StateConflictError, StoreOutcomeUnknown
 from runyard.redis import AsyncRedisStateStore, RedisStoreSettings
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
@@ -97,3 +97,33 @@ async def test_a_lost_put_session_is_a_conflict_when_another_writer_won_with_the
         await store.put_session("acme", "s", {"v": 2}, expected_version=1)
     assert proxy.lost_requests == 1
     assert (conflict.value.expected, conflict.value.actual) == (1, 2)
+
+
+@pytest.mark.asyncio
+async def test_a_finalize_whose_reply_is_lost_is_settled_by_its_write_id(
+    stores: tuple[AsyncRedisStateStore, AsyncRedisStateStore], proxy: ReplyDroppingProxy
+) -> None:
+    store, _ = stores
+    warm = RunKey("acme", "warm")
+    for key in (warm, KEY):
+        await store.put_run(key, {}, expected_version=0)
+    # The script is loaded (a first EVALSHA may be answered NOSCRIPT and sent as EVAL).
+    await store.finalize(warm, status="completed", event_type="done", event_data={})
+    proxy.drop_next_reply()  # no event_id: only the write id can settle it
+    record = await store.finalize(KEY, status="completed", event_type="done", event_data={})
+    assert proxy.dropped == 1 and (record.status, record.version) == ("completed", 2)
+    assert [e.terminal for e in await store.read_events(KEY)] == [True]
+
+
+@pytest.mark.asyncio
+async def test_a_lost_patch_written_over_since_is_outcome_unknown(
+    stores: tuple[AsyncRedisStateStore, AsyncRedisStateStore], proxy: ReplyDroppingProxy
+) -> None:
+    store, other = stores
+    await store.put_run(KEY, {}, expected_version=0)
+    await other.patch_run(KEY, CounterDelta(iterations=1))  # the run's last write: not ours
+    proxy.drop_next_request()
+    with pytest.raises(StoreOutcomeUnknown):
+        await store.patch_run(KEY, CounterDelta(iterations=1))
+    stored = await store.get_run(KEY)
+    assert stored is not None and stored.iterations == 1  # never sent again

@@ -224,3 +224,19 @@ def test_a_lost_put_session_is_a_conflict_when_another_writer_won_with_the_same_
                 store.put_session("acme", "s", {"v": 2}, expected_version=2)
             assert proxy.lost_requests == 1
             assert (conflict.value.expected, conflict.value.actual) == (2, 3)
+
+
+def test_a_finalize_whose_reply_is_lost_is_settled_by_its_write_id(
+    pg_tables: StateTables,
+) -> None:
+    first, second = RunKey("acme", "a"), RunKey("acme", "b")
+    with running_proxy(PG_PORT) as proxy:
+        store = PostgresStateStore(_pool_via(proxy.port), tables=pg_tables, close_source=True)
+        with store:
+            for key in (first, second):
+                store.put_run(key, {}, expected_version=0)
+            store.finalize(first, status="completed", event_type="done", event_data={})
+            proxy.drop_next_reply()  # no event_id: only the write id can settle it
+            record = store.finalize(second, status="completed", event_type="done", event_data={})
+            assert proxy.dropped == 1 and (record.status, record.version) == ("completed", 2)
+            assert [e.terminal for e in store.read_events(second)] == [True]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from runyard import RunKey
-from runyard.errors import StateConflictError
+from runyard import CounterDelta, RunKey
+from runyard.errors import StateConflictError, StoreOutcomeUnknown
 from runyard.redis import RedisStateStore, RedisStoreSettings
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
@@ -94,3 +94,31 @@ def test_a_lost_put_session_is_a_conflict_when_another_writer_won_with_the_same_
         store.put_session("acme", "s", {"v": 2}, expected_version=1)
     assert proxy.lost_requests == 1
     assert (conflict.value.expected, conflict.value.actual) == (1, 2)
+
+
+def test_a_finalize_whose_reply_is_lost_is_settled_by_its_write_id(
+    stores: tuple[RedisStateStore, RedisStateStore], proxy: ReplyDroppingProxy
+) -> None:
+    store, _ = stores
+    warm = RunKey("acme", "warm")
+    for key in (warm, KEY):
+        store.put_run(key, {}, expected_version=0)
+    # The script is loaded (a first EVALSHA may be answered NOSCRIPT and sent as EVAL).
+    store.finalize(warm, status="completed", event_type="done", event_data={})
+    proxy.drop_next_reply()  # no event_id: only the write id can settle it
+    record = store.finalize(KEY, status="completed", event_type="done", event_data={})
+    assert proxy.dropped == 1 and (record.status, record.version) == ("completed", 2)
+    assert [e.terminal for e in store.read_events(KEY)] == [True]
+
+
+def test_a_lost_patch_written_over_since_is_outcome_unknown(
+    stores: tuple[RedisStateStore, RedisStateStore], proxy: ReplyDroppingProxy
+) -> None:
+    store, other = stores
+    store.put_run(KEY, {}, expected_version=0)
+    other.patch_run(KEY, CounterDelta(iterations=1))  # the run's last write: not ours
+    proxy.drop_next_request()
+    with pytest.raises(StoreOutcomeUnknown):
+        store.patch_run(KEY, CounterDelta(iterations=1))
+    stored = store.get_run(KEY)
+    assert stored is not None and stored.iterations == 1  # never sent again
