@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from runyard.writes import mint_write_id, settle_versioned_write
+from runyard.errors import StateConflictError, StoreOutcomeUnknown
+from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
 
 
 def _settle(found_version: int, found_write_id: str | None, *, may_resend: bool = True) -> str:
@@ -40,3 +41,15 @@ def test_a_record_moved_further_without_this_id_is_unknown(found: int) -> None:
 def test_write_ids_are_fresh_per_call() -> None:
     ids = {mint_write_id() for _ in range(1000)}
     assert len(ids) == 1000 and all(len(i) == 32 for i in ids)
+
+
+def test_a_resent_write_refused_at_the_next_version_is_a_conflict() -> None:
+    refusal = resent_refusal("run", "r", 4, 5)
+    assert isinstance(refusal, StateConflictError)
+    assert (refusal.expected, refusal.actual) == (4, 5)
+
+
+def test_a_resent_write_refused_further_on_is_outcome_unknown() -> None:
+    refusal = resent_refusal("session", "s", 4, 7)
+    assert isinstance(refusal, StoreOutcomeUnknown)
+    assert "session 's'" in str(refusal) and "version 7" in str(refusal)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-__all__ = ["Settlement", "mint_write_id", "settle_versioned_write"]
+from runyard.errors import StateConflictError, StoreOutcomeUnknown
+
+__all__ = ["Settlement", "mint_write_id", "resent_refusal", "settle_versioned_write"]
 
 Settlement = Literal["ours", "resend", "conflict", "unknown"]
 
@@ -47,3 +49,21 @@ def settle_versioned_write(
     if found_version == expected_version + 1:
         return "conflict"
     return "unknown"
+
+
+def resent_refusal(
+    what: str, subject: str, expected_version: int, actual: int
+) -> StateConflictError | StoreOutcomeUnknown:
+    """The error for a version refusal met by a write sent again after its reply was lost.
+
+    A send that finds its own write id at the next version is answered with the record (Redis
+    scripts), so a refusal at the next version is another write's: StateConflictError. Further
+    on, the first send may have landed and been written over: StoreOutcomeUnknown.
+    """
+    if actual == expected_version + 1:
+        return StateConflictError(expected_version, actual, what=what)
+    return StoreOutcomeUnknown(
+        f"{what} {subject!r}: the reply to a write was lost, and sent again it found the "
+        f"{what} at version {actual} without this write's id (it may have landed and been "
+        "written over); read it and decide"
+    )

@@ -15,7 +15,6 @@ from runyard.errors import (
     RunyardError,
     StateConflictError,
     StatePersistenceError,
-    StoreOutcomeUnknown,
     WorkItemNotFoundError,
 )
 from runyard.models import DeadLetter, Lease, RunRecord, SessionRecord, WorkItem
@@ -65,7 +64,6 @@ __all__ = [
     "preflight_problems",
     "raise_refusal",
     "raise_settle_refusal",
-    "resent_conflict",
     "retry_delay",
     "state_unavailable",
     "text",
@@ -337,23 +335,6 @@ def raise_refusal(reply: Sequence[Any], subject: str, expected: int = 0, what: s
         raise StateConflictError(expected, int(reply[1]), what=what)
     if status == "lease_lost":
         raise LeaseLostError(subject, text(reply[1]))  # type: ignore[arg-type]
-
-
-def resent_conflict(reply: Sequence[Any], subject: str, expected: int, what: str) -> None:
-    """Raise for a conflict reply to a write sent again after its first reply was lost.
-
-    The scripts return the record to a send that finds its own write id at the next version,
-    so a conflict at the next version is another write's (StateConflictError); further on,
-    the first send may have landed and been written over (StoreOutcomeUnknown).
-    """
-    actual = int(reply[1])
-    if actual == expected + 1:
-        raise StateConflictError(expected, actual, what=what)
-    raise StoreOutcomeUnknown(
-        f"{what} {subject!r}: the reply to a write was lost, and sent again it found the "
-        f"{what} at version {actual} without this write's id (it may have landed and been "
-        "written over); read it and decide"
-    )
 
 
 def _row(decision: FailureDecision) -> list[str]:

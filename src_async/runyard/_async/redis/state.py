@@ -28,7 +28,6 @@ from runyard.redis.common import (
     opt_text,
     pairs,
     raise_refusal,
-    resent_conflict,
     state_unavailable,
     text,
 )
@@ -46,7 +45,7 @@ from runyard.validation import (
     check_write_guards,
     counter_overflow,
 )
-from runyard.writes import mint_write_id, settle_versioned_write
+from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
 
 __all__ = ["AsyncRedisStateStore"]
 
@@ -227,7 +226,7 @@ class AsyncRedisStateStore(AsyncRedisEvents, AsyncRedisSessions, AsyncRunIterati
         if sends < 2 and text(reply[0]) == "conflict":
             # A re-send that found no trace of this write at the next version: another write
             # took it. Further on, this write may have landed first and been written over.
-            resent_conflict(reply, key.run_id, expected_version, "run")
+            raise resent_refusal("run", key.run_id, expected_version, int(reply[1]))
         raise_refusal(reply, key.run_id, expected_version)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]), blob=load_json(stored))
 

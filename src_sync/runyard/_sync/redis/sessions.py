@@ -27,7 +27,6 @@ from runyard.redis.common import (
     now_arg,
     opt_text,
     raise_refusal,
-    resent_conflict,
     state_unavailable,
     text,
     timestamp,
@@ -40,7 +39,7 @@ from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import check_ttl, check_write_guards
-from runyard.writes import mint_write_id, settle_versioned_write
+from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
 
 __all__ = ["RedisSessions"]
 
@@ -131,7 +130,7 @@ class RedisSessions:
                 "written over); read it and decide"
             ) from lost
         if sends < 2 and text(reply[0]) == "conflict":
-            resent_conflict(reply, session_id, expected_version, "session")
+            raise resent_refusal("session", session_id, expected_version, int(reply[1]))
         raise_refusal(reply, session_id, expected_version, what="session")
         return SessionRecord(
             tenant=tenant,
