@@ -74,7 +74,9 @@ class AsyncRedisSessions:
     ) -> SessionRecord:
         """Write the session iff its version is ``expected_version``.
 
-        Raises StateConflictError, StatePersistenceError, StoreOutcomeUnknown.
+        Each call carries a write id the session keeps; a lost reply is settled by reading it
+        back (runyard.writes). Raises StateConflictError, StatePersistenceError,
+        StoreOutcomeUnknown.
         """
         check_write_guards(expected_version, version_required=True)
         validate_identifier(tenant, "tenant")

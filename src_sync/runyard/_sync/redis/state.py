@@ -157,8 +157,9 @@ class RedisStateStore(RedisEvents, RedisSessions, RunIteration, Closing):
     ) -> RunRecord:
         """Write the run iff its version is ``expected_version`` (0 creates it).
 
-        Raises StateConflictError, LeaseLostError, StatePersistenceError (``too_large`` and
-        ``invalid`` before anything is sent), StoreOutcomeUnknown.
+        Each call carries a write id the run keeps; a lost reply is settled by reading it back
+        (runyard.writes). Raises StateConflictError, LeaseLostError, StatePersistenceError
+        (``too_large`` and ``invalid`` before anything is sent), StoreOutcomeUnknown.
         """
         check_write_guards(expected_version, fence, version_required=True)
         check_status(status)
