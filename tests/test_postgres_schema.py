@@ -27,7 +27,7 @@ def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
 def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
     assert runyard.postgres.EXPECTED_SCHEMA == EXPECTED_SCHEMA
     versions = (
-        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 4), ('queue', 3)"
+        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 5), ('queue', 3)"
     )
     assert versions in EXPECTED_SCHEMA
     assert "blob           text NOT NULL" in EXPECTED_SCHEMA

@@ -80,6 +80,27 @@ def test_a_worker_40_s_ahead_cannot_reap_steal_or_burn_a_live_lease(
         client.close()
 
 
+def test_a_state_store_opened_40_s_ahead_warns_naming_both_clocks(
+    local_redis_target: RedisTarget,
+) -> None:
+    command = [_faketime(), "-f", "+40s", sys.executable, "-m", "tests.support.fast_clock_state"]
+    done = subprocess.run(
+        [*command, str(local_redis_target.port), fresh_namespace()],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["clock"] - time.time() > 30  # the subprocess really ran 40 s ahead
+    for way in ("open", "from_url"):
+        assert any(
+            "this host's clock reads" in w and "Redis server's reads" in w and "-40." in w
+            for w in result[way]
+        ), (way, result[way])
+
+
 def test_a_clock_offset_within_the_threshold_is_not_reported() -> None:
     assert clock_offset_warning(1000.0, 1001.5, 1000.2) is None
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
-from runyard import CounterDelta, RunKey, StoreOutcomeUnknown
+from runyard import CounterDelta, RunKey, StateConflictError, StoreOutcomeUnknown
 from runyard.postgres import (
     AsyncPostgresStateStore,
     AsyncPostgresWorkQueue,
@@ -27,7 +27,9 @@ async def _pool_via(port: int) -> AsyncConnectionPool[Any]:
 
 
 @pytest.mark.asyncio
-async def test_a_patch_whose_reply_is_lost_is_outcome_unknown(pg_tables: StateTables) -> None:
+async def test_a_patch_whose_reply_is_lost_is_settled_by_its_write_id(
+    pg_tables: StateTables,
+) -> None:
     key = RunKey("acme", "r")
     with running_proxy(PG_PORT) as proxy:
         store = AsyncPostgresStateStore(
@@ -37,9 +39,8 @@ async def test_a_patch_whose_reply_is_lost_is_outcome_unknown(pg_tables: StateTa
             await store.put_run(key, {}, expected_version=0)
             await store.patch_run(key, CounterDelta(iterations=1))  # prepares the statement
             proxy.drop_next_reply()
-            with pytest.raises(StoreOutcomeUnknown):
-                await store.patch_run(key, CounterDelta(iterations=1))
-            assert proxy.dropped == 1
+            patched = await store.patch_run(key, CounterDelta(iterations=1))
+            assert proxy.dropped == 1 and (patched.iterations, patched.version) == (2, 3)
     direct = await open_store(pg_tables)
     async with direct:
         record = await direct.get_run(key)
@@ -169,3 +170,106 @@ async def test_a_fail_whose_reply_is_lost_is_outcome_unknown_and_applied_once(
             assert item is not None and item.state == "ready" and item.attempts == 1
             stats = await queue.stats()
             assert stats.leased == 0 and stats.ready + stats.delayed == 2
+
+
+# -- write ids: both orders of a lost write -----------------------------------------------------
+@pytest.mark.asyncio
+async def test_a_put_run_that_lands_late_is_not_a_conflict_with_itself(
+    pg_tables: StateTables,
+) -> None:
+    key = RunKey("acme", "r")
+    with running_proxy(PG_PORT) as proxy:
+        store = AsyncPostgresStateStore(
+            await _pool_via(proxy.port), tables=pg_tables, close_source=True
+        )
+        async with store:
+            await store.put_run(key, {"v": 0}, expected_version=0)
+            await store.put_run(key, {"v": 1}, expected_version=1)  # prepares the statement
+            # Held back until the re-send (the only later request holding the blob) goes out.
+            proxy.hold_next_request(release_on=b"late-blob")
+            record = await store.put_run(key, {"v": "late-blob"}, expected_version=2)
+            assert proxy.delivered_late == 1
+            assert (record.version, record.blob) == (3, {"v": "late-blob"})
+            stored = await store.get_run(key)
+            assert stored is not None and stored.version == 3
+
+
+@pytest.mark.asyncio
+async def test_a_lost_put_run_is_a_conflict_when_another_writer_won_with_the_same_blob(
+    pg_tables: StateTables,
+) -> None:
+    key = RunKey("acme", "r")
+    other = await open_store(pg_tables)
+    with running_proxy(PG_PORT) as proxy:
+        store = AsyncPostgresStateStore(
+            await _pool_via(proxy.port), tables=pg_tables, close_source=True
+        )
+        async with store, other:
+            await store.put_run(key, {"v": 0}, expected_version=0)
+            await store.put_run(key, {"v": 1}, expected_version=1)  # prepares the statement
+            await other.put_run(key, {"status": "done"}, expected_version=2)
+            proxy.drop_next_request()
+            with pytest.raises(StateConflictError) as conflict:
+                await store.put_run(key, {"status": "done"}, expected_version=2, status="done")
+            assert proxy.lost_requests == 1
+            assert (conflict.value.expected, conflict.value.actual) == (2, 3)
+            stored = await store.get_run(key)
+            assert stored is not None and (stored.version, stored.status) == (3, "running")
+
+
+@pytest.mark.asyncio
+async def test_a_put_session_that_lands_late_is_not_a_conflict_with_itself(
+    pg_tables: StateTables,
+) -> None:
+    with running_proxy(PG_PORT) as proxy:
+        store = AsyncPostgresStateStore(
+            await _pool_via(proxy.port), tables=pg_tables, close_source=True
+        )
+        async with store:
+            await store.put_session("acme", "s", {"v": 0}, expected_version=0)
+            await store.put_session("acme", "s", {"v": 1}, expected_version=1)  # prepares
+            proxy.hold_next_request(release_on=b"late-blob")
+            record = await store.put_session("acme", "s", {"v": "late-blob"}, expected_version=2)
+            assert proxy.delivered_late == 1
+            assert (record.version, record.blob) == (3, {"v": "late-blob"})
+
+
+@pytest.mark.asyncio
+async def test_a_lost_put_session_is_a_conflict_when_another_writer_won_with_the_same_blob(
+    pg_tables: StateTables,
+) -> None:
+    other = await open_store(pg_tables)
+    with running_proxy(PG_PORT) as proxy:
+        store = AsyncPostgresStateStore(
+            await _pool_via(proxy.port), tables=pg_tables, close_source=True
+        )
+        async with store, other:
+            await store.put_session("acme", "s", {"v": 0}, expected_version=0)
+            await store.put_session("acme", "s", {"v": 1}, expected_version=1)  # prepares
+            await other.put_session("acme", "s", {"v": 2}, expected_version=2)
+            proxy.drop_next_request()
+            with pytest.raises(StateConflictError) as conflict:
+                await store.put_session("acme", "s", {"v": 2}, expected_version=2)
+            assert proxy.lost_requests == 1
+            assert (conflict.value.expected, conflict.value.actual) == (2, 3)
+
+
+@pytest.mark.asyncio
+async def test_a_finalize_whose_reply_is_lost_is_settled_by_its_write_id(
+    pg_tables: StateTables,
+) -> None:
+    first, second = RunKey("acme", "a"), RunKey("acme", "b")
+    with running_proxy(PG_PORT) as proxy:
+        store = AsyncPostgresStateStore(
+            await _pool_via(proxy.port), tables=pg_tables, close_source=True
+        )
+        async with store:
+            for key in (first, second):
+                await store.put_run(key, {}, expected_version=0)
+            await store.finalize(first, status="completed", event_type="done", event_data={})
+            proxy.drop_next_reply()  # no event_id: only the write id can settle it
+            record = await store.finalize(
+                second, status="completed", event_type="done", event_data={}
+            )
+            assert proxy.dropped == 1 and (record.status, record.version) == ("completed", 2)
+            assert [e.terminal for e in await store.read_events(second)] == [True]

@@ -205,7 +205,7 @@ async def test_lost_reply_to_put_run_is_settled_by_reading_back(
 
 
 @pytest.mark.asyncio
-async def test_lost_reply_to_a_patch_is_outcome_unknown_and_never_resent(
+async def test_lost_reply_to_a_patch_is_settled_by_its_write_id_and_never_resent(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = AsyncClients.for_target(_through(proxy))
@@ -213,8 +213,8 @@ async def test_lost_reply_to_a_patch_is_outcome_unknown_and_never_resent(
         key = RunKey("acme", "r")
         await store.put_run(key, {}, expected_version=0)
         proxy.drop_next_reply()
-        with pytest.raises(StoreOutcomeUnknown):
-            await store.patch_run(key, CounterDelta(iterations=1))
+        patched = await store.patch_run(key, CounterDelta(iterations=1))
+        assert proxy.dropped == 1 and (patched.iterations, patched.version) == (1, 2)
         stored = await store.get_run(key)
         assert stored is not None and (stored.iterations, stored.version) == (1, 2)
 

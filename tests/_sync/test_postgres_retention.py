@@ -66,7 +66,7 @@ def test_a_schema_from_before_pruning_is_refused_naming_both_versions(
         conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
     with pytest.raises(ConfigurationError) as state:
         open_store(pg_tables)
-    assert "schema version 3, but this runyard was written for version 4" in str(state.value)
+    assert "schema version 3, but this runyard was written for version 5" in str(state.value)
     pool = open_pool()
     try:
         with pytest.raises(ConfigurationError) as executions:
@@ -107,18 +107,20 @@ def test_prune_racing_acquires_never_removes_a_live_lease(pg_tables: StateTables
         store.close()
 
 
-def _migration_sql() -> str:
+def _migration_sql(heading: str) -> str:
     text = (Path(__file__).resolve().parents[2] / "docs" / "postgres.md").read_text("utf-8")
-    section = text.split("### State version 4, executions version 2", 1)[1]
+    section = text.split(f"### {heading}\n", 1)[1]
     return section.split("```sql\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_documented_migration_brings_a_state_3_schema_to_version_4(
+def test_the_documented_migrations_bring_a_state_3_schema_to_the_current_version(
     pg_tables: StateTables,
 ) -> None:
     t = pg_tables
     with admin_connection() as conn:
-        # Undo what version 4 added, as a database written by the previous runyard has it.
+        # Undo what versions 4 and 5 added, as a database written by an older runyard has it.
+        conn.execute(f"ALTER TABLE {t.qualified(t.runs)} DROP COLUMN write_id")
+        conn.execute(f"ALTER TABLE {t.qualified(t.sessions)} DROP COLUMN write_id")
         conn.execute(f"DROP SEQUENCE {t.sequence('lease_epoch')}")
         conn.execute(f'DROP INDEX "{t.schema}"."{t.run_leases}_by_expiry"')
         conn.execute(f'DROP INDEX "{t.schema}"."{t.processed}_by_age"')
@@ -128,7 +130,8 @@ def test_the_documented_migration_brings_a_state_3_schema_to_version_4(
         conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
         conn.execute(f'SET search_path TO "{t.schema}"')
         with conn.transaction():
-            conn.execute(_migration_sql())
+            conn.execute(_migration_sql("State version 4, executions version 2"))
+            conn.execute(_migration_sql("State version 5"))
     store = open_store(t, ManualClock())
     try:
         lease = store.acquire_lease(RunKey("acme", "other"), "w", ttl_seconds=10)

@@ -78,7 +78,7 @@ def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> None:
         with pytest.raises(ConfigurationError) as state:
             PostgresStateStore.open(pool, tables=pg_tables)
         assert "'state' is at schema version 2" in str(state.value)
-        assert "written for version 4: migrate the schema" in str(state.value)
+        assert "written for version 5: migrate the schema" in str(state.value)
         with pytest.raises(ConfigurationError) as queue:
             PostgresWorkQueue.open(pool, tables=pg_tables)
         assert "'queue' is at schema version 1" in str(queue.value)

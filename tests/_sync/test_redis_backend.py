@@ -194,7 +194,7 @@ def test_lost_reply_to_put_run_is_settled_by_reading_back(
         assert stored is not None and stored.version == 2
 
 
-def test_lost_reply_to_a_patch_is_outcome_unknown_and_never_resent(
+def test_lost_reply_to_a_patch_is_settled_by_its_write_id_and_never_resent(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = Clients.for_target(_through(proxy))
@@ -202,8 +202,8 @@ def test_lost_reply_to_a_patch_is_outcome_unknown_and_never_resent(
         key = RunKey("acme", "r")
         store.put_run(key, {}, expected_version=0)
         proxy.drop_next_reply()
-        with pytest.raises(StoreOutcomeUnknown):
-            store.patch_run(key, CounterDelta(iterations=1))
+        patched = store.patch_run(key, CounterDelta(iterations=1))
+        assert proxy.dropped == 1 and (patched.iterations, patched.version) == (1, 2)
         stored = store.get_run(key)
         assert stored is not None and (stored.iterations, stored.version) == (1, 2)
 

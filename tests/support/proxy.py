@@ -1,5 +1,7 @@
 """A small asyncio TCP proxy that can lose a reply: it forwards a request to the server, lets
-the server run it, then swallows the reply and drops the client's connection. It can also play
+the server run it, then swallows the reply and drops the client's connection. It can also lose
+a request (it never reaches the server), or hold one back and deliver it late (after the
+client has given up on it and sent others). It can also play
 a server that is away (a failover, a restart): the next N connections are refused, then it
 forwards again, so a test counts attempts instead of timing them.
 
@@ -29,6 +31,17 @@ LOADING_REPLY = b"-LOADING Redis is loading the dataset in memory\r\n"
 @dataclass
 class _Connection:
     dropping: bool = False
+    held: bool = False
+
+
+@dataclass
+class _Held:
+    """A request held back, the upstream connection it goes out on, and when it goes."""
+
+    data: bytes
+    up_reader: asyncio.StreamReader
+    up_writer: asyncio.StreamWriter
+    release_on: bytes
 
 
 class ReplyDroppingProxy:
@@ -41,7 +54,12 @@ class ReplyDroppingProxy:
         self.port = free_port()
         self.dropped = 0
         self.refused = 0
+        self.lost_requests = 0
+        self.delivered_late = 0
         self._armed = threading.Event()
+        self._request_loss: Literal["drop", "hold"] | None = None
+        self._release_on = b""
+        self._held: _Held | None = None
         self._refusals = 0
         self._refuse_how: Literal["loading", "reset"] = "loading"
         self._lock = threading.Lock()
@@ -67,6 +85,36 @@ class ReplyDroppingProxy:
     def drop_next_reply(self) -> None:
         """The next request any client sends reaches the server; its reply never comes back."""
         self._armed.set()
+
+    def drop_next_request(self) -> None:
+        """The next request any client sends never reaches the server; the client's
+        connection is reset (it cannot tell whether the request ran)."""
+        with self._lock:
+            self._request_loss = "drop"
+
+    def hold_next_request(self, release_on: bytes) -> None:
+        """The next request any client sends is held back and the client's connection reset;
+        the request reaches the server (on its own connection, its reply swallowed) just
+        before the first later request holding ``release_on`` is forwarded: a write that
+        lands late, after the client read back and sent it again."""
+        with self._lock:
+            self._request_loss = "hold"
+            self._release_on = release_on
+
+    def _take_request_loss(self) -> tuple[Literal["drop", "hold"] | None, bytes]:
+        with self._lock:
+            loss, self._request_loss = self._request_loss, None
+            return loss, self._release_on
+
+    async def _deliver_held(self) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        held.up_writer.write(held.data)
+        await held.up_writer.drain()
+        await asyncio.wait_for(held.up_reader.read(65536), timeout=10)  # it ran; reply lost
+        self.delivered_late += 1
+        held.up_writer.transport.abort()
 
     def refuse_connections(self, n: int, how: Literal["loading", "reset"] = "loading") -> None:
         """Turn the next ``n`` connections away, then forward again; ``refused`` counts them.
@@ -127,6 +175,9 @@ class ReplyDroppingProxy:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
 
     async def _close(self) -> None:
+        if self._held is not None:
+            self._held.up_writer.transport.abort()
+            self._held = None
         if self._server is not None:
             self._server.close()
         # End every connection's handler while the loop still runs, so none is left to be
@@ -154,7 +205,7 @@ class ReplyDroppingProxy:
             writer.close()
             return
         tasks = [
-            asyncio.ensure_future(self._requests(reader, up_writer, conn)),
+            asyncio.ensure_future(self._requests(reader, up_reader, up_writer, conn)),
             asyncio.ensure_future(self._replies(up_reader, writer, conn)),
         ]
         pair = (writer, up_writer)
@@ -167,13 +218,29 @@ class ReplyDroppingProxy:
                 pipe.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             for w in (writer, up_writer):
+                if w is up_writer and conn.held:
+                    continue  # the held request goes out on it later
                 with contextlib.suppress(Exception):
                     w.transport.abort()
 
     async def _requests(
-        self, reader: asyncio.StreamReader, up: asyncio.StreamWriter, conn: _Connection
+        self,
+        reader: asyncio.StreamReader,
+        up_reader: asyncio.StreamReader,
+        up: asyncio.StreamWriter,
+        conn: _Connection,
     ) -> None:
         while data := await reader.read(65536):
+            loss, release_on = self._take_request_loss()
+            if loss == "drop":
+                self.lost_requests += 1
+                return  # the handler resets both connections; the server never saw it
+            if loss == "hold":
+                conn.held = True
+                self._held = _Held(data, up_reader, up, release_on)
+                return  # the client's connection is reset; the upstream one is kept
+            if self._held is not None and self._held.release_on in data:
+                await self._deliver_held()
             if self._armed.is_set() and not conn.dropping:
                 self._armed.clear()
                 conn.dropping = True

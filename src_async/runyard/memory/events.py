@@ -94,6 +94,16 @@ class MemoryEventsCore:
             self._ids.pop((key.tenant, key.run_id), None)
         return deleted
 
+    def delete_session(self, tenant: str, session_id: str, *, cascade: bool) -> bool:
+        """Delete the session (MemoryStateCore.delete_session) and the logs of the runs it
+        deleted."""
+        doomed = self.state.session_runs(tenant, session_id) if cascade else []
+        deleted = self.state.delete_session(tenant, session_id, cascade=cascade)
+        for run_id in doomed:
+            self._logs.pop((tenant, run_id), None)
+            self._ids.pop((tenant, run_id), None)
+        return deleted
+
     def read(self, key: RunKey, *, after: int, limit: int) -> list[RunEvent]:
         """Events with seq > ``after``, at most ``limit``."""
         check_after(after, limit)

@@ -221,11 +221,19 @@ class MemoryStateCore:
         validate_identifier(session_id, "session_id")
         return self._sessions.get((tenant, session_id))
 
+    def session_runs(self, tenant: str, session_id: str) -> list[str]:
+        """The ids of the tenant's runs that name the session."""
+        return [
+            run_id
+            for (t, run_id), r in self._runs.items()
+            if t == tenant and r.session_id == session_id
+        ]
+
     @detached
     def delete_session(self, tenant: str, session_id: str, *, cascade: bool) -> bool:
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
-        runs = [k for k, r in self._runs.items() if k[0] == tenant and r.session_id == session_id]
+        runs = [(tenant, run_id) for run_id in self.session_runs(tenant, session_id)]
         if runs and not cascade:
             raise StateInUseError(
                 f"session {session_id!r} still has {len(runs)} run(s); "

@@ -16,13 +16,14 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   sent) instead of jsonb; the (tenant, status, seq) index on runs, for list_runs by status.
 # state 4: prune(): lease epochs come from a sequence (never reused, so a pruned lease row's
 #   epoch is never handed out again) and an index finds leases that are not live.
+# state 5: runs and sessions keep the id of their last write (write_id), so a write whose reply
+#   was lost is settled by its own id, never by comparing blobs (runyard.writes).
 # executions 2: prune_processed(): the (processed_at, execution_id, event_id) index.
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
 # queue 3: a per-item max_attempts column on the work table; maintained counts (counts, delays)
 #   that stats reads instead of the work table.
-# state 4 and executions 2: prune() and prune_processed() (lease epoch sequence, expiry indexes).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 3, "executions": 2}
+SCHEMA_VERSIONS: dict[str, int] = {"state": 5, "queue": 3, "executions": 2}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (

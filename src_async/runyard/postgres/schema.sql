@@ -34,6 +34,8 @@ CREATE TABLE {runs} (
     "cursor"       bigint NOT NULL DEFAULT 0,
     created_at     double precision NOT NULL,
     updated_at     double precision NOT NULL,
+    -- the id of the run's last write (state schema version 5), read back to settle a lost reply
+    write_id       text COLLATE "C",
     PRIMARY KEY (tenant, run_id)
 );
 -- list_runs pages by seq within a tenant; delete_session finds a session's runs.
@@ -49,6 +51,7 @@ CREATE TABLE {sessions} (
     version     bigint NOT NULL CHECK (version > 0),
     created_at  double precision NOT NULL,
     updated_at  double precision NOT NULL,
+    write_id    text COLLATE "C",  -- as on runs (state schema version 5)
     PRIMARY KEY (tenant, session_id)
 );
 
@@ -186,7 +189,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 4), ('queue', 3);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 5), ('queue', 3);
 
 -- Execution store ---------------------------------------------------------------------------
 

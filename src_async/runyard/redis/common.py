@@ -50,6 +50,7 @@ __all__ = [
     "layout_message",
     "layout_refusal",
     "now_arg",
+    "opt_text",
     "pairs",
     "preflight_problems",
     "raise_refusal",
@@ -198,7 +199,8 @@ def text(value: Any) -> str:
     return str(value)
 
 
-def _opt_text(value: Any) -> str | None:
+def opt_text(value: Any) -> str | None:
+    """A reply element as text, or None."""
     return None if value is None else text(value)
 
 
@@ -226,7 +228,7 @@ def decode_run(tenant: str, run_id: str, fields: Mapping[Any, Any], blob: Any = 
         blob=load_json(f["blob"]) if blob is None else blob,
         version=int(f["version"]),
         status=text(f["status"]),
-        session_id=_opt_text(f.get("session")),
+        session_id=opt_text(f.get("session")),
         input_tokens=int(f["input_tokens"]),
         output_tokens=int(f["output_tokens"]),
         cost_micros=int(f["cost_micros"]),

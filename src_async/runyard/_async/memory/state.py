@@ -62,7 +62,7 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
         """
         check_write_guards(expected_version, fence, version_required=True)
         async with self._lock:
-            return self._core.put_run(
+            record = self._core.put_run(
                 key,
                 blob,
                 expected_version=expected_version,
@@ -70,6 +70,8 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
                 session_id=session_id,
                 fence=fence,
             )
+        self._terminal_hint(key, status)
+        return record
 
     async def patch_run(
         self,
@@ -82,7 +84,9 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
         """Add ``delta`` to the counters and bump the version. Raises StateNotFoundError."""
         check_write_guards(None, fence)
         async with self._lock:
-            return self._core.patch_run(key, delta, status=status, fence=fence)
+            record = self._core.patch_run(key, delta, status=status, fence=fence)
+        self._terminal_hint(key, status)
+        return record
 
     async def get_run(self, key: RunKey) -> RunRecord | None:
         """Return the run, or None."""
@@ -131,9 +135,12 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
             return self._core.get_session(tenant, session_id)
 
     async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``). Raises StateInUseError."""
+        """Delete the session (and its runs and their event logs when ``cascade``).
+
+        Raises StateInUseError.
+        """
         async with self._lock:
-            return self._core.delete_session(tenant, session_id, cascade=cascade)
+            return self._events().delete_session(tenant, session_id, cascade=cascade)
 
     async def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
         """Lease the run to ``holder``. Raises RunLeaseHeldError."""

@@ -11,7 +11,8 @@ from runyard._async.postgres.events import AsyncPostgresEvents
 from runyard._async.postgres.leases import AsyncPostgresRunLeases
 from runyard._async.postgres.retention import AsyncPostgresStateRetention
 from runyard._async.postgres.updates import AsyncPostgresUpdates, own_updates
-from runyard._json import dump_json, load_json
+from runyard._async.postgres.writes import AsyncPostgresWrites
+from runyard._json import dump_json
 from runyard._sql import fence_refusal, run_refusal
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
@@ -37,6 +38,7 @@ from runyard.validation import (
     check_status,
     check_write_guards,
 )
+from runyard.writes import mint_write_id
 
 __all__ = ["AsyncPostgresStateStore"]
 
@@ -46,6 +48,7 @@ DELETE_BATCH = 500
 
 class AsyncPostgresStateStore(
     AsyncPostgresEvents,
+    AsyncPostgresWrites,
     AsyncPostgresRunLeases,
     AsyncPostgresStateRetention,
     _AsyncPostgresAdapter,
@@ -106,31 +109,23 @@ class AsyncPostgresStateStore(
     ) -> RunRecord:
         """Write the run iff its version is ``expected_version`` (0 creates it), in one statement.
 
-        Raises StateConflictError(expected, actual), LeaseLostError for a stale ``fence``,
-        StatePersistenceError for a value no backend stores (before sending), and
-        StoreOutcomeUnknown when the reply was lost and reading back cannot settle it.
+        Each call carries a write id the row keeps; a lost reply is settled by reading it back
+        (runyard.writes). Raises StateConflictError(expected, actual), LeaseLostError for a
+        stale ``fence``, StatePersistenceError for a value no backend stores (before sending),
+        and StoreOutcomeUnknown when the reply was lost and reading back cannot settle it.
         """
         check_write_guards(expected_version, fence, version_required=True)
         check_status(status)
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
+        args = (key, text, expected_version, status, session_id, fence, mint_write_id())
         try:
-            return await self._put_run(key, text, expected_version, status, session_id, fence)
-        except StoreOutcomeUnknown:
+            return await self._put_run(*args)
+        except StoreOutcomeUnknown as lost:
             if self._bound:
                 raise
-            # The expected version is the write's identity: read back what is stored.
-            stored = await self.get_run(key)
-            if (
-                stored is not None
-                and stored.version == expected_version + 1
-                and stored.blob == load_json(text)
-            ):
-                return stored
-            if (stored.version if stored else 0) == expected_version:
-                return await self._put_run(key, text, expected_version, status, session_id, fence)
-            raise
+            return await self._settle_put_run(lost, *args, may_resend=True)
 
     async def _put_run(
         self,
@@ -140,6 +135,7 @@ class AsyncPostgresStateStore(
         status: str | None,
         session_id: str | None,
         fence: int | None,
+        write_id: str,
     ) -> RunRecord:
         now = self._now()
         if expected_version == 0:
@@ -154,6 +150,8 @@ class AsyncPostgresStateStore(
             now,
             fence,
             expected_version,
+            write_id,
+            self._terminal_channel(status),
             idempotent=False,
         )
         row = rows[0]
@@ -181,27 +179,36 @@ class AsyncPostgresStateStore(
     ) -> RunRecord:
         """Add ``delta`` to the counter columns and bump the version, in one statement.
 
-        Concurrent patches all land. Raises StateNotFoundError, LeaseLostError, and
-        StoreOutcomeUnknown when the reply was lost (a patch has no identity to read back).
+        Concurrent patches all land. A lost reply is settled by reading back this patch's
+        write id (never by sending it again). Raises StateNotFoundError, LeaseLostError, and
+        StoreOutcomeUnknown when the reply was lost and the run's last write is another.
         """
         check_write_guards(None, fence)
         check_delta(delta)
         check_status(status)
         now = self._now()
-        rows = await self._fetch(
-            "patch_run",
-            key.tenant,
-            key.run_id,
-            delta.input_tokens,
-            delta.output_tokens,
-            delta.cost_micros,
-            delta.iterations,
-            delta.cursor,
-            status or None,
-            now,
-            fence,
-            idempotent=False,
-        )
+        write_id = mint_write_id()
+        try:
+            rows = await self._fetch(
+                "patch_run",
+                key.tenant,
+                key.run_id,
+                delta.input_tokens,
+                delta.output_tokens,
+                delta.cost_micros,
+                delta.iterations,
+                delta.cursor,
+                status or None,
+                now,
+                fence,
+                write_id,
+                self._terminal_channel(status),
+                idempotent=False,
+            )
+        except StoreOutcomeUnknown as lost:
+            if self._bound:
+                raise
+            return await self._run_written_by(lost, key, write_id, "patch_run")
         if rows:
             return decode_run(rows[0])
         probe = await self._probe(key)
@@ -278,32 +285,24 @@ class AsyncPostgresStateStore(
         """Write the session iff its version is ``expected_version`` (0 creates it), in one
         statement.
 
-        Raises StateConflictError, and StoreOutcomeUnknown when the reply was lost and reading
-        back cannot settle it.
+        A lost reply is settled by reading back the call's write id. Raises
+        StateConflictError, and StoreOutcomeUnknown when the reply was lost and reading back
+        cannot settle it.
         """
         check_write_guards(expected_version, version_required=True)
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")
+        args = (tenant, session_id, text, expected_version, mint_write_id())
         try:
-            return await self._put_session(tenant, session_id, text, expected_version)
-        except StoreOutcomeUnknown:
+            return await self._put_session(*args)
+        except StoreOutcomeUnknown as lost:
             if self._bound:
                 raise
-            # The expected version is the write's identity: read back what is stored.
-            stored = await self.get_session(tenant, session_id)
-            if (
-                stored is not None
-                and stored.version == expected_version + 1
-                and stored.blob == load_json(text)
-            ):
-                return stored
-            if (stored.version if stored else 0) == expected_version:
-                return await self._put_session(tenant, session_id, text, expected_version)
-            raise
+            return await self._settle_put_session(lost, *args, may_resend=True)
 
     async def _put_session(
-        self, tenant: str, session_id: str, text: str, expected_version: int
+        self, tenant: str, session_id: str, text: str, expected_version: int, write_id: str
     ) -> SessionRecord:
         rows = await self._fetch(
             "put_session",
@@ -312,6 +311,7 @@ class AsyncPostgresStateStore(
             text,
             self._now(),
             expected_version,
+            write_id,
             idempotent=False,
         )
         row = rows[0]
@@ -332,12 +332,13 @@ class AsyncPostgresStateStore(
         return decode_session(rows[0]) if rows else None
 
     async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``).
+        """Delete the session (and its runs and their event logs when ``cascade``).
 
-        With ``cascade`` the runs go first, in statements of at most DELETE_BATCH runs each
-        (no statement's work grows with the session), then the session with a statement that
-        refuses while runs remain. Raises StateInUseError when it still has runs and
-        ``cascade`` is False, StatePersistenceError("contended") when runs keep being added.
+        With ``cascade`` the runs go first, with their event logs, in statements of at most
+        DELETE_BATCH runs each (no statement's work grows with the number of runs), then the
+        session with a statement that refuses while runs remain. Raises StateInUseError when
+        it still has runs and ``cascade`` is False, StatePersistenceError("contended") when
+        runs keep being added.
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")

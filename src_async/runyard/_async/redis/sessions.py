@@ -12,6 +12,7 @@ from runyard._json import dump_json, load_json
 from runyard.clock import Clock
 from runyard.errors import (
     RunLeaseHeldError,
+    StateConflictError,
     StateInUseError,
     StatePersistenceError,
     StoreOutcomeUnknown,
@@ -22,11 +23,13 @@ from runyard.redis.common import (
     ReplyLost,
     decode_session,
     now_arg,
+    opt_text,
     raise_refusal,
     state_unavailable,
     text,
     timestamp,
 )
+from runyard.redis.events import EventKeys
 from runyard.redis.flavours import (
     AsyncRedisClient,
 )
@@ -34,6 +37,7 @@ from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import check_ttl, check_write_guards
+from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
 
 __all__ = ["AsyncRedisSessions"]
 
@@ -70,39 +74,65 @@ class AsyncRedisSessions:
     ) -> SessionRecord:
         """Write the session iff its version is ``expected_version``.
 
-        Raises StateConflictError, StatePersistenceError, StoreOutcomeUnknown.
+        Each call carries a write id the session keeps; a lost reply is settled by reading it
+        back (runyard.writes). Raises StateConflictError, StatePersistenceError,
+        StoreOutcomeUnknown.
         """
         check_write_guards(expected_version, version_required=True)
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         stored = dump_json(blob, max_bytes=self.settings.max_value_bytes, what="session blob")
-        return await self._put_session(tenant, session_id, stored, expected_version, 2)
+        return await self._put_session(
+            tenant, session_id, stored, expected_version, mint_write_id(), 2
+        )
 
     async def _put_session(
-        self, tenant: str, session_id: str, stored: str, expected_version: int, sends: int
+        self,
+        tenant: str,
+        session_id: str,
+        stored: str,
+        expected_version: int,
+        write_id: str,
+        sends: int,
     ) -> SessionRecord:
-        keys = [self._keys(tenant).session(session_id)]
+        # As _put_run: the session keeps its last write's id, read back to settle a lost reply.
+        name = self._keys(tenant).session(session_id)
         try:
             reply = await self._runner.script(
                 STATE_SCRIPTS["put_session"],
-                keys,
-                [expected_version, stored, now_arg(self.clock)],
+                [name],
+                [expected_version, stored, now_arg(self.clock), write_id],
                 idempotent=False,
             )
         except ReplyLost as lost:
-            current = await self._read_back(lost, lambda: self.get_session(tenant, session_id))
-            actual = current.version if current else 0
-            applied = current is not None and actual == expected_version + 1
-            if applied and current is not None and dump_json(current.blob) == stored:
-                return current
-            if actual == expected_version and sends > 1:
-                return await self._put_session(
-                    tenant, session_id, stored, expected_version, sends - 1
-                )
+            fields: dict[Any, Any] = await self._read_back(
+                lost,
+                lambda: self._runner.call(lambda: self._client.hgetall(name), idempotent=True),
+            )
+            found = {text(k): v for k, v in fields.items()}
+            version = int(found.get("version") or 0)
+            match settle_versioned_write(
+                expected_version=expected_version,
+                found_version=version,
+                found_write_id=opt_text(found.get("write_id")),
+                write_id=write_id,
+                may_resend=sends > 1,
+            ):
+                case "ours":
+                    return decode_session(tenant, session_id, found)
+                case "resend":
+                    return await self._put_session(
+                        tenant, session_id, stored, expected_version, write_id, sends - 1
+                    )
+                case "conflict":
+                    raise StateConflictError(expected_version, version, what="session") from None
             raise StoreOutcomeUnknown(
                 f"put_session of {session_id!r}: the reply was lost and the session is now at "
-                f"version {actual}; read it and decide"
+                f"version {version} without this write's id (it may have landed and been "
+                "written over); read it and decide"
             ) from lost
+        if sends < 2 and text(reply[0]) == "conflict":
+            raise resent_refusal("session", session_id, expected_version, int(reply[1]))
         raise_refusal(reply, session_id, expected_version, what="session")
         return SessionRecord(
             tenant=tenant,
@@ -124,7 +154,8 @@ class AsyncRedisSessions:
         return decode_session(tenant, session_id, fields)
 
     async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``); return whether anything existed.
+        """Delete the session (and its runs and their event logs when ``cascade``); return
+        whether anything existed.
 
         Reads the session's run set ``_SESSION_BATCH`` members at a time (SSCAN) and checks,
         and with cascade deletes, each batch's runs in one script; a last script deletes the
@@ -137,7 +168,7 @@ class AsyncRedisSessions:
         k = self._keys(tenant)
         deleted = False
         for _ in range(_SESSION_DELETE_ATTEMPTS):
-            live = await self._session_batches(k, session_id, cascade)
+            live = await self._session_batches(k, tenant, session_id, cascade)
             if live and not cascade:
                 raise StateInUseError(
                     f"session {session_id!r} still has {live} run(s); "
@@ -160,7 +191,17 @@ class AsyncRedisSessions:
             reason="contended",
         )
 
-    async def _session_batches(self, k: StateKeys, session_id: str, cascade: bool) -> int:
+    def _cascade_keys(self, tenant: str, run_ids: list[str]) -> list[str]:
+        """Per run: its hash, event log and event ids (delete_session_runs' KEYS)."""
+        keys = []
+        for run_id in run_ids:
+            log = EventKeys(self.settings.namespace, tenant, run_id)
+            keys += [log.state.run(run_id), log.log, log.ids]
+        return keys
+
+    async def _session_batches(
+        self, k: StateKeys, tenant: str, session_id: str, cascade: bool
+    ) -> int:
         """Run delete_session_runs over the session's run set in batches; return how many runs
         still named the session (deleted, with cascade)."""
         members_key = k.session_runs(session_id)
@@ -177,7 +218,7 @@ class AsyncRedisSessions:
                 try:
                     found = await self._runner.script(
                         STATE_SCRIPTS["delete_session_runs"],
-                        [members_key, k.runs, *(k.run(r) for r in chunk)],
+                        [members_key, k.runs, *self._cascade_keys(tenant, chunk)],
                         ["1" if cascade else "0", session_id, *chunk],
                         idempotent=False,
                     )

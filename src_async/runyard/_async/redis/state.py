@@ -16,6 +16,7 @@ from runyard._json import dump_json, load_json
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import (
+    StateConflictError,
     StateNotFoundError,
     StoreOutcomeUnknown,
 )
@@ -25,6 +26,7 @@ from runyard.redis.common import (
     ReplyLost,
     decode_run,
     now_arg,
+    opt_text,
     pairs,
     raise_refusal,
     state_unavailable,
@@ -44,6 +46,7 @@ from runyard.validation import (
     check_write_guards,
     counter_overflow,
 )
+from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
 
 __all__ = ["AsyncRedisStateStore"]
 
@@ -102,9 +105,12 @@ class AsyncRedisStateStore(
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
     ) -> AsyncRedisStateStore:
-        """Return a store on ``client`` after ``preflight()``. Raises ConfigurationError."""
+        """Return a store on ``client`` after ``preflight()`` and the clock check (a warning,
+        naming both clocks, when this host's and the server's differ by more than
+        ``runyard.redis.clocks.CLOCK_WARN_SECONDS``). Raises ConfigurationError."""
         store = cls(client, clock=clock, settings=settings)
         await store.preflight()
+        await store._runner.check_clock()
         return store
 
     @classmethod
@@ -124,6 +130,7 @@ class AsyncRedisStateStore(
         store = cls(client, clock=clock, settings=settings, owns_client=True)
         try:
             await store.preflight()
+            await store._runner.check_clock()
         except BaseException:
             await store.aclose()
             raise
@@ -152,15 +159,18 @@ class AsyncRedisStateStore(
     ) -> RunRecord:
         """Write the run iff its version is ``expected_version`` (0 creates it).
 
-        Raises StateConflictError, LeaseLostError, StatePersistenceError (``too_large`` and
-        ``invalid`` before anything is sent), StoreOutcomeUnknown.
+        Each call carries a write id the run keeps; a lost reply is settled by reading it back
+        (runyard.writes). Raises StateConflictError, LeaseLostError, StatePersistenceError
+        (``too_large`` and ``invalid`` before anything is sent), StoreOutcomeUnknown.
         """
         check_write_guards(expected_version, fence, version_required=True)
         check_status(status)
         stored = dump_json(blob, max_bytes=self.settings.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
-        return await self._put_run(key, stored, expected_version, status, session_id, fence, 2)
+        return await self._put_run(
+            key, stored, expected_version, status, session_id, fence, mint_write_id()
+        )
 
     async def _put_run(
         self,
@@ -170,8 +180,11 @@ class AsyncRedisStateStore(
         status: str | None,
         session_id: str | None,
         fence: int | None,
-        sends: int,
+        write_id: str,
+        sends: int = 2,
     ) -> RunRecord:
+        # ``write_id`` is this call's, the same on a re-send: the run keeps its last write's
+        # id, so a read-back tells this write from another writer's (runyard.writes).
         k = self._keys(key.tenant)
         keys = [k.run(key.run_id), k.runs, k.seq, k.lease(key.run_id)]
         if session_id is not None:
@@ -185,28 +198,47 @@ class AsyncRedisStateStore(
             now_arg(self.clock),
             DEFAULT_STATUS,
             key.run_id,
+            write_id,
+            *self._terminal_hint_args(key, status),
         ]
         try:
             reply = await self._runner.script(
                 STATE_SCRIPTS["put_run"], keys, args, idempotent=False
             )
         except ReplyLost as lost:
-            # The expected version is a retry identity: read back to learn what happened.
-            current = await self._read_back(lost, lambda: self.get_run(key))
-            actual = current.version if current else 0
-            applied = current is not None and actual == expected_version + 1
-            if applied and current is not None and dump_json(current.blob) == stored:
-                return current
-            if actual == expected_version and sends > 1:
-                return await self._put_run(
-                    key, stored, expected_version, status, session_id, fence, sends - 1
-                )
+            fields = await self._read_back(lost, lambda: self._run_fields(key))
+            found = int(fields.get("version") or 0)
+            match settle_versioned_write(
+                expected_version=expected_version,
+                found_version=found,
+                found_write_id=opt_text(fields.get("write_id")),
+                write_id=write_id,
+                may_resend=sends > 1,
+            ):
+                case "ours":
+                    return decode_run(key.tenant, key.run_id, fields)
+                case "resend":
+                    return await self._put_run(
+                        key, stored, expected_version, status, session_id, fence, write_id, 1
+                    )
+                case "conflict":
+                    raise StateConflictError(expected_version, found) from None
             raise StoreOutcomeUnknown(
                 f"put_run of {key.run_id!r}: the reply was lost and the run is now at version "
-                f"{actual}; read it and decide"
+                f"{found} without this write's id (it may have landed and been written over); "
+                "read it and decide"
             ) from lost
+        if sends < 2 and text(reply[0]) == "conflict":
+            # A re-send that found no trace of this write at the next version: another write
+            # took it. Further on, this write may have landed first and been written over.
+            raise resent_refusal("run", key.run_id, expected_version, int(reply[1]))
         raise_refusal(reply, key.run_id, expected_version)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]), blob=load_json(stored))
+
+    async def _run_fields(self, key: RunKey) -> dict[str, Any]:
+        name = self._keys(key.tenant).run(key.run_id)
+        fields = await self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
+        return {text(k): v for k, v in fields.items()}
 
     async def patch_run(
         self,
@@ -218,8 +250,10 @@ class AsyncRedisStateStore(
     ) -> RunRecord:
         """Add ``delta`` to the counters and bump the version.
 
-        Raises StateNotFoundError, LeaseLostError, StoreOutcomeUnknown (a patch has no retry
-        identity, so a lost reply is never settled by sending it again).
+        A lost reply is settled by reading back this patch's write id: found, the run is
+        returned; not found, the patch is never sent again (it may still land, or have landed
+        and been written over). Raises StateNotFoundError, LeaseLostError,
+        StoreOutcomeUnknown.
         """
         check_write_guards(None, fence)
         check_delta(delta)
@@ -234,6 +268,8 @@ class AsyncRedisStateStore(
             status or "",
             "" if fence is None else fence,
             now_arg(self.clock),
+            write_id := mint_write_id(),
+            *self._terminal_hint_args(key, status),
         ]
         keys = [k.run(key.run_id), k.lease(key.run_id)]
         try:
@@ -241,8 +277,12 @@ class AsyncRedisStateStore(
                 STATE_SCRIPTS["patch_run"], keys, args, idempotent=False
             )
         except ReplyLost as lost:
+            fields = await self._read_back(lost, lambda: self._run_fields(key))
+            if fields and opt_text(fields.get("write_id")) == write_id:
+                return decode_run(key.tenant, key.run_id, fields)
             raise StoreOutcomeUnknown(
-                f"patch_run of {key.run_id!r}: {lost}; it may or may not have been added"
+                f"patch_run of {key.run_id!r}: {lost}, and the run's last write is not this "
+                "patch; it may or may not have been added"
             ) from lost
         if text(reply[0]) == "not_found":
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")

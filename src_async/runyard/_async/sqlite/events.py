@@ -48,6 +48,11 @@ class AsyncSqliteEvents:
 
         def _read(self) -> _AsyncTransaction: ...
 
+    def _terminal_hint(self, key: RunKey, status: str | None) -> None:
+        """Wake followers of ``key`` after put_run or patch_run wrote a terminal ``status``."""
+        if status in self.terminal_statuses:
+            self._hint(key)
+
     def _hint(self, key: RunKey) -> None:
         """Wake this process's followers of ``key`` (after the commit: they read what it wrote)."""
         if self.live_updates is not None:

@@ -94,6 +94,19 @@ class AsyncSqliteStateStore(
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
+        record = await self._put_run(key, text, expected_version, status, session_id, fence)
+        self._terminal_hint(key, status)
+        return record
+
+    async def _put_run(
+        self,
+        key: RunKey,
+        text: str,
+        expected_version: int,
+        status: str | None,
+        session_id: str | None,
+        fence: int | None,
+    ) -> RunRecord:
         async with self._write() as tx:
             if fence is not None:
                 await self._check_fence(tx, key, fence, await tx.now(), expected_version)
@@ -150,6 +163,13 @@ class AsyncSqliteStateStore(
         check_write_guards(None, fence)
         check_delta(delta)
         check_status(status)
+        record = await self._patch_run(key, delta, status, fence)
+        self._terminal_hint(key, status)
+        return record
+
+    async def _patch_run(
+        self, key: RunKey, delta: CounterDelta, status: str | None, fence: int | None
+    ) -> RunRecord:
         async with self._write() as tx:
             if fence is not None:
                 probe = await tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)

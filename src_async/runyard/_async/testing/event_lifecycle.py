@@ -1,7 +1,9 @@
 """AsyncEventLifecycleCases: the event-log cases about a run's end, mixed into the kit.
 
 A run in a terminal status takes no further ``finalize`` (bar the retry of the one that ended
-it) and no further event: followers end there. ``delete_run`` takes the run's log with it.
+it) and no further event: followers end there, woken by the live-update hint when the status
+came from ``put_run`` or ``patch_run`` too. ``delete_run`` and a cascading ``delete_session``
+take the runs' logs with them.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ import pytest
 
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
-from runyard._flavours import async_gather
+from runyard._flavours import AsyncEvent, async_gather, async_sleep
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import EventConflictError, RunEvent
-from runyard.models import RunKey, RunRecord
+from runyard.models import CounterDelta, RunKey, RunRecord
 
 __all__ = ["AsyncEventLifecycleCases"]
 
 KEY = RunKey("acme", "ending")
+# A follower woken only by its polling backstop would wait this long; the hint cases allow it
+# HINT_WAIT seconds to end, so one that ends in time was woken by the hint.
+LONG_POLL = 30.0
+HINT_WAIT = 10.0
 
 
 def _log(store: AsyncStateStore, capability: str = "event_log") -> AsyncEventLogStore:
@@ -38,7 +44,12 @@ async def _finalized(log: AsyncEventLogStore) -> None:
 
 
 class AsyncEventLifecycleCases:
-    """The end of a run's log: refusals after the terminal status, and ``delete_run``."""
+    """The end of a run's log: refusals after the terminal status, the hint that wakes a
+    follower, and ``delete_run`` / ``delete_session(cascade=True)``."""
+
+    async def make_live_store(self) -> AsyncStateStore | None:
+        """Return a fresh store with live updates on, sharing nothing; None skips those cases."""
+        return None
 
     @pytest.mark.asyncio
     async def test_a_second_finalize_of_a_terminal_run_is_refused(
@@ -194,7 +205,60 @@ class AsyncEventLifecycleCases:
             (2, "other"),
         ]
 
+    @pytest.mark.asyncio
+    async def test_a_cascading_session_delete_deletes_its_runs_event_logs(
+        self, store: AsyncStateStore
+    ) -> None:
+        log = _log(store)
+        await log.put_session("acme", "s-ending", {}, expected_version=0)
+        await log.put_run(KEY, {"step": 0}, expected_version=0, session_id="s-ending")
+        await log.append_event(KEY, "step", {"i": 1}, event_id="e-1")
+        assert await log.delete_session("acme", "s-ending", cascade=True)
+        assert await log.get_run(KEY) is None
+        assert await log.read_events(KEY) == []
+        # The event ids went with the log: made again, the run's "e-1" is a new event.
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        again = await log.append_event(KEY, "other", {"new": True}, event_id="e-1")
+        assert (again.seq, again.type) == (1, "other")
+
     # -- follow, at its ends -------------------------------------------------------------------
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("write", ["put_run", "patch_run"])
+    async def test_a_terminal_status_written_without_finalize_wakes_a_follower(
+        self, store: AsyncStateStore, write: str
+    ) -> None:
+        made = await self.make_live_store()
+        if made is None:
+            pytest.skip("make_live_store() returns None: no live-updates variant to check")
+        live = _log(made)
+        try:
+            await live.put_run(KEY, {"step": 0}, expected_version=0)
+            await live.append_event(KEY, "step", {"i": 1})
+            seen, ended = AsyncEvent(), AsyncEvent()
+            followed: list[int] = []
+            prompt: list[bool] = []
+
+            async def follower() -> None:
+                async for event in live.follow(KEY, poll_seconds=LONG_POLL):
+                    followed.append(event.seq)
+                    seen.set()
+                ended.set()
+
+            async def writer() -> None:
+                assert await seen.wait(HINT_WAIT)
+                await async_sleep(0.2)  # the follower goes back to waiting (either way is right)
+                if write == "put_run":
+                    await live.put_run(KEY, {"step": 1}, expected_version=1, status="cancelled")
+                else:
+                    await live.patch_run(KEY, CounterDelta(iterations=1), status="cancelled")
+                prompt.append(await ended.wait(HINT_WAIT))
+
+            await async_gather([follower, writer])
+        finally:
+            await live.aclose()
+        assert followed == [1]
+        assert prompt == [True], f"the follower waited for its {LONG_POLL} s poll: no hint"
+
     @pytest.mark.asyncio
     async def test_follow_of_a_missing_run_raises_naming_it(self, store: AsyncStateStore) -> None:
         log = _log(store)

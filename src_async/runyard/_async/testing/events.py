@@ -52,10 +52,6 @@ class AsyncEventLogConformance(AsyncEventLifecycleCases, AsyncEventLiveCases):
     def advance(self, seconds: float) -> None:
         raise NotImplementedError
 
-    async def make_live_store(self) -> AsyncStateStore | None:
-        """Return a fresh store with live updates on, sharing nothing; None skips those cases."""
-        return None
-
     async def _run(self, store: AsyncEventLogStore, key: RunKey = KEY) -> None:
         await store.put_run(key, {"step": 0}, expected_version=0)
 

@@ -70,8 +70,9 @@ UNION ALL
 SELECT p.*, 0 FROM prior p""",
     # $1 tenant $2 run_id $3 status $4 type $5 data $6 now $7 event_id $8 fence
     # $9 expected version (NULL: any) $10 channel $11 terminal statuses $12 server time (as
-    # append_event's $10): a run already in one
-    # is left alone (the row lock makes a concurrent second finalize see the first's status).
+    # append_event's $10): a run already in one is left alone (the row lock makes a concurrent
+    # second finalize see the first's status); $13 write id (kept as the run's last write, read
+    # back when the reply is lost).
     # The run as written and the event's seq; or
     # the run as it is with the prior event's type, data, seq and terminal flag (a retried
     # event_id: the adapter compares them); no row:
@@ -81,7 +82,8 @@ SELECT p.*, 0 FROM prior p""",
     + ", "
     + _PRIOR.format(event_cols=_EVENT_COLS, events="{events}", event_id="$7")
     + """, updated AS (
-    UPDATE {runs} AS r SET status = $3::text, version = r.version + 1, updated_at = $6::float8
+    UPDATE {runs} AS r SET status = $3::text, version = r.version + 1, updated_at = $6::float8,
+        write_id = $13::text
     WHERE r.tenant = $1::text AND r.run_id = $2::text AND NOT EXISTS (SELECT 1 FROM prior)
       AND (r.status IS NULL OR r.status <> ALL($11::text[]))
       AND ($9::bigint IS NULL OR r.version = $9::bigint)

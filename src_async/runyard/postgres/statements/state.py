@@ -4,6 +4,11 @@ from __future__ import annotations
 
 __all__ = ["FENCE", "STATE_TEMPLATES"]
 
+# pg_notify of a run's hint ({channel} NULL: none) from the writing statement, delivered at
+# commit; the payload is the events' ``[tenant, run_id, n]`` (n: here the run's version).
+_RUN_HINT = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({channel}::text,
+    json_build_array($1::text, $2::text, {version})::text)::text) END"""
+
 # A live lease on run ($1, $2) with epoch {fence} at time {now}; locked FOR SHARE so that a
 # concurrent acquire (which bumps the epoch) waits for the write, or the write sees the new epoch.
 FENCE = """fence AS (
@@ -15,41 +20,49 @@ FENCE = """fence AS (
 
 STATE_TEMPLATES: dict[str, str] = {
     # -- runs ------------------------------------------------------------------------------
-    # $1 tenant $2 run_id $3 blob $4 status $5 session_id $6 now $7 fence $8 expected version.
+    # $1 tenant $2 run_id $3 blob $4 status $5 session_id $6 now $7 fence $8 expected version
+    # $9 write id $10 hint channel (NULL: none; set when the status is terminal).
     # One statement for create (expected 0: INSERT ... ON CONFLICT DO NOTHING) and update
     # (UPDATE ... WHERE version = expected), both guarded by the fence. The written run comes
     # back in the first columns; when nothing was written, one row of NULLs followed by what
     # explains the refusal as this statement's snapshot saw it: (version, epoch, holder,
-    # expires_at), the columns of probe_run.
+    # expires_at), the columns of probe_run, then the run's write id. A last column is the
+    # hint's (ignored).
     "put_run": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$7", now="$6")
     + """, updated AS (
     UPDATE {runs} AS r
     SET blob = $3::text, version = r.version + 1, status = COALESCE($4::text, r.status),
-        session_id = COALESCE($5::text, r.session_id), updated_at = $6::float8
+        session_id = COALESCE($5::text, r.session_id), updated_at = $6::float8,
+        write_id = $9::text
     WHERE r.tenant = $1::text AND r.run_id = $2::text AND $8::bigint > 0
       AND r.version = $8::bigint
       AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
     RETURNING {run_cols_r}
 ), inserted AS (
     INSERT INTO {runs} AS r
-        (tenant, run_id, blob, version, status, session_id, created_at, updated_at)
-    SELECT $1::text, $2::text, $3::text, 1, $4::text, $5::text, $6::float8, $6::float8
+        (tenant, run_id, blob, version, status, session_id, created_at, updated_at, write_id)
+    SELECT $1::text, $2::text, $3::text, 1, $4::text, $5::text, $6::float8, $6::float8,
+           $9::text
     WHERE $8::bigint = 0 AND ($7::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
     ON CONFLICT (tenant, run_id) DO NOTHING
     RETURNING {run_cols_r}
 ), written AS (
     SELECT * FROM updated UNION ALL SELECT * FROM inserted
 )
-SELECT w.*, NULL::bigint, NULL::bigint, NULL::text, NULL::float8 FROM written w
+SELECT w.*, NULL::bigint, NULL::bigint, NULL::text, NULL::float8, NULL::text, """
+    + _RUN_HINT.format(channel="$10", version="w.version")
+    + """ FROM written w
 UNION ALL
 SELECT {run_nulls},
        (SELECT r.version FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text),
-       l.epoch, l.holder, l.expires_at
+       l.epoch, l.holder, l.expires_at,
+       (SELECT r.write_id FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text), 0
 FROM (SELECT 1) AS one
 LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text
 WHERE NOT EXISTS (SELECT 1 FROM written)""",
-    # $1 tenant $2 run_id $3..$7 deltas $8 status $9 now $10 fence
+    # $1 tenant $2 run_id $3..$7 deltas $8 status $9 now $10 fence $11 write id $12 hint
+    # channel (NULL: none); the run, then the hint's column (ignored)
     "patch_run": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$10", now="$9")
     + """
@@ -57,7 +70,7 @@ UPDATE {runs} AS r
 SET input_tokens = r.input_tokens + $3::bigint, output_tokens = r.output_tokens + $4::bigint,
     cost_micros = r.cost_micros + $5::bigint, iterations = r.iterations + $6::bigint,
     "cursor" = r."cursor" + $7::bigint, status = COALESCE($8::text, r.status),
-    version = r.version + 1, updated_at = $9::float8
+    version = r.version + 1, updated_at = $9::float8, write_id = $11::text
 WHERE r.tenant = $1::text AND r.run_id = $2::text
   AND ($10::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
   -- the whole patch or nothing: every counter stays within runyard.validation.MAX_COUNTER
@@ -66,7 +79,8 @@ WHERE r.tenant = $1::text AND r.run_id = $2::text
   AND r.cost_micros + $5::bigint <= 9007199254740991
   AND r.iterations + $6::bigint <= 9007199254740991
   AND r."cursor" + $7::bigint <= 9007199254740991
-RETURNING {run_cols_r}""",
+RETURNING {run_cols_r}, """
+    + _RUN_HINT.format(channel="$12", version="r.version"),
     # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now. The run and, with
     # it, its event log (events and head row, so seqs restart at 1 for a run made again).
     "delete_run": "WITH "
@@ -95,6 +109,10 @@ FROM (SELECT 1) AS one
 LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text""",
     "get_run": """
 SELECT {run_cols_r} FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text""",
+    # get_run and the id of the run's last write, to settle a write whose reply was lost
+    "get_run_write": """
+SELECT {run_cols_r}, r.write_id FROM {runs} r
+WHERE r.tenant = $1::text AND r.run_id = $2::text""",
     # $1 tenant $2 after seq $3 status $4 session_id $5 limit (one more than the page)
     "list_runs": """
 SELECT {run_cols_r} FROM {runs} r
@@ -111,19 +129,20 @@ WHERE r.tenant = $1::text AND r.status = $3::text AND r.seq > $2::bigint
 ORDER BY r.status, r.seq
 LIMIT $5::bigint""",
     # -- sessions --------------------------------------------------------------------------
-    # $1 tenant $2 session_id $3 blob $4 now $5 expected version: one statement for create
-    # (expected 0) and update. The written session, or one row of NULLs and the version this
-    # statement's snapshot saw (NULL: none) when nothing was written.
+    # $1 tenant $2 session_id $3 blob $4 now $5 expected version $6 write id: one statement
+    # for create (expected 0) and update. The written session, or one row of NULLs and the
+    # version this statement's snapshot saw (NULL: none) when nothing was written.
     "put_session": """
 WITH updated AS (
     UPDATE {sessions} AS s
-    SET blob = $3::text, version = s.version + 1, updated_at = $4::float8
+    SET blob = $3::text, version = s.version + 1, updated_at = $4::float8, write_id = $6::text
     WHERE s.tenant = $1::text AND s.session_id = $2::text AND $5::bigint > 0
       AND s.version = $5::bigint
     RETURNING {session_cols_s}
 ), inserted AS (
-    INSERT INTO {sessions} AS s (tenant, session_id, blob, version, created_at, updated_at)
-    SELECT $1::text, $2::text, $3::text, 1, $4::float8, $4::float8
+    INSERT INTO {sessions} AS s
+        (tenant, session_id, blob, version, created_at, updated_at, write_id)
+    SELECT $1::text, $2::text, $3::text, 1, $4::float8, $4::float8, $6::text
     WHERE $5::bigint = 0
     ON CONFLICT (tenant, session_id) DO NOTHING
     RETURNING {session_cols_s}
@@ -139,15 +158,29 @@ WHERE NOT EXISTS (SELECT 1 FROM written)""",
     "get_session": """
 SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at
 FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text""",
+    # get_session and the id of the session's last write
+    "get_session_write": """
+SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at, s.write_id
+FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text""",
     # $1 tenant $2 session_id $3 cascade: (runs deleted, sessions deleted, runs the session had)
-    # $1 tenant $2 session_id $3 batch: delete at most one batch of the session's runs
+    # $1 tenant $2 session_id $3 batch: delete at most one batch of the session's runs, with
+    # their event logs (events and head rows, as delete_run)
     "delete_session_runs": """
-DELETE FROM {runs} r
-WHERE r.ctid = ANY (ARRAY(
-        SELECT x.ctid FROM {runs} x WHERE x.tenant = $1::text AND x.session_id = $2::text
-        LIMIT $3::bigint))
-  AND r.tenant = $1::text AND r.session_id = $2::text
-RETURNING 1""",
+WITH doomed AS (
+    DELETE FROM {runs} r
+    WHERE r.ctid = ANY (ARRAY(
+            SELECT x.ctid FROM {runs} x WHERE x.tenant = $1::text AND x.session_id = $2::text
+            LIMIT $3::bigint))
+      AND r.tenant = $1::text AND r.session_id = $2::text
+    RETURNING r.run_id
+), dropped_events AS (
+    DELETE FROM {events} e
+    WHERE e.tenant = $1::text AND e.run_id IN (SELECT d.run_id FROM doomed d)
+), dropped_heads AS (
+    DELETE FROM {event_heads} h
+    WHERE h.tenant = $1::text AND h.run_id IN (SELECT d.run_id FROM doomed d)
+)
+SELECT 1 FROM doomed""",
     "delete_session": """
 WITH doomed_runs AS (
     DELETE FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text AND $3::boolean

@@ -45,6 +45,11 @@ class MemoryEvents:
         if self.live_updates is not None:
             self.live_updates.publish(key)
 
+    def _terminal_hint(self, key: RunKey, status: str | None) -> None:
+        """Wake followers of ``key`` after put_run or patch_run wrote a terminal ``status``."""
+        if status in self.terminal_statuses:
+            self._hint(key)
+
     def append_event(
         self,
         key: RunKey,

@@ -64,7 +64,7 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
         """
         check_write_guards(expected_version, fence, version_required=True)
         with self._lock:
-            return self._core.put_run(
+            record = self._core.put_run(
                 key,
                 blob,
                 expected_version=expected_version,
@@ -72,6 +72,8 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
                 session_id=session_id,
                 fence=fence,
             )
+        self._terminal_hint(key, status)
+        return record
 
     def patch_run(
         self,
@@ -84,7 +86,9 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
         """Add ``delta`` to the counters and bump the version. Raises StateNotFoundError."""
         check_write_guards(None, fence)
         with self._lock:
-            return self._core.patch_run(key, delta, status=status, fence=fence)
+            record = self._core.patch_run(key, delta, status=status, fence=fence)
+        self._terminal_hint(key, status)
+        return record
 
     def get_run(self, key: RunKey) -> RunRecord | None:
         """Return the run, or None."""
@@ -133,9 +137,12 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
             return self._core.get_session(tenant, session_id)
 
     def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs when ``cascade``). Raises StateInUseError."""
+        """Delete the session (and its runs and their event logs when ``cascade``).
+
+        Raises StateInUseError.
+        """
         with self._lock:
-            return self._core.delete_session(tenant, session_id, cascade=cascade)
+            return self._events().delete_session(tenant, session_id, cascade=cascade)
 
     def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
         """Lease the run to ``holder``. Raises RunLeaseHeldError."""

@@ -16,6 +16,7 @@ from runyard.errors import (
     StateConflictError,
     StateNotFoundError,
     StatePersistenceError,
+    StoreOutcomeUnknown,
 )
 from runyard.events import (
     TERMINAL_STATUSES,
@@ -31,6 +32,7 @@ from runyard.postgres.rows import decode_run
 from runyard.postgres.schema import StateTables
 from runyard.postgres.statements import RUN_COLUMN_COUNT
 from runyard.validation import check_write_guards
+from runyard.writes import mint_write_id
 
 __all__ = ["PostgresEvents"]
 
@@ -57,8 +59,19 @@ class PostgresEvents:
 
         def _probe(self, key: RunKey) -> Sequence[Any] | None: ...
 
+        def _run_written_by(
+            self, lost: StoreOutcomeUnknown, key: RunKey, write_id: str, what: str
+        ) -> RunRecord: ...
+
+        _bound: bool
+
     def _channel(self) -> str | None:
         return self.tables.events if self.live_updates is not None else None
+
+    def _terminal_channel(self, status: str | None) -> str | None:
+        """put_run's and patch_run's hint channel: the events' when ``status`` is terminal
+        (a follower waiting on it wakes), else None."""
+        return self._channel() if status in self.terminal_statuses else None
 
     def _refuse_terminal(self, key: RunKey, probe: Sequence[Any]) -> None:
         """Raise RunFinalizedError when the probed run (``probe_run``'s row) is terminal."""
@@ -130,7 +143,7 @@ class PostgresEvents:
     ) -> RunRecord:
         """Set a terminal status and append the terminal event in one statement; a lost reply
         is settled by sending it again when it carries an ``event_id`` (the retry of the
-        finalize that ended the run returns the stored run).
+        finalize that ended the run returns the stored run), else by reading back its write id.
 
         Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
         LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
@@ -140,13 +153,20 @@ class PostgresEvents:
         type_, text = event_body(event_type, event_data, event_id, max_bytes=self.max_value_bytes)
         now = self._now()
         args = (key.tenant, key.run_id, status, type_, text, now, event_id, fence)
+        write_id = mint_write_id()
         extra = (
             expected_version,
             self._channel(),
             sorted(self.terminal_statuses),
             self._server_time,
+            write_id,
         )
-        rows = self._fetch("finalize", *args, *extra, idempotent=event_id is not None)
+        try:
+            rows = self._fetch("finalize", *args, *extra, idempotent=event_id is not None)
+        except StoreOutcomeUnknown as lost:
+            if self._bound:
+                raise
+            return self._run_written_by(lost, key, write_id, "finalize")
         probe = None if rows else self._probe(key)
         if event_id is not None and probe is not None and self._ended(probe):
             # A send of the same event_id may have ended the run while this statement waited

@@ -21,7 +21,7 @@ from runyard.events import (
     event_body,
 )
 from runyard.models import RunKey, RunRecord
-from runyard.redis.common import ReplyLost, decode_run, now_arg, pairs, text
+from runyard.redis.common import ReplyLost, decode_run, now_arg, opt_text, pairs, text
 from runyard.redis.events import (
     EVENT_SCRIPTS,
     EventKeys,
@@ -33,6 +33,7 @@ from runyard.redis.events import (
 from runyard.redis.flavours import RedisClient
 from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import check_write_guards
+from runyard.writes import mint_write_id
 
 __all__ = ["RedisEvents"]
 
@@ -58,6 +59,13 @@ class RedisEvents:
         if self.live_updates is None:
             return ["", ""]
         return [keys.channel, self.live_updates.publish_command]
+
+    def _terminal_hint_args(self, key: RunKey, status: str | None) -> list[str]:
+        """put_run's and patch_run's hint arguments: the run's channel when ``status`` is
+        terminal (a follower waiting on it wakes), else none."""
+        if status is None or status not in self.terminal_statuses:
+            return ["", ""]
+        return self._hint_args(self._event_keys(key))
 
     def append_event(
         self,
@@ -125,7 +133,7 @@ class RedisEvents:
     ) -> RunRecord:
         """Set a terminal status and append the terminal event in one script; a lost reply is
         settled by sending it again when it carries an ``event_id`` (the retry of the finalize
-        that ended the run returns the stored run).
+        that ended the run returns the stored run), else by reading back its write id.
 
         Raises ValueError, RunFinalizedError (already terminal), StateConflictError,
         LeaseLostError, StateNotFoundError, EventConflictError, StoreOutcomeUnknown.
@@ -140,14 +148,24 @@ class RedisEvents:
         args = [entry_rest(type_, data_text, event_id, True), event_id or "", fenced]
         args += [now_arg(self.clock), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
-        args.append(terminal_arg(self.terminal_statuses))
+        args += [terminal_arg(self.terminal_statuses), write_id := mint_write_id()]
         try:
             reply = self._runner.script(
                 EVENT_SCRIPTS["finalize"], keys.script_keys(), args, idempotent=event_id is not None
             )
         except ReplyLost as lost:
+            try:
+                fields = self._runner.call(
+                    lambda: self._client.hgetall(keys.state.run(key.run_id)), idempotent=True
+                )
+            except Exception as exc:
+                raise StoreOutcomeUnknown(f"{lost}; reading back failed too ({exc})") from lost
+            found = {text(k): v for k, v in fields.items()}
+            if found and opt_text(found.get("write_id")) == write_id:
+                return decode_run(key.tenant, key.run_id, found)
             raise StoreOutcomeUnknown(
-                f"finalize of {key.run_id!r}: {lost}; pass event_id= to make it retryable"
+                f"finalize of {key.run_id!r}: {lost}, and the run's last write is not this "
+                "finalize; pass event_id= to make it retryable"
             ) from lost
         raise_event_refusal(reply, key, event_id, expected_version or 0)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]))

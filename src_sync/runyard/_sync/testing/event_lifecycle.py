@@ -3,7 +3,9 @@
 """EventLifecycleCases: the event-log cases about a run's end, mixed into the kit.
 
 A run in a terminal status takes no further ``finalize`` (bar the retry of the one that ended
-it) and no further event: followers end there. ``delete_run`` takes the run's log with it.
+it) and no further event: followers end there, woken by the live-update hint when the status
+came from ``put_run`` or ``patch_run`` too. ``delete_run`` and a cascading ``delete_session``
+take the runs' logs with them.
 """
 
 from __future__ import annotations
@@ -11,16 +13,20 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-from runyard._flavours import gather
+from runyard._flavours import Event, gather, sleep
 from runyard._sync.event_protocol import EventLogStore
 from runyard._sync.protocols import StateStore
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import EventConflictError, RunEvent
-from runyard.models import RunKey, RunRecord
+from runyard.models import CounterDelta, RunKey, RunRecord
 
 __all__ = ["EventLifecycleCases"]
 
 KEY = RunKey("acme", "ending")
+# A follower woken only by its polling backstop would wait this long; the hint cases allow it
+# HINT_WAIT seconds to end, so one that ends in time was woken by the hint.
+LONG_POLL = 30.0
+HINT_WAIT = 10.0
 
 
 def _log(store: StateStore, capability: str = "event_log") -> EventLogStore:
@@ -39,7 +45,12 @@ def _finalized(log: EventLogStore) -> None:
 
 
 class EventLifecycleCases:
-    """The end of a run's log: refusals after the terminal status, and ``delete_run``."""
+    """The end of a run's log: refusals after the terminal status, the hint that wakes a
+    follower, and ``delete_run`` / ``delete_session(cascade=True)``."""
+
+    def make_live_store(self) -> StateStore | None:
+        """Return a fresh store with live updates on, sharing nothing; None skips those cases."""
+        return None
 
     def test_a_second_finalize_of_a_terminal_run_is_refused(self, store: StateStore) -> None:
         log = _log(store, "atomic_finalize")
@@ -174,7 +185,58 @@ class EventLifecycleCases:
             (2, "other"),
         ]
 
+    def test_a_cascading_session_delete_deletes_its_runs_event_logs(
+        self, store: StateStore
+    ) -> None:
+        log = _log(store)
+        log.put_session("acme", "s-ending", {}, expected_version=0)
+        log.put_run(KEY, {"step": 0}, expected_version=0, session_id="s-ending")
+        log.append_event(KEY, "step", {"i": 1}, event_id="e-1")
+        assert log.delete_session("acme", "s-ending", cascade=True)
+        assert log.get_run(KEY) is None
+        assert log.read_events(KEY) == []
+        # The event ids went with the log: made again, the run's "e-1" is a new event.
+        log.put_run(KEY, {"step": 0}, expected_version=0)
+        again = log.append_event(KEY, "other", {"new": True}, event_id="e-1")
+        assert (again.seq, again.type) == (1, "other")
+
     # -- follow, at its ends -------------------------------------------------------------------
+    @pytest.mark.parametrize("write", ["put_run", "patch_run"])
+    def test_a_terminal_status_written_without_finalize_wakes_a_follower(
+        self, store: StateStore, write: str
+    ) -> None:
+        made = self.make_live_store()
+        if made is None:
+            pytest.skip("make_live_store() returns None: no live-updates variant to check")
+        live = _log(made)
+        try:
+            live.put_run(KEY, {"step": 0}, expected_version=0)
+            live.append_event(KEY, "step", {"i": 1})
+            seen, ended = Event(), Event()
+            followed: list[int] = []
+            prompt: list[bool] = []
+
+            def follower() -> None:
+                for event in live.follow(KEY, poll_seconds=LONG_POLL):
+                    followed.append(event.seq)
+                    seen.set()
+                ended.set()
+
+            def writer() -> None:
+                assert seen.wait(HINT_WAIT)
+                sleep(0.2)  # the follower goes back to waiting (either way is right)
+                if write == "put_run":
+                    live.put_run(KEY, {"step": 1}, expected_version=1, status="cancelled")
+                else:
+                    live.patch_run(KEY, CounterDelta(iterations=1), status="cancelled")
+                prompt.append(ended.wait(HINT_WAIT))
+
+            gather([follower, writer])
+        finally:
+            live.close()
+        assert followed == [1]
+        assert prompt == [True], f"the follower waited for its {LONG_POLL} s poll: no hint"
+
     def test_follow_of_a_missing_run_raises_naming_it(self, store: StateStore) -> None:
         log = _log(store)
         with pytest.raises(StateNotFoundError, match="'ghost'"):

@@ -53,10 +53,6 @@ class EventLogConformance(EventLifecycleCases, EventLiveCases):
     def advance(self, seconds: float) -> None:
         raise NotImplementedError
 
-    def make_live_store(self) -> StateStore | None:
-        """Return a fresh store with live updates on, sharing nothing; None skips those cases."""
-        return None
-
     def _run(self, store: EventLogStore, key: RunKey = KEY) -> None:
         store.put_run(key, {"step": 0}, expected_version=0)
 

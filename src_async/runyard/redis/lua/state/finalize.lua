@@ -2,7 +2,8 @@
 -- KEYS: run, lease, log, event ids
 -- ARGV: rest, event_id ('' none), fence ('' none), now ('' server time), channel ('' none), publish command,
 --       status, expected_version ('' none), terminal statuses (NUL-joined): a run
---       already in one of them is refused, unless this is the retry of its event_id
+--       already in one of them is refused, unless this is the retry of its event_id;
+--       write id (runyard.writes: kept as the run's last write)
 local run_key, lease_key, log_key, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prior = prior_event(ids_key, log_key, ARGV[2], ARGV[1])
 if prior and prior[1] == 'event_conflict' then
@@ -26,7 +27,7 @@ if not prior then
     return fenced
   end
   redis.call('HINCRBY', run_key, 'version', 1)
-  redis.call('HSET', run_key, 'status', ARGV[7], 'updated_at', now)
+  redis.call('HSET', run_key, 'status', ARGV[7], 'updated_at', now, 'write_id', ARGV[10])
   push_event(log_key, ids_key, ARGV[2], ARGV[1], now, ARGV[5], ARGV[6])
 end
 local out = record(run_key)

@@ -1,7 +1,9 @@
 -- Adds to a run's counters and bumps its version; needs no expected version.
 -- KEYS: run, lease
 -- ARGV: input_tokens, output_tokens, cost_micros, iterations, cursor, status ('' keeps),
---       fence ('' none), now ('' server time)
+--       fence ('' none), now ('' server time), write id (runyard.writes: kept as the run's
+--       last write, read back when the reply is lost), channel ('' none), publish command
+-- A terminal status written with a channel publishes a hint there (wakes followers).
 local run_key, lease_key = KEYS[1], KEYS[2]
 if redis.call('EXISTS', run_key) == 0 then
   return {'not_found'}
@@ -26,9 +28,12 @@ for i, name in ipairs(names) do
   end
 end
 redis.call('HINCRBY', run_key, 'version', 1)
-redis.call('HSET', run_key, 'updated_at', now)
+redis.call('HSET', run_key, 'updated_at', now, 'write_id', ARGV[9])
 if ARGV[6] ~= '' then
   redis.call('HSET', run_key, 'status', ARGV[6])
+end
+if ARGV[10] ~= '' then
+  redis.call(ARGV[11], ARGV[10], 0)
 end
 local out = record(run_key)
 out[#out + 1] = 'blob'
