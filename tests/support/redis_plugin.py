@@ -22,7 +22,9 @@ from runyard.redis.flavours import (
     RedisCluster,
     Retry,
 )
+from runyard.redis.executions import EXECUTION_SCRIPTS
 from runyard.redis.keys import cleanup_patterns
+from runyard.redis.scripts import QUEUE_SCRIPTS, STATE_SCRIPTS
 
 from tests.support.redis_servers import (
     RedisProcess,
@@ -168,10 +170,21 @@ def dedicated_redis() -> Iterator[RedisProcess]:
         server.stop()
 
 
+def load_every_script(port: int) -> None:
+    """SCRIPT LOAD every runyard script on the server at ``port``, so a test's first EVALSHA of
+    a script is never answered NOSCRIPT (and re-sent as EVAL) whatever ran before it: a test that
+    loses the next reply loses the script's own reply, not a NOSCRIPT error's."""
+    with redis.Redis(port=port) as client:
+        for scripts in (STATE_SCRIPTS, QUEUE_SCRIPTS, EXECUTION_SCRIPTS):
+            for script in scripts.values():
+                assert client.script_load(script.text) == script.sha
+
+
 @pytest.fixture
 def dedicated_redis_target(dedicated_redis: RedisProcess) -> Iterator[RedisTarget]:
-    """The dedicated server as a target, flushed after each test."""
+    """The dedicated server as a target, every runyard script loaded, flushed after each test."""
     target = RedisTarget("server", port=dedicated_redis.port)
+    load_every_script(dedicated_redis.port)
     yield target
     with redis.Redis(port=dedicated_redis.port) as client:
         client.flushall()
