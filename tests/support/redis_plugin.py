@@ -12,6 +12,7 @@ import fakeredis
 import pytest
 import redis
 from redis.cluster import ClusterNode
+from runyard.redis.executions import EXECUTION_SCRIPTS
 from runyard.redis.flavours import (
     AsyncRedis,
     AsyncRedisClient,
@@ -22,7 +23,6 @@ from runyard.redis.flavours import (
     RedisCluster,
     Retry,
 )
-from runyard.redis.executions import EXECUTION_SCRIPTS
 from runyard.redis.keys import cleanup_patterns
 from runyard.redis.scripts import QUEUE_SCRIPTS, STATE_SCRIPTS
 
