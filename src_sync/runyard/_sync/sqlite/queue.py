@@ -12,6 +12,7 @@ from runyard.errors import RunyardError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
+from runyard.queue_args import check_item
 from runyard.sqlite.queue_transactions import (
     START,
     QueuePlan,
@@ -19,7 +20,6 @@ from runyard.sqlite.queue_transactions import (
     cancel_body,
     claim_body,
     enqueue_body,
-    enqueue_params,
     fail_body,
     heartbeat_body,
     prune_body,
@@ -83,8 +83,8 @@ class SqliteWorkQueue(_BatchedSqliteQueue):
         InvalidArgumentError, or StatePersistenceError for a payload that is not storable
         JSON, before writing.
         """
-        validate_identifier(tenant, "tenant")
-        params = enqueue_params(
+        checked = check_item(
+            tenant,
             payload,
             item_id=item_id,
             dedupe_key=dedupe_key,
@@ -92,9 +92,9 @@ class SqliteWorkQueue(_BatchedSqliteQueue):
             delay_seconds=delay_seconds,
             run_at=run_at,
             max_attempts=max_attempts,
-            max_value_bytes=self.max_value_bytes,
+            max_bytes=self.max_value_bytes,
         )
-        (item,) = self._transact(enqueue_body, self._plan, self._now(), tenant, [params])
+        (item,) = self._transact(enqueue_body, self._plan, self._now(), tenant, [checked])
         return item
 
     def claim(self, worker: str) -> Lease | None:
