@@ -16,13 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runyard._sql import settle_refusal
+from runyard._sql import decode_item, decode_lease, settle_refusal
 from runyard.errors import ItemLeasedError, LeaseLostError, RunyardError, WorkItemNotFoundError
 from runyard.models import Lease, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM, FailureDecision, QueuePolicy
 from runyard.queue_args import CheckedItem
 from runyard.sqlite.flavours import Row
-from runyard.sqlite.rows_queue import decode_item, decode_lease
 from runyard.sqlite.schema import DATABASE_NOW
 
 __all__ = [

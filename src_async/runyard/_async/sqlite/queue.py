@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runyard._async.sqlite.queue_batched import _AsyncBatchedSqliteQueue
+from runyard._sql import decode_dead_letter, decode_item
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import RunyardError
 from runyard.keys import validate_identifier
@@ -27,7 +28,6 @@ from runyard.sqlite.queue_transactions import (
     select_body,
     settle_body,
 )
-from runyard.sqlite.rows_queue import decode_dead_letter, decode_item
 from runyard.sqlite.statements_queue import queue_statements
 from runyard.validation import check_error_text, check_limit, check_older_than, settle_target
 
