@@ -7,7 +7,6 @@ from typing import Any
 
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._sql import settle_refusal
-from runyard.clock import Clock
 from runyard.errors import (
     ConfigurationError,
     LeaseLostError,
@@ -23,11 +22,9 @@ from runyard.postgres.rows import (
     decode_lease,
     item_state,
 )
-from runyard.postgres.schema import StateTables
 from runyard.postgres.wake import wake_channel
 from runyard.queue_args import check_item
 from runyard.validation import (
-    DEFAULT_MAX_VALUE_BYTES,
     check_error_text,
     settle_target,
 )
@@ -44,30 +41,11 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
     _kind = "queue"
 
     def __init__(
-        self,
-        source: Source,
-        *,
-        policy: QueuePolicy | None = None,
-        tables: StateTables | None = None,
-        clock: Clock | None = None,
-        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        retry_attempts: int = 3,
-        retry_backoff_seconds: float = 0.05,
-        schema_version: int | None = None,
-        prepare: bool = True,
-        close_source: bool = False,
+        self, source: Source, *, policy: QueuePolicy | None = None, **options: Any
     ) -> None:
-        super().__init__(
-            source,
-            tables=tables,
-            clock=clock,
-            max_value_bytes=max_value_bytes,
-            retry_attempts=retry_attempts,
-            retry_backoff_seconds=retry_backoff_seconds,
-            schema_version=schema_version,
-            prepare=prepare,
-            close_source=close_source,
-        )
+        """``options`` are the adapter's (tables, clock, max_value_bytes, retry_attempts,
+        retry_backoff_seconds, schema_version, prepare, close_source)."""
+        super().__init__(source, **options)
         self.policy = policy or QueuePolicy()
         try:
             self._wake: str | None = wake_channel(self.tables)
