@@ -376,14 +376,16 @@ local function claim_one(worker, now, expires)
     return nil
   end
   local tenant = first[1]
-  local member = head(tenant)
+  -- The head and whether another item follows it: one read serves both.
+  local heads = redis.call('ZRANGE', line(tenant), 0, 1)
+  local member = heads[1]
   redis.call('ZREM', line(tenant), member)
   redis.call('HINCRBY', COUNTERS, 'ready', -1)
   local id = string.sub(member, LINE_ORDER_BYTES + 1)
   local item = item_field(tenant, id)
   local turn = redis.call('HINCRBY', COUNTERS, 'turn', 1)
   redis.call('HSET', TURNS, tenant, turn)
-  if head(tenant) then
+  if heads[2] then
     redis.call('ZADD', ROTATION, turn, tenant)
   else
     redis.call('ZREM', ROTATION, tenant)
