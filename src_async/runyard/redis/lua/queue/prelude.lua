@@ -398,12 +398,17 @@ local function claim_one(worker, now, expires)
   return item_reply(item, tenant, id)
 end
 
--- Drops the lease index entries of a leased item and its lease fields.
-local function unlease(item)
+-- Drops the lease index entries of a leased item.
+local function unindex(item)
   local v = redis.call('HMGET', ikey(item), 't', 'w')
   local token = num16(tonumber(v[1]))
   redis.call('ZREM', LEASES, token .. item)
   redis.call('ZREM', WORKERS, seg(v[2]) .. token .. item)
+end
+
+-- Drops the lease index entries of a leased item and its lease fields.
+local function unlease(item)
+  unindex(item)
   clear(item, 's', 'w', 'x', 'c', 't')
 end
 
@@ -455,7 +460,7 @@ local function complete_one(tenant, id, token, now, max_lease)
   if lost then
     return lost
   end
-  unlease(item)
+  unindex(item)  -- its fields go with it
   forget(item, tenant)
   return {'ok'}
 end
