@@ -173,8 +173,14 @@ def decode_run_lease(row: Row) -> RunLease:
     )
 
 
+# The work columns both SQL backends select end with the item's own max_attempts (PostgreSQL
+# queue schema 3, SQLite queue schema 2), after the dead-letter columns.
+_MAX_ATTEMPTS = 16
+
+
 def decode_item(row: Row) -> WorkItem:
-    """Build a WorkItem from the work columns both SQL backends select."""
+    """Build a WorkItem (its own ``max_attempts`` included) from the work columns both SQL
+    backends select."""
     return WorkItem(
         tenant=row[0],
         item_id=row[1],
@@ -188,14 +194,14 @@ def decode_item(row: Row) -> WorkItem:
         worker=row[9],
         lease_expires_at=_float(row[10]),
         last_error=row[11],
+        max_attempts=row[_MAX_ATTEMPTS] if len(row) > _MAX_ATTEMPTS else None,
     )
 
 
 def decode_lease(row: Row) -> Lease:
     """Build the Lease of a leased work row (work columns: token, claimed_at follow the item)."""
-    item = decode_item(row)
     return Lease(
-        item=item,
+        item=decode_item(row),
         token=row[12],
         worker=row[9],
         claimed_at=float(row[13]),

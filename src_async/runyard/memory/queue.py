@@ -10,21 +10,15 @@ import heapq
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._json import copy_json
+from runyard._json import load_json
 from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.memory._copies import detached
 from runyard.memory.queue_admin import MemoryQueueAdmin
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM
-from runyard.validation import (
-    check_error_text,
-    check_limit,
-    check_max_attempts,
-    check_priority,
-    check_schedule,
-    item_id_or_new,
-)
+from runyard.queue_args import CheckedItem, check_item, check_items
+from runyard.validation import check_error_text, check_limit
 
 __all__ = ["MemoryQueueCore"]
 
@@ -49,29 +43,6 @@ class MemoryQueueCore(MemoryQueueAdmin):
         return lease
 
     # -- protocol --------------------------------------------------------------------------
-    def _checked(
-        self,
-        tenant: str,
-        payload: Any,
-        item_id: str | None,
-        dedupe_key: str | None,
-        priority: int,
-        delay_seconds: float,
-        run_at: float | None,
-        max_attempts: int | None,
-    ) -> tuple[str, Any, int, float, float | None, int | None]:
-        """Every argument of an enqueue checked: (item_id, payload copy, priority, delay,
-        run_at, max_attempts). Raises InvalidArgumentError or StatePersistenceError."""
-        validate_identifier(tenant, "tenant")
-        item_id, _ = item_id_or_new(item_id)
-        if dedupe_key is not None:
-            validate_identifier(dedupe_key, "dedupe_key")
-        priority = check_priority(priority)
-        delay_seconds, run_at = check_schedule(delay_seconds, run_at)
-        max_attempts = check_max_attempts(max_attempts)
-        stored = copy_json(payload, self.max_value_bytes, "payload")
-        return item_id, stored, priority, delay_seconds, run_at, max_attempts
-
     @detached
     def enqueue(
         self,
@@ -85,9 +56,22 @@ class MemoryQueueCore(MemoryQueueAdmin):
         run_at: float | None = None,
         max_attempts: int | None = None,
     ) -> WorkItem:
-        item_id, stored, priority, delay_seconds, run_at, max_attempts = self._checked(
-            tenant, payload, item_id, dedupe_key, priority, delay_seconds, run_at, max_attempts
+        checked = check_item(
+            tenant,
+            payload,
+            item_id=item_id,
+            dedupe_key=dedupe_key,
+            priority=priority,
+            delay_seconds=delay_seconds,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            max_bytes=self.max_value_bytes,
         )
+        return self._add(tenant, checked)
+
+    def _add(self, tenant: str, checked: CheckedItem) -> WorkItem:
+        """Store one checked item; a repeated id or live dedupe key returns the stored one."""
+        item_id, dedupe_key = checked.item_id, checked.dedupe_key
         existing = self._items.get((tenant, item_id))
         if existing is not None:
             return existing
@@ -97,13 +81,13 @@ class MemoryQueueCore(MemoryQueueAdmin):
         item = WorkItem(
             tenant=tenant,
             item_id=item_id,
-            payload=stored,
-            priority=priority,
+            payload=load_json(checked.payload),
+            priority=checked.priority,
             state="ready",
-            available_at=max(now, run_at) if run_at is not None else now + delay_seconds,
+            available_at=checked.due_at(now),
             enqueued_at=now,
             dedupe_key=dedupe_key,
-            max_attempts=max_attempts,
+            max_attempts=checked.max_attempts,
         )
         self._items[(tenant, item_id)] = item
         if dedupe_key is not None:
@@ -179,32 +163,10 @@ class MemoryQueueCore(MemoryQueueAdmin):
         return self._retry(unburned, self.clock.now(), None)
 
     # -- batched (one call each, per-item outcomes) ----------------------------------------
+    @detached
     def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
-        validate_identifier(tenant, "tenant")
-        for spec in items:  # every item is checked before the first is written
-            self._checked(
-                tenant,
-                spec.payload,
-                spec.item_id,
-                spec.dedupe_key,
-                spec.priority,
-                spec.delay_seconds,
-                spec.run_at,
-                spec.max_attempts,
-            )
-        return [
-            self.enqueue(
-                tenant,
-                spec.payload,
-                item_id=spec.item_id,
-                dedupe_key=spec.dedupe_key,
-                priority=spec.priority,
-                delay_seconds=spec.delay_seconds,
-                run_at=spec.run_at,
-                max_attempts=spec.max_attempts,
-            )
-            for spec in items
-        ]
+        checked = check_items(tenant, items, self.max_value_bytes)  # all before the first write
+        return [self._add(tenant, spec) for spec in checked]
 
     @detached
     def claim_many(self, worker: str, *, limit: int) -> list[Lease]:

@@ -10,18 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runyard._json import dump_json, load_json
+from runyard._json import load_json
 from runyard.errors import LeaseLostError, RunyardError, WorkItemNotFoundError
-from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, WorkItem
 from runyard.policy import QueuePolicy
+from runyard.queue_args import CheckedItem
 from runyard.redis.common import pairs, text
-from runyard.validation import (
-    check_max_attempts,
-    check_priority,
-    check_schedule,
-    item_id_or_new,
-)
 
 __all__ = [
     "FIELDS",
@@ -30,7 +24,7 @@ __all__ = [
     "decode_dead_letter",
     "decode_item",
     "decode_lease",
-    "enqueue_args",
+    "item_args",
     "item_from_fields",
     "raise_settle_refusal",
     "retry_table",
@@ -175,36 +169,15 @@ def retry_table(policy: QueuePolicy, *, lapse: bool) -> list[str]:
     return out
 
 
-def enqueue_args(
-    tenant: str,
-    payload: Any,
-    *,
-    item_id: str | None,
-    dedupe_key: str | None,
-    priority: int,
-    delay_seconds: float,
-    run_at: float | None,
-    max_attempts: int | None,
-    max_bytes: int,
-) -> tuple[list[str], bool]:
-    """Check one item to enqueue (before anything is sent) and return the seven script
-    arguments for it (id, dedupe, payload, priority, delay, run_at, max_attempts) and whether
-    the id was minted here (so no caller identity settles a lost reply)."""
-    validate_identifier(tenant, "tenant")
-    item_id, minted = item_id_or_new(item_id)
-    if dedupe_key is not None:
-        validate_identifier(dedupe_key, "dedupe_key")
-    priority = check_priority(priority)
-    delay, at = check_schedule(delay_seconds, run_at)
-    limit = check_max_attempts(max_attempts)
-    stored = dump_json(payload, max_bytes=max_bytes, what="payload")
-    args = [
-        item_id,
-        dedupe_key or "",
-        stored,
-        str(priority),
-        repr(float(delay)),
-        "" if at is None else repr(float(at)),
-        "" if limit is None else str(limit),
+def item_args(item: CheckedItem) -> list[str]:
+    """The seven script arguments of one checked item to enqueue: id, dedupe key, payload,
+    priority, delay, run_at, max_attempts (an absent one is "")."""
+    return [
+        item.item_id,
+        item.dedupe_key or "",
+        item.payload,
+        str(item.priority),
+        repr(float(item.delay_seconds)),
+        "" if item.run_at is None else repr(float(item.run_at)),
+        "" if item.max_attempts is None else str(item.max_attempts),
     ]
-    return args, minted and dedupe_key is None

@@ -16,21 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runyard._json import dump_json
-from runyard._sql import settle_refusal
+from runyard._sql import decode_item, decode_lease, settle_refusal
 from runyard.errors import ItemLeasedError, LeaseLostError, RunyardError, WorkItemNotFoundError
-from runyard.keys import validate_identifier
 from runyard.models import Lease, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM, FailureDecision, QueuePolicy
+from runyard.queue_args import CheckedItem
 from runyard.sqlite.flavours import Row
-from runyard.sqlite.rows_queue import decode_item, decode_lease
 from runyard.sqlite.schema import DATABASE_NOW
-from runyard.validation import (
-    check_max_attempts,
-    check_priority,
-    check_schedule,
-    item_id_or_new,
-)
 
 __all__ = [
     "PRUNE_SCAN_PER_LIMIT",
@@ -42,7 +34,6 @@ __all__ = [
     "cancel_body",
     "claim_body",
     "enqueue_body",
-    "enqueue_params",
     "fail_body",
     "heartbeat_body",
     "prune_body",
@@ -92,52 +83,22 @@ def select_body(raw: sqlite3.Connection, sql: str, params: Mapping[str, Any]) ->
 
 
 # -- enqueue -----------------------------------------------------------------------------------
-def enqueue_params(
-    payload: Any,
-    *,
-    item_id: str | None,
-    dedupe_key: str | None,
-    priority: int,
-    delay_seconds: float,
-    run_at: float | None,
-    max_attempts: int | None,
-    max_value_bytes: int,
-) -> dict[str, Any]:
-    """Check one item as ``enqueue`` takes it and return the enqueue statement's parameters.
-
-    Raises InvalidArgumentError, or StatePersistenceError for a payload that is not storable.
-    """
-    item_id, _ = item_id_or_new(item_id)
-    if dedupe_key is not None:
-        validate_identifier(dedupe_key, "dedupe_key")
-    delay, at = check_schedule(delay_seconds, run_at)
-    return {
-        "item_id": item_id,
-        "dedupe_key": dedupe_key,
-        "priority": check_priority(priority),
-        "delay": delay,
-        "run_at": at,
-        "max_attempts": check_max_attempts(max_attempts),
-        "payload": dump_json(payload, max_bytes=max_value_bytes, what="payload"),
-    }
-
-
 def enqueue_body(
     raw: sqlite3.Connection,
     plan: QueuePlan,
     now: float | None,
     tenant: str,
-    items: Sequence[dict[str, Any]],
+    items: Sequence[CheckedItem],
 ) -> list[WorkItem]:
     """Insert each item in order; a repeated id or live dedupe key returns the stored item."""
     if len(items) > 1:
         now = _pin(raw, now)
     out = []
-    for params in items:
-        rows = _rows(raw, plan.sql["enqueue"], {**params, "tenant": tenant, "now": now})
+    for item in items:
+        params = {**item._asdict(), "tenant": tenant, "now": now}
+        rows = _rows(raw, plan.sql["enqueue"], params)
         if not rows:
-            ids = {"tenant": tenant, "item_id": params["item_id"]}
-            rows = _rows(raw, plan.sql["find_item"], {**ids, "dedupe_key": params["dedupe_key"]})
+            rows = _rows(raw, plan.sql["find_item"], params)
         out.append(decode_item(rows[0]))
     return out
 

@@ -29,7 +29,7 @@ def _next_ready(priority: str, available_at: str, tenant: str = "{work}.tenant")
        AND r.available_at = {available_at})"""
 
 
-_DUE_AT = "MAX(:now + :delay, COALESCE(:run_at, 0.0))"
+_DUE_AT = "MAX(:now + :delay_seconds, COALESCE(:run_at, 0.0))"
 _WORK = "{work}"
 # A lease that is live and ``:token``'s at ``:now`` (the memory backend's refusal order is
 # rebuilt from probe_item when this does not hold).

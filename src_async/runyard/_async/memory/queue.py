@@ -14,6 +14,7 @@ from runyard.errors import RunyardError
 from runyard.memory.queue import MemoryQueueCore
 from runyard.models import DeadLetter, Lease, NewItem, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
+from runyard.queue_args import check_leases
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES, settle_target
 
 __all__ = ["AsyncMemoryWorkQueue"]
@@ -94,19 +95,19 @@ class AsyncMemoryWorkQueue(AsyncClosing):
 
     async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or that item's LeaseLostError/not-found."""
-        targets = [settle_target(lease, None, None) for lease in leases]
+        targets = check_leases(leases)
         async with self._lock:
             return self._core.heartbeat_many(targets)
 
     async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or that item's LeaseLostError/WorkItemNotFoundError."""
-        targets = [settle_target(lease, None, None) for lease in leases]
+        targets = check_leases(leases)
         async with self._lock:
             return self._core.settle_many(targets, release=False)
 
     async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
         """Hand every item back to ready at once, its attempt not counted; per-item errors."""
-        targets = [settle_target(lease, None, None) for lease in leases]
+        targets = check_leases(leases)
         async with self._lock:
             result = self._core.settle_many(targets, release=True)
         self.wakeups.notify()

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from runyard._async.sqlite.queue_batched import _AsyncBatchedSqliteQueue
+from runyard._sql import decode_dead_letter, decode_item
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import RunyardError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
+from runyard.queue_args import check_item
 from runyard.sqlite.queue_transactions import (
     START,
     QueuePlan,
@@ -17,7 +19,6 @@ from runyard.sqlite.queue_transactions import (
     cancel_body,
     claim_body,
     enqueue_body,
-    enqueue_params,
     fail_body,
     heartbeat_body,
     prune_body,
@@ -27,7 +28,6 @@ from runyard.sqlite.queue_transactions import (
     select_body,
     settle_body,
 )
-from runyard.sqlite.rows_queue import decode_dead_letter, decode_item
 from runyard.sqlite.statements_queue import queue_statements
 from runyard.validation import check_error_text, check_limit, check_older_than, settle_target
 
@@ -81,8 +81,8 @@ class AsyncSqliteWorkQueue(_AsyncBatchedSqliteQueue):
         InvalidArgumentError, or StatePersistenceError for a payload that is not storable
         JSON, before writing.
         """
-        validate_identifier(tenant, "tenant")
-        params = enqueue_params(
+        checked = check_item(
+            tenant,
             payload,
             item_id=item_id,
             dedupe_key=dedupe_key,
@@ -90,9 +90,9 @@ class AsyncSqliteWorkQueue(_AsyncBatchedSqliteQueue):
             delay_seconds=delay_seconds,
             run_at=run_at,
             max_attempts=max_attempts,
-            max_value_bytes=self.max_value_bytes,
+            max_bytes=self.max_value_bytes,
         )
-        (item,) = await self._transact(enqueue_body, self._plan, self._now(), tenant, [params])
+        (item,) = await self._transact(enqueue_body, self._plan, self._now(), tenant, [checked])
         return item
 
     async def claim(self, worker: str) -> Lease | None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from runyard.postgres.statements.queue_rotation import (
-    DUE_TENANT,
+    CLAIM_TALLY,
+    ENQUEUED,
+    INSERT_WORK,
     JOIN_ROTATION,
+    LEASE,
     delayed,
+    pick_tenants,
     reclaim,
     tally,
-    wake,
 )
 
 __all__ = ["QUEUE_TEMPLATES"]
@@ -21,18 +24,15 @@ QUEUE_TEMPLATES: dict[str, str] = {
     # already stored under the id (first) or the live dedupe key.
     "enqueue": """
 WITH moved AS (
-    INSERT INTO {work} AS w
-        (tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at,
-         dedupe_key, max_attempts)
+    """
+    + INSERT_WORK
+    + """
     VALUES ($1::text, $2::text, $3::text, $4::bigint, 'ready', 0, $5::float8,
             $6::float8, $7::text, $8::integer)
     ON CONFLICT DO NOTHING
     RETURNING {work_cols_w}
 )"""
-    + JOIN_ROTATION
-    + wake(9)
-    + delayed("moved", "$6::float8")
-    + tally("(SELECT count(*) FROM moved)", "0", "0")
+    + ENQUEUED
     + """
 SELECT true, i.* FROM moved i CROSS JOIN woken
 UNION ALL
@@ -63,28 +63,9 @@ LIMIT 1""",
     # tenant's heads were all locked".
     "claim": "WITH "
     + reclaim(5, 6, 7, 8)
-    + """, owned AS (
-    SELECT t.tenant FROM {turns} t
-    WHERE t.tenant <> ALL ($4::text[])
-      AND """
-    + DUE_TENANT
-    + """
-    ORDER BY t.turn, t.tenant
-    LIMIT 1
-    FOR NO KEY UPDATE OF t SKIP LOCKED
-), shared AS (
-    SELECT t.tenant FROM {turns} t
-    WHERE NOT EXISTS (SELECT 1 FROM owned) AND t.tenant <> ALL ($4::text[])
-      AND """
-    + DUE_TENANT
-    + """
-    ORDER BY t.turn, t.tenant
-    LIMIT 1
-), pick AS (
-    SELECT o.tenant, true AS owned FROM owned o
-    UNION ALL
-    SELECT s.tenant, false AS owned FROM shared s
-), head AS (
+    + ", "
+    + pick_tenants("1", "tenant")
+    + """, head AS (
     SELECT w.ctid FROM {work} w
     WHERE w.tenant = (SELECT p.tenant FROM pick p)
       AND w.state = 'ready' AND w.available_at <= $1::float8
@@ -93,9 +74,9 @@ LIMIT 1""",
     FOR UPDATE OF w SKIP LOCKED
 ), claimed AS (
     UPDATE {work} AS w
-    SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
-        token = nextval('{token_seq}'), claimed_at = $1::float8,
-        lease_expires_at = $3::float8
+    """
+    + LEASE
+    + """
     WHERE w.ctid = (SELECT h.ctid FROM head h)
       AND w.tenant = (SELECT p.tenant FROM pick p)
       AND w.state = 'ready' AND w.available_at <= $1::float8
@@ -104,12 +85,7 @@ LIMIT 1""",
     UPDATE {turns} AS t SET turn = nextval('{turn_seq}')
     FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
 )"""
-    + tally(
-        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready')"
-        " - (SELECT count(*) FROM claimed k)",
-        "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
-        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
-    )
+    + CLAIM_TALLY
     + """
 SELECT p.tenant,
        (SELECT count(*) FROM claimed k, LATERAL (

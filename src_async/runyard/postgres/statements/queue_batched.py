@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from runyard.postgres.statements.queue_rotation import (
-    DUE_TENANT,
+    CLAIM_TALLY,
+    ENQUEUED,
+    INSERT_WORK,
     JOIN_ROTATION,
-    delayed,
+    LEASE,
+    pick_tenants,
     reclaim,
     tally,
     wake,
@@ -39,19 +42,16 @@ WITH given AS (
                          $8::integer[]) WITH ORDINALITY
         AS g(item_id, payload, priority, available_at, dedupe_key, max_attempts, ord)
 ), moved AS (
-    INSERT INTO {work} AS w
-        (tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at,
-         dedupe_key, max_attempts)
+    """
+    + INSERT_WORK
+    + """
     SELECT $1::text, g.item_id, g.payload, g.priority, 'ready', 0, g.available_at, $6::float8,
            g.dedupe_key, g.max_attempts
     FROM given g ORDER BY g.ord
     ON CONFLICT DO NOTHING
     RETURNING {work_cols_w}
 )"""
-    + JOIN_ROTATION
-    + wake(9)
-    + delayed("moved", "$6::float8")
-    + tally("(SELECT count(*) FROM moved)", "0", "0")
+    + ENQUEUED
     + """
 SELECT true, i.* FROM moved i CROSS JOIN woken
 UNION ALL
@@ -70,26 +70,9 @@ WHERE w.tenant = $1::text
     # locked, or the batch was full).
     "claim_many": "WITH "
     + reclaim(6, 7, 8, 9)
-    + """, owned AS (
-    SELECT t.tenant, t.turn FROM {turns} t
-    WHERE t.tenant <> ALL ($4::text[]) AND """
-    + DUE_TENANT
-    + """
-    ORDER BY t.turn, t.tenant
-    LIMIT $5::bigint
-    FOR NO KEY UPDATE OF t SKIP LOCKED
-), shared AS (
-    SELECT t.tenant, t.turn FROM {turns} t
-    WHERE NOT EXISTS (SELECT 1 FROM owned) AND t.tenant <> ALL ($4::text[]) AND """
-    + DUE_TENANT
-    + """
-    ORDER BY t.turn, t.tenant
-    LIMIT $5::bigint
-), pick AS (
-    SELECT o.tenant, o.turn, true AS owned FROM owned o
-    UNION ALL
-    SELECT s.tenant, s.turn, false AS owned FROM shared s
-), heads AS (
+    + ", "
+    + pick_tenants("$5::bigint", "tenant, turn")
+    + """, heads AS (
     SELECT h.row_id, p.tenant, p.turn, h.priority, h.available_at, h.seq
     FROM pick p CROSS JOIN LATERAL (
         SELECT w.ctid AS row_id, w.priority, w.available_at, w.seq FROM {work} w
@@ -109,9 +92,9 @@ WHERE w.tenant = $1::text
     LIMIT $5::bigint
 ), claimed AS (
     UPDATE {work} AS w
-    SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
-        token = nextval('{token_seq}'), claimed_at = $1::float8,
-        lease_expires_at = $3::float8
+    """
+    + LEASE
+    + """
     FROM chosen c
     WHERE w.ctid = ANY (ARRAY(SELECT c2.row_id FROM chosen c2)) AND w.ctid = c.row_id
       AND w.tenant = c.tenant AND w.state = 'ready' AND w.available_at <= $1::float8
@@ -125,12 +108,7 @@ WHERE w.tenant = $1::text
     UPDATE {turns} AS t SET turn = s.turn
     FROM served s, pick p WHERE p.owned AND p.tenant = s.tenant AND t.tenant = s.tenant
 )"""
-    + tally(
-        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready')"
-        " - (SELECT count(*) FROM claimed k)",
-        "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
-        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
-    )
+    + CLAIM_TALLY
     + """
 SELECT c.pos, p.tenant,
        (SELECT count(*) FROM (

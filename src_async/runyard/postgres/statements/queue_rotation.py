@@ -1,12 +1,18 @@
-"""Fragments the work queue's statements share: the rotation join, the due test, the wake-up."""
+"""Fragments the work queue's statements share: the rotation join, the due test, the wake-up,
+and the pieces a single call and its batched form (``*_many``) have in common."""
 
 from __future__ import annotations
 
 __all__ = [
+    "CLAIM_TALLY",
     "DUE_TENANT",
+    "ENQUEUED",
+    "INSERT_WORK",
     "JOIN_ROTATION",
     "JOIN_ROTATION_IN_CLAIM",
+    "LEASE",
     "delayed",
+    "pick_tenants",
     "reclaim",
     "tally",
     "wake",
@@ -126,3 +132,59 @@ def delayed(source: str, now: str) -> str:
     SELECT x.available_at, 1 FROM {source} x
     WHERE x.state = 'ready' AND x.available_at > {now}
 )"""
+
+
+# The head of an enqueue's INSERT (single or batched).
+INSERT_WORK = """INSERT INTO {work} AS w
+        (tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at,
+         dedupe_key, max_attempts)"""
+
+# The SET of a claim (now $1, worker $2, lease expiry $3) on the work row w.
+LEASE = """SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
+        token = nextval('{token_seq}'), claimed_at = $1::float8,
+        lease_expires_at = $3::float8"""
+
+
+def pick_tenants(limit: str, columns: str) -> str:
+    """The CTEs "owned", "shared" and "pick" of a claim (now $1, tenants to pass over $4):
+    up to ``limit`` tenants with due work in turn order whose rotation rows no other session
+    holds (locked FOR NO KEY UPDATE SKIP LOCKED); when every such row is held, the same
+    tenants unlocked (their turns are not advanced). ``columns`` are the rotation columns
+    (of ``t``) each CTE carries; pick adds ``owned``."""
+    picked = ", ".join(f"{{alias}}.{c}" for c in columns.split(", "))
+    owned, shared = picked.format(alias="o"), picked.format(alias="s")
+    chosen = ", ".join(f"t.{c}" for c in columns.split(", "))
+    return f"""owned AS (
+    SELECT {chosen} FROM {{turns}} t
+    WHERE t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
+    ORDER BY t.turn, t.tenant
+    LIMIT {limit}
+    FOR NO KEY UPDATE OF t SKIP LOCKED
+), shared AS (
+    SELECT {chosen} FROM {{turns}} t
+    WHERE NOT EXISTS (SELECT 1 FROM owned) AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
+    ORDER BY t.turn, t.tenant
+    LIMIT {limit}
+), pick AS (
+    SELECT {owned}, true AS owned FROM owned o
+    UNION ALL
+    SELECT {shared}, false AS owned FROM shared s
+)"""
+
+
+# The rotation, wake-up, delays and counts of an enqueue (single or batched): now $6, wake
+# channel $9, the inserted rows in the CTE "moved".
+ENQUEUED = (
+    JOIN_ROTATION
+    + wake(9)
+    + delayed("moved", "$6::float8")
+    + tally("(SELECT count(*) FROM moved)", "0", "0")
+)
+
+# The counts a claim changes (single or batched): reclaimed leases back to ready or dead, the
+# claimed ones leased.
+CLAIM_TALLY = tally(
+    "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready') - (SELECT count(*) FROM claimed k)",
+    "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
+    "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
+)

@@ -7,29 +7,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._json import dump_json
 from runyard._sql import settle_refusal
 from runyard._sync.postgres.queue_core import MAX_TENANTS_PASSED_OVER, _PostgresQueueCore
 from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.postgres.rows import decode_item, decode_lease
-from runyard.validation import (
-    check_limit,
-    check_max_attempts,
-    check_priority,
-    check_schedule,
-    item_id_or_new,
-    settle_target,
-)
+from runyard.queue_args import check_items, check_leases
+from runyard.validation import check_limit
 
 __all__: list[str] = []
 
 
 def _targets(leases: Sequence[Lease]) -> tuple[list[str], list[str], list[int]]:
     """The batch's (tenants, item_ids, tokens) columns, each lease checked first."""
-    check_limit(len(leases) or 1, "leases")
-    checked = [settle_target(lease, None, None) for lease in leases]
+    checked = check_leases(leases)
     return [t[0] for t in checked], [t[1] for t in checked], [t[2] for t in checked]
 
 
@@ -42,27 +34,17 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         One statement, which wakes idle workers at its commit; every item is checked before
         anything is sent (InvalidArgumentError, StatePersistenceError for a payload).
         """
-        validate_identifier(tenant, "tenant")
-        check_limit(len(items) or 1, "items")
-        ids, texts, priorities, delays, run_ats, keys, limits = [], [], [], [], [], [], []
-        for spec in items:
-            ids.append(item_id_or_new(spec.item_id)[0])
-            if spec.dedupe_key is not None:
-                validate_identifier(spec.dedupe_key, "dedupe_key")
-            keys.append(spec.dedupe_key)
-            priorities.append(check_priority(spec.priority))
-            delay, run_at = check_schedule(spec.delay_seconds, spec.run_at)
-            delays.append(delay)
-            run_ats.append(run_at)
-            limits.append(check_max_attempts(spec.max_attempts))
-            texts.append(dump_json(spec.payload, max_bytes=self.max_value_bytes, what="payload"))
-        if not items:
+        checked = check_items(tenant, items, self.max_value_bytes)
+        if not checked:
             return []
+        ids = [item.item_id for item in checked]
+        texts = [item.payload for item in checked]
+        priorities = [item.priority for item in checked]
+        keys = [item.dedupe_key for item in checked]
+        limits = [item.max_attempts for item in checked]
         for _ in range(3):
             now = self._now()
-            due = [
-                now + d if r is None else max(now, r) for d, r in zip(delays, run_ats, strict=True)
-            ]
+            due = [item.due_at(now) for item in checked]
             rows = self._fetch(
                 "enqueue_many",
                 tenant,

@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._json import dump_json
 from runyard._sql import settle_refusal
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
-from runyard.clock import Clock
 from runyard.errors import (
     ConfigurationError,
     LeaseLostError,
@@ -26,15 +24,10 @@ from runyard.postgres.rows import (
     decode_lease,
     item_state,
 )
-from runyard.postgres.schema import StateTables
 from runyard.postgres.wake import wake_channel
+from runyard.queue_args import check_item
 from runyard.validation import (
-    DEFAULT_MAX_VALUE_BYTES,
     check_error_text,
-    check_max_attempts,
-    check_priority,
-    check_schedule,
-    item_id_or_new,
     settle_target,
 )
 
@@ -50,30 +43,11 @@ class _PostgresQueueCore(_PostgresAdapter):
     _kind = "queue"
 
     def __init__(
-        self,
-        source: Source,
-        *,
-        policy: QueuePolicy | None = None,
-        tables: StateTables | None = None,
-        clock: Clock | None = None,
-        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        retry_attempts: int = 3,
-        retry_backoff_seconds: float = 0.05,
-        schema_version: int | None = None,
-        prepare: bool = True,
-        close_source: bool = False,
+        self, source: Source, *, policy: QueuePolicy | None = None, **options: Any
     ) -> None:
-        super().__init__(
-            source,
-            tables=tables,
-            clock=clock,
-            max_value_bytes=max_value_bytes,
-            retry_attempts=retry_attempts,
-            retry_backoff_seconds=retry_backoff_seconds,
-            schema_version=schema_version,
-            prepare=prepare,
-            close_source=close_source,
-        )
+        """``options`` are the adapter's (tables, clock, max_value_bytes, retry_attempts,
+        retry_backoff_seconds, schema_version, prepare, close_source)."""
+        super().__init__(source, **options)
         self.policy = policy or QueuePolicy()
         try:
             self._wake: str | None = wake_channel(self.tables)
@@ -105,33 +79,35 @@ class _PostgresQueueCore(_PostgresAdapter):
         Raises InvalidArgumentError, StatePersistenceError for a payload no backend stores,
         before sending.
         """
-        validate_identifier(tenant, "tenant")
-        item_id, _ = item_id_or_new(item_id)
-        if dedupe_key is not None:
-            validate_identifier(dedupe_key, "dedupe_key")
-        priority = check_priority(priority)
-        delay_seconds, run_at = check_schedule(delay_seconds, run_at)
-        max_attempts = check_max_attempts(max_attempts)
-        text = dump_json(payload, max_bytes=self.max_value_bytes, what="payload")
+        item = check_item(
+            tenant,
+            payload,
+            item_id=item_id,
+            dedupe_key=dedupe_key,
+            priority=priority,
+            delay_seconds=delay_seconds,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            max_bytes=self.max_value_bytes,
+        )
         for _ in range(3):
             now = self._now()
-            available_at = now + delay_seconds if run_at is None else max(now, run_at)
             rows = self._fetch(
                 "enqueue",
                 tenant,
-                item_id,
-                text,
-                priority,
-                available_at,
+                item.item_id,
+                item.payload,
+                item.priority,
+                item.due_at(now),
                 now,
-                dedupe_key,
-                max_attempts,
+                item.dedupe_key,
+                item.max_attempts,
                 self._wake,
             )
             if rows:
                 return decode_item(rows[0][1:])
             # The item we collided with committed after this statement's snapshot was taken.
-            rows = self._fetch("find_item", tenant, item_id, dedupe_key)
+            rows = self._fetch("find_item", tenant, item.item_id, item.dedupe_key)
             if rows:
                 return decode_item(rows[0])
         raise QueueUnavailableError("the item kept changing while enqueuing; try again")

@@ -16,12 +16,13 @@ from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemN
 from runyard.keys import validate_identifier
 from runyard.models import Lease, WorkItem
 from runyard.policy import QueuePolicy
+from runyard.queue_args import check_item
 from runyard.redis.common import ReplyLost, text, timestamp
 from runyard.redis.flavours import RedisClient
 from runyard.redis.items import (
     decode_item,
     decode_lease,
-    enqueue_args,
+    item_args,
     raise_settle_refusal,
     retry_table,
 )
@@ -148,7 +149,7 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         Raises InvalidArgumentError or StatePersistenceError (before sending),
         StoreOutcomeUnknown when the reply is lost and no caller-minted identity settles it.
         """
-        item_args, anonymous = enqueue_args(
+        item = check_item(
             tenant,
             payload,
             item_id=item_id,
@@ -159,13 +160,14 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
             max_attempts=max_attempts,
             max_bytes=self.settings.max_value_bytes,
         )
-        item_id = item_args[0]
+        item_id = item.item_id
+        scripted = item_args(item)
         for sends in (2, 1):
-            args = [tenant, *item_args[:4], self._now_arg(), *item_args[4:]]
+            args = [tenant, *scripted[:4], self._now_arg(), *scripted[4:]]
             try:
                 reply = self._script("enqueue", args, idempotent=False)
             except ReplyLost as lost:
-                if anonymous:
+                if item.anonymous:
                     raise StoreOutcomeUnknown(f"enqueue to {tenant!r}: {lost}") from lost
                 # A caller-minted id or dedupe key is a retry identity: read back.
                 existing = self._find(tenant, item_id, dedupe_key, lost)

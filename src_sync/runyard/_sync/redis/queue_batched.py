@@ -10,17 +10,12 @@ from runyard._sync.redis.queue_reads import RedisQueueReads
 from runyard.errors import RunyardError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
+from runyard.queue_args import check_items, check_leases
 from runyard.redis.common import ReplyLost, timestamp
-from runyard.redis.items import decode_item, decode_lease, enqueue_args, retry_table, settle_error
-from runyard.validation import check_limit, settle_target
+from runyard.redis.items import decode_item, decode_lease, item_args, retry_table, settle_error
+from runyard.validation import check_limit
 
 __all__ = ["RedisQueueBatched"]
-
-
-def _targets(leases: Sequence[Lease]) -> list[tuple[str, str, int]]:
-    if leases:
-        check_limit(len(leases), "leases")
-    return [settle_target(lease, None, None) for lease in leases]
 
 
 def _flat(targets: list[tuple[str, str, int]]) -> list[str]:
@@ -39,26 +34,11 @@ class RedisQueueBatched(RedisQueueReads):
         StatePersistenceError). A lost reply is sent once more when every item carries a
         retry identity (a caller's ``item_id`` or a ``dedupe_key``), else StoreOutcomeUnknown.
         """
-        validate_identifier(tenant, "tenant")
-        if not items:
+        checked = check_items(tenant, items, self.settings.max_value_bytes)
+        if not checked:
             return []
-        check_limit(len(items), "items")
-        args: list[str] = []
-        identified = True
-        for spec in items:
-            item_args, anonymous = enqueue_args(
-                tenant,
-                spec.payload,
-                item_id=spec.item_id,
-                dedupe_key=spec.dedupe_key,
-                priority=spec.priority,
-                delay_seconds=spec.delay_seconds,
-                run_at=spec.run_at,
-                max_attempts=spec.max_attempts,
-                max_bytes=self.settings.max_value_bytes,
-            )
-            args += item_args
-            identified = identified and not anonymous
+        args = [value for item in checked for value in item_args(item)]
+        identified = not any(item.anonymous for item in checked)
         for sends in (2, 1):
             try:
                 reply = self._script(
@@ -93,7 +73,7 @@ class RedisQueueBatched(RedisQueueReads):
     def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or that item's LeaseLostError or
         WorkItemNotFoundError. A lost reply is sent again (it extends the same leases)."""
-        targets = _targets(leases)
+        targets = check_leases(leases)
         if not targets:
             return []
         args = [
@@ -110,7 +90,7 @@ class RedisQueueBatched(RedisQueueReads):
         return out
 
     def _settle_many(self, mode: str, leases: Sequence[Lease]) -> list[RunyardError | None]:
-        targets = _targets(leases)
+        targets = check_leases(leases)
         if not targets:
             return []
         args = [mode, self._now_arg(), timestamp(self.policy.max_lease_seconds), *_flat(targets)]

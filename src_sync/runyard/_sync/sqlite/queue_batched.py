@@ -10,25 +10,17 @@ from runyard._sync.sqlite._adapter import _SqliteAdapter
 from runyard.errors import RunyardError
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
+from runyard.queue_args import check_items, check_leases
 from runyard.sqlite.queue_transactions import (
     QueuePlan,
-    Target,
     claim_body,
     enqueue_body,
-    enqueue_params,
     heartbeat_body,
     settle_body,
 )
-from runyard.validation import check_limit, settle_target
+from runyard.validation import check_limit
 
 __all__ = ["_BatchedSqliteQueue"]
-
-
-def _targets(leases: Sequence[Lease]) -> list[Target]:
-    targets = [settle_target(lease, None, None) for lease in leases]
-    if targets:
-        check_limit(len(targets), "leases")
-    return targets
 
 
 class _BatchedSqliteQueue(_SqliteAdapter):
@@ -47,24 +39,10 @@ class _BatchedSqliteQueue(_SqliteAdapter):
         Every item is checked before any is written: InvalidArgumentError (or
         StatePersistenceError for a payload that is not storable JSON) and nothing is added.
         """
-        validate_identifier(tenant, "tenant")
-        if not items:
+        checked = check_items(tenant, items, self.max_value_bytes)
+        if not checked:
             return []
-        check_limit(len(items), "items")
-        params = [
-            enqueue_params(
-                spec.payload,
-                item_id=spec.item_id,
-                dedupe_key=spec.dedupe_key,
-                priority=spec.priority,
-                delay_seconds=spec.delay_seconds,
-                run_at=spec.run_at,
-                max_attempts=spec.max_attempts,
-                max_value_bytes=self.max_value_bytes,
-            )
-            for spec in items
-        ]
-        return self._transact(enqueue_body, self._plan, self._now(), tenant, params)
+        return self._transact(enqueue_body, self._plan, self._now(), tenant, checked)
 
     def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
         """Lease up to ``limit`` due items, tenants served in the rotation of ``limit`` single
@@ -76,7 +54,7 @@ class _BatchedSqliteQueue(_SqliteAdapter):
     def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
         (LeaseLostError, WorkItemNotFoundError) for that item."""
-        targets = _targets(leases)
+        targets = check_leases(leases)
         if not targets:
             return []
         return self._transact(heartbeat_body, self._plan, self._now(), targets)
@@ -91,7 +69,7 @@ class _BatchedSqliteQueue(_SqliteAdapter):
         return self._settle_many(leases, "release")
 
     def _settle_many(self, leases: Sequence[Lease], statement: str) -> list[RunyardError | None]:
-        targets = _targets(leases)
+        targets = check_leases(leases)
         if not targets:
             return []
         return self._transact(settle_body, self._plan, self._now(), targets, statement)

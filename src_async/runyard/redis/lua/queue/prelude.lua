@@ -376,14 +376,16 @@ local function claim_one(worker, now, expires)
     return nil
   end
   local tenant = first[1]
-  local member = head(tenant)
+  -- The head and whether another item follows it: one read serves both.
+  local heads = redis.call('ZRANGE', line(tenant), 0, 1)
+  local member = heads[1]
   redis.call('ZREM', line(tenant), member)
   redis.call('HINCRBY', COUNTERS, 'ready', -1)
   local id = string.sub(member, LINE_ORDER_BYTES + 1)
   local item = item_field(tenant, id)
   local turn = redis.call('HINCRBY', COUNTERS, 'turn', 1)
   redis.call('HSET', TURNS, tenant, turn)
-  if head(tenant) then
+  if heads[2] then
     redis.call('ZADD', ROTATION, turn, tenant)
   else
     redis.call('ZREM', ROTATION, tenant)
@@ -396,12 +398,17 @@ local function claim_one(worker, now, expires)
   return item_reply(item, tenant, id)
 end
 
--- Drops the lease index entries of a leased item and its lease fields.
-local function unlease(item)
+-- Drops the lease index entries of a leased item.
+local function unindex(item)
   local v = redis.call('HMGET', ikey(item), 't', 'w')
   local token = num16(tonumber(v[1]))
   redis.call('ZREM', LEASES, token .. item)
   redis.call('ZREM', WORKERS, seg(v[2]) .. token .. item)
+end
+
+-- Drops the lease index entries of a leased item and its lease fields.
+local function unlease(item)
+  unindex(item)
   clear(item, 's', 'w', 'x', 'c', 't')
 end
 
@@ -453,7 +460,7 @@ local function complete_one(tenant, id, token, now, max_lease)
   if lost then
     return lost
   end
-  unlease(item)
+  unindex(item)  -- its fields go with it
   forget(item, tenant)
   return {'ok'}
 end
