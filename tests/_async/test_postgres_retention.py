@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from runyard import ConfigurationError, ManualClock, RunKey
 from runyard._flavours import async_gather
-from runyard.executions import Execution
 from runyard.postgres import AsyncPostgresExecutionStore, StateTables
 
 from tests._async.postgres_support import open_pool, open_store
+from tests._async.retention_support import marks_inside_the_retention_are_kept
 from tests.support.postgres_plugin import admin_connection
 
 
@@ -25,14 +25,7 @@ async def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: State
         await open_pool(), tables=pg_tables, clock=clock, close_source=True
     )
     try:
-        exe = Execution(id="e1", definition_id="d")
-        await store.commit(exe, processed_event_id="old")
-        clock.advance(100)
-        await store.commit(exe, processed_event_id="new")
-        clock.advance(50)
-        assert await store.prune_processed(older_than=120) == 1
-        assert await store.is_processed("e1", "old") is False
-        assert await store.is_processed("e1", "new") is True
+        await marks_inside_the_retention_are_kept(store, clock)
     finally:
         await store.aclose()
 

@@ -19,34 +19,27 @@ from runyard.redis import AsyncRedisStateStore, AsyncRedisWorkQueue, RedisStoreS
 from runyard.redis.flavours import AsyncRedis, AsyncRedisCluster, AsyncRetry, NoBackoff
 from runyard.redis.keys import StateKeys
 
+from tests._async.redis_support import fresh_settings, state_store_on
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_commands import counting_commands
-from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import AsyncClients, RedisTarget
 from tests.support.servers import free_port
 
 HOSTILE = ["a:b", "{a}", "}{", "*", "?[x]\\", "ünï:cødé ✓", "日本語{タグ}", "a b\n"]
 
 
-def _settings(**overrides: object) -> RedisStoreSettings:
-    values: dict[str, object] = {"namespace": fresh_namespace(), "durable": False}
-    values.update(overrides)
-    return RedisStoreSettings(**values)  # type: ignore[arg-type]
-
-
 @pytest_asyncio.fixture
 async def store(dedicated_redis_target: RedisTarget) -> AsyncIterator[AsyncRedisStateStore]:
-    client = AsyncClients.for_target(dedicated_redis_target)
-    store = AsyncRedisStateStore(
-        client, clock=ManualClock(), settings=_settings(), owns_client=True
-    )
-    yield store
-    await store.aclose()
+    async with state_store_on(dedicated_redis_target) as store:
+        yield store
 
 
 @pytest_asyncio.fixture
 async def queue(dedicated_redis_target: RedisTarget) -> AsyncIterator[AsyncRedisWorkQueue]:
     client = AsyncClients.for_target(dedicated_redis_target)
-    queue = AsyncRedisWorkQueue(client, clock=ManualClock(), settings=_settings(), owns_client=True)
+    queue = AsyncRedisWorkQueue(
+        client, clock=ManualClock(), settings=fresh_settings(), owns_client=True
+    )
     yield queue
     await queue.aclose()
 
@@ -119,7 +112,7 @@ async def test_a_value_over_the_limit_is_refused_before_sending(
     dedicated_redis_target: RedisTarget,
 ) -> None:
     client = AsyncClients.for_target(dedicated_redis_target)
-    settings = _settings(max_value_bytes=1024)
+    settings = fresh_settings(max_value_bytes=1024)
     async with AsyncRedisStateStore(client, settings=settings, owns_client=True) as store:
         await store.put_run(RunKey("acme", "warm"), {}, expected_version=0)
         port = _port(dedicated_redis_target)
@@ -135,7 +128,7 @@ async def test_a_payload_over_the_limit_is_refused_before_sending(
     dedicated_redis_target: RedisTarget,
 ) -> None:
     client = AsyncClients.for_target(dedicated_redis_target)
-    settings = _settings(max_value_bytes=1024)
+    settings = fresh_settings(max_value_bytes=1024)
     async with AsyncRedisWorkQueue(client, settings=settings, owns_client=True) as queue:
         port = _port(dedicated_redis_target)
         with counting_commands(port) as counted, pytest.raises(StatePersistenceError) as caught:
@@ -193,7 +186,7 @@ async def test_lost_reply_to_put_run_is_settled_by_reading_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = AsyncClients.for_target(_through(proxy))
-    async with AsyncRedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    async with AsyncRedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         key = RunKey("acme", "r")
         await store.put_run(key, {"v": 1}, expected_version=0)
         proxy.drop_next_reply()
@@ -209,7 +202,7 @@ async def test_lost_reply_to_a_patch_is_settled_by_its_write_id_and_never_resent
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = AsyncClients.for_target(_through(proxy))
-    async with AsyncRedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    async with AsyncRedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         key = RunKey("acme", "r")
         await store.put_run(key, {}, expected_version=0)
         proxy.drop_next_reply()
@@ -224,7 +217,7 @@ async def test_lost_reply_to_an_enqueue_with_a_caller_id_is_read_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = AsyncClients.for_target(_through(proxy))
-    async with AsyncRedisWorkQueue(client, settings=_settings(), owns_client=True) as queue:
+    async with AsyncRedisWorkQueue(client, settings=fresh_settings(), owns_client=True) as queue:
         await queue.enqueue("acme", {"warm": True}, item_id="warm")
         proxy.drop_next_reply()
         item = await queue.enqueue("acme", {"job": 1}, item_id="job-1")
@@ -237,7 +230,7 @@ async def test_lost_reply_to_an_anonymous_enqueue_is_outcome_unknown(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = AsyncClients.for_target(_through(proxy))
-    async with AsyncRedisWorkQueue(client, settings=_settings(), owns_client=True) as queue:
+    async with AsyncRedisWorkQueue(client, settings=fresh_settings(), owns_client=True) as queue:
         await queue.enqueue("acme", {"warm": True})
         proxy.drop_next_reply()
         with pytest.raises(StoreOutcomeUnknown):
@@ -248,7 +241,7 @@ async def test_lost_reply_to_an_anonymous_enqueue_is_outcome_unknown(
 @pytest.mark.asyncio
 async def test_lost_reply_to_a_claim_is_outcome_unknown(proxy: ReplyDroppingProxy) -> None:
     client = AsyncClients.for_target(_through(proxy))
-    async with AsyncRedisWorkQueue(client, settings=_settings(), owns_client=True) as queue:
+    async with AsyncRedisWorkQueue(client, settings=fresh_settings(), owns_client=True) as queue:
         await queue.enqueue("acme", {})
         proxy.drop_next_reply()
         with pytest.raises(StoreOutcomeUnknown):
@@ -258,7 +251,7 @@ async def test_lost_reply_to_a_claim_is_outcome_unknown(proxy: ReplyDroppingProx
 
 @pytest.mark.asyncio
 async def test_a_server_that_stays_down_is_a_retryable_error_after_the_budget() -> None:
-    settings = _settings(retry_attempts=3, retry_backoff_base=0.001, retry_backoff_cap=0.002)
+    settings = fresh_settings(retry_attempts=3, retry_backoff_base=0.001, retry_backoff_cap=0.002)
     client = AsyncRedis(port=free_port(), retry=AsyncRetry(NoBackoff(), 0))
     async with AsyncRedisStateStore(client, settings=settings, owns_client=True) as store:
         with pytest.raises(StatePersistenceError) as caught:
@@ -278,7 +271,7 @@ async def test_an_exhausted_pool_fails_at_once(dedicated_redis_target: RedisTarg
     )
     held = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call,unused-ignore]
     try:
-        store = AsyncRedisStateStore(client, settings=_settings())
+        store = AsyncRedisStateStore(client, settings=fresh_settings())
         with pytest.raises(PoolExhaustedError) as caught:
             await store.get_run(RunKey("acme", "r"))
         assert caught.value.retryable is True
@@ -292,7 +285,7 @@ async def test_lost_reply_to_put_session_is_settled_by_reading_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = AsyncClients.for_target(_through(proxy))
-    async with AsyncRedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    async with AsyncRedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         await store.put_session("acme", "s", {"v": 1}, expected_version=0)
         proxy.drop_next_reply()
         record = await store.put_session("acme", "s", {"v": 2}, expected_version=1)
@@ -306,7 +299,7 @@ async def test_lost_reply_to_release_lease_is_settled_by_reading_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = AsyncClients.for_target(_through(proxy))
-    async with AsyncRedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    async with AsyncRedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         key = RunKey("acme", "r")
         lease = await store.acquire_lease(key, "w1", ttl_seconds=60)
         proxy.drop_next_reply()
@@ -327,8 +320,8 @@ async def test_a_client_with_redis_py_default_retries_is_refused(
     client = AsyncRedis(port=proxy.port)  # redis-py 8 retries by default
     try:
         for build in (
-            lambda: AsyncRedisStateStore(client, settings=_settings()),
-            lambda: AsyncRedisWorkQueue(client, settings=_settings()),
+            lambda: AsyncRedisStateStore(client, settings=fresh_settings()),
+            lambda: AsyncRedisWorkQueue(client, settings=fresh_settings()),
         ):
             with pytest.raises(ConfigurationError) as caught:
                 build()
@@ -336,7 +329,7 @@ async def test_a_client_with_redis_py_default_retries_is_refused(
             assert "retry=Retry(NoBackoff(), 0)" in message
             assert "Retry from " + AsyncRetry.__module__ in message
         with pytest.raises(ConfigurationError):
-            await AsyncRedisStateStore.open(client, settings=_settings())
+            await AsyncRedisStateStore.open(client, settings=fresh_settings())
         assert proxy.dropped == 0  # refused before anything was sent
     finally:
         await client.aclose()
@@ -348,7 +341,9 @@ async def test_fakeredis_and_clients_with_retries_off_are_accepted(
 ) -> None:
     for target in (fake_redis_target, dedicated_redis_target):
         client = AsyncClients.for_target(target)
-        async with AsyncRedisStateStore(client, settings=_settings(), owns_client=True) as store:
+        async with AsyncRedisStateStore(
+            client, settings=fresh_settings(), owns_client=True
+        ) as store:
             await store.put_run(RunKey("acme", "r"), {"ok": True}, expected_version=0)
             stored = await store.get_run(RunKey("acme", "r"))
             assert stored is not None and (stored.version, stored.blob) == (1, {"ok": True})
@@ -362,17 +357,19 @@ async def test_a_cluster_client_with_redis_py_default_retries_is_refused(
     client = AsyncRedisCluster(host=cluster_redis_target.host, port=cluster_redis_target.port)
     try:
         with pytest.raises(ConfigurationError) as caught:
-            AsyncRedisWorkQueue(client, settings=_settings())
+            AsyncRedisWorkQueue(client, settings=fresh_settings())
         assert "retry=Retry(NoBackoff(), 0)" in str(caught.value)
         with pytest.raises(ConfigurationError):
-            await AsyncRedisStateStore.open(client, settings=_settings())
+            await AsyncRedisStateStore.open(client, settings=fresh_settings())
     finally:
         await client.aclose()
 
 
 # -- waiting out a failover (counted attempts, no timings) -------------------------------------
 def _quick_retries(attempts: int) -> RedisStoreSettings:
-    return _settings(retry_attempts=attempts, retry_backoff_base=0.001, retry_backoff_cap=0.002)
+    return fresh_settings(
+        retry_attempts=attempts, retry_backoff_base=0.001, retry_backoff_cap=0.002
+    )
 
 
 @pytest.mark.asyncio
@@ -428,7 +425,7 @@ async def test_adopt_reads_the_worker_index_in_pages_of_limit_and_skips_lapsed_l
     policy = QueuePolicy(lease_seconds=10, max_lease_seconds=1000)
     client = AsyncClients.for_target(dedicated_redis_target)
     async with AsyncRedisWorkQueue(
-        client, policy=policy, clock=clock, settings=_settings(), owns_client=True
+        client, policy=policy, clock=clock, settings=fresh_settings(), owns_client=True
     ) as queue:
         for n in range(6):
             await queue.enqueue("acme", {"n": n}, item_id=f"i{n}")
@@ -457,7 +454,7 @@ async def test_stats_counts_due_items_without_reading_them_all(
     clock = ManualClock()
     client = AsyncClients.for_target(dedicated_redis_target)
     async with AsyncRedisWorkQueue(
-        client, clock=clock, settings=_settings(), owns_client=True
+        client, clock=clock, settings=fresh_settings(), owns_client=True
     ) as queue:
         for n in range(5):
             await queue.enqueue("acme", {"n": n}, delay_seconds=5)
@@ -475,7 +472,7 @@ async def test_stats_counts_due_items_without_reading_them_all(
 # -- hostile identifiers on the cluster lane --------------------------------------------------
 @pytest_asyncio.fixture
 async def cluster_settings(cluster_redis_target: RedisTarget) -> AsyncIterator[RedisStoreSettings]:
-    settings = _settings()
+    settings = fresh_settings()
     yield settings
     cluster_redis_target.purge(settings.namespace)
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from runyard import ConfigurationError, ManualClock, RunKey
 from runyard._flavours import gather
-from runyard.executions import Execution
 from runyard.postgres import PostgresExecutionStore, StateTables
 
 from tests._sync.postgres_support import open_pool, open_store
+from tests._sync.retention_support import marks_inside_the_retention_are_kept
 from tests.support.postgres_plugin import admin_connection
 
 
@@ -26,14 +26,7 @@ def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: StateTables
         open_pool(), tables=pg_tables, clock=clock, close_source=True
     )
     try:
-        exe = Execution(id="e1", definition_id="d")
-        store.commit(exe, processed_event_id="old")
-        clock.advance(100)
-        store.commit(exe, processed_event_id="new")
-        clock.advance(50)
-        assert store.prune_processed(older_than=120) == 1
-        assert store.is_processed("e1", "old") is False
-        assert store.is_processed("e1", "new") is True
+        marks_inside_the_retention_are_kept(store, clock)
     finally:
         store.close()
 

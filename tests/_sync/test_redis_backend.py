@@ -20,32 +20,25 @@ from runyard.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue
 from runyard.redis.flavours import NoBackoff, Redis, RedisCluster, Retry
 from runyard.redis.keys import StateKeys
 
+from tests._sync.redis_support import fresh_settings, state_store_on
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_commands import counting_commands
-from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import Clients, RedisTarget
 from tests.support.servers import free_port
 
 HOSTILE = ["a:b", "{a}", "}{", "*", "?[x]\\", "ünï:cødé ✓", "日本語{タグ}", "a b\n"]
 
 
-def _settings(**overrides: object) -> RedisStoreSettings:
-    values: dict[str, object] = {"namespace": fresh_namespace(), "durable": False}
-    values.update(overrides)
-    return RedisStoreSettings(**values)  # type: ignore[arg-type]
-
-
 @pytest.fixture
 def store(dedicated_redis_target: RedisTarget) -> Iterator[RedisStateStore]:
-    client = Clients.for_target(dedicated_redis_target)
-    store = RedisStateStore(client, clock=ManualClock(), settings=_settings(), owns_client=True)
-    yield store
-    store.close()
+    with state_store_on(dedicated_redis_target) as store:
+        yield store
 
 
 @pytest.fixture
 def queue(dedicated_redis_target: RedisTarget) -> Iterator[RedisWorkQueue]:
     client = Clients.for_target(dedicated_redis_target)
-    queue = RedisWorkQueue(client, clock=ManualClock(), settings=_settings(), owns_client=True)
+    queue = RedisWorkQueue(client, clock=ManualClock(), settings=fresh_settings(), owns_client=True)
     yield queue
     queue.close()
 
@@ -113,7 +106,7 @@ def test_a_value_over_the_limit_is_refused_before_sending(
     dedicated_redis_target: RedisTarget,
 ) -> None:
     client = Clients.for_target(dedicated_redis_target)
-    settings = _settings(max_value_bytes=1024)
+    settings = fresh_settings(max_value_bytes=1024)
     with RedisStateStore(client, settings=settings, owns_client=True) as store:
         store.put_run(RunKey("acme", "warm"), {}, expected_version=0)
         port = _port(dedicated_redis_target)
@@ -128,7 +121,7 @@ def test_a_payload_over_the_limit_is_refused_before_sending(
     dedicated_redis_target: RedisTarget,
 ) -> None:
     client = Clients.for_target(dedicated_redis_target)
-    settings = _settings(max_value_bytes=1024)
+    settings = fresh_settings(max_value_bytes=1024)
     with RedisWorkQueue(client, settings=settings, owns_client=True) as queue:
         port = _port(dedicated_redis_target)
         with counting_commands(port) as counted, pytest.raises(StatePersistenceError) as caught:
@@ -183,7 +176,7 @@ def test_lost_reply_to_put_run_is_settled_by_reading_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = Clients.for_target(_through(proxy))
-    with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    with RedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         key = RunKey("acme", "r")
         store.put_run(key, {"v": 1}, expected_version=0)
         proxy.drop_next_reply()
@@ -198,7 +191,7 @@ def test_lost_reply_to_a_patch_is_settled_by_its_write_id_and_never_resent(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = Clients.for_target(_through(proxy))
-    with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    with RedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         key = RunKey("acme", "r")
         store.put_run(key, {}, expected_version=0)
         proxy.drop_next_reply()
@@ -212,7 +205,7 @@ def test_lost_reply_to_an_enqueue_with_a_caller_id_is_read_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = Clients.for_target(_through(proxy))
-    with RedisWorkQueue(client, settings=_settings(), owns_client=True) as queue:
+    with RedisWorkQueue(client, settings=fresh_settings(), owns_client=True) as queue:
         queue.enqueue("acme", {"warm": True}, item_id="warm")
         proxy.drop_next_reply()
         item = queue.enqueue("acme", {"job": 1}, item_id="job-1")
@@ -224,7 +217,7 @@ def test_lost_reply_to_an_anonymous_enqueue_is_outcome_unknown(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = Clients.for_target(_through(proxy))
-    with RedisWorkQueue(client, settings=_settings(), owns_client=True) as queue:
+    with RedisWorkQueue(client, settings=fresh_settings(), owns_client=True) as queue:
         queue.enqueue("acme", {"warm": True})
         proxy.drop_next_reply()
         with pytest.raises(StoreOutcomeUnknown):
@@ -234,7 +227,7 @@ def test_lost_reply_to_an_anonymous_enqueue_is_outcome_unknown(
 
 def test_lost_reply_to_a_claim_is_outcome_unknown(proxy: ReplyDroppingProxy) -> None:
     client = Clients.for_target(_through(proxy))
-    with RedisWorkQueue(client, settings=_settings(), owns_client=True) as queue:
+    with RedisWorkQueue(client, settings=fresh_settings(), owns_client=True) as queue:
         queue.enqueue("acme", {})
         proxy.drop_next_reply()
         with pytest.raises(StoreOutcomeUnknown):
@@ -243,7 +236,7 @@ def test_lost_reply_to_a_claim_is_outcome_unknown(proxy: ReplyDroppingProxy) -> 
 
 
 def test_a_server_that_stays_down_is_a_retryable_error_after_the_budget() -> None:
-    settings = _settings(retry_attempts=3, retry_backoff_base=0.001, retry_backoff_cap=0.002)
+    settings = fresh_settings(retry_attempts=3, retry_backoff_base=0.001, retry_backoff_cap=0.002)
     client = Redis(port=free_port(), retry=Retry(NoBackoff(), 0))
     with RedisStateStore(client, settings=settings, owns_client=True) as store:
         with pytest.raises(StatePersistenceError) as caught:
@@ -260,7 +253,7 @@ def test_an_exhausted_pool_fails_at_once(dedicated_redis_target: RedisTarget) ->
     client = Redis(port=dedicated_redis_target.port, max_connections=1, retry=Retry(NoBackoff(), 0))
     held = client.connection_pool.get_connection()  # type: ignore[no-untyped-call,unused-ignore]
     try:
-        store = RedisStateStore(client, settings=_settings())
+        store = RedisStateStore(client, settings=fresh_settings())
         with pytest.raises(PoolExhaustedError) as caught:
             store.get_run(RunKey("acme", "r"))
         assert caught.value.retryable is True
@@ -273,7 +266,7 @@ def test_lost_reply_to_put_session_is_settled_by_reading_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = Clients.for_target(_through(proxy))
-    with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    with RedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         store.put_session("acme", "s", {"v": 1}, expected_version=0)
         proxy.drop_next_reply()
         record = store.put_session("acme", "s", {"v": 2}, expected_version=1)
@@ -286,7 +279,7 @@ def test_lost_reply_to_release_lease_is_settled_by_reading_back(
     proxy: ReplyDroppingProxy,
 ) -> None:
     client = Clients.for_target(_through(proxy))
-    with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+    with RedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
         key = RunKey("acme", "r")
         lease = store.acquire_lease(key, "w1", ttl_seconds=60)
         proxy.drop_next_reply()
@@ -306,8 +299,8 @@ def test_a_client_with_redis_py_default_retries_is_refused(
     client = Redis(port=proxy.port)  # redis-py 8 retries by default
     try:
         for build in (
-            lambda: RedisStateStore(client, settings=_settings()),
-            lambda: RedisWorkQueue(client, settings=_settings()),
+            lambda: RedisStateStore(client, settings=fresh_settings()),
+            lambda: RedisWorkQueue(client, settings=fresh_settings()),
         ):
             with pytest.raises(ConfigurationError) as caught:
                 build()
@@ -315,7 +308,7 @@ def test_a_client_with_redis_py_default_retries_is_refused(
             assert "retry=Retry(NoBackoff(), 0)" in message
             assert "Retry from " + Retry.__module__ in message
         with pytest.raises(ConfigurationError):
-            RedisStateStore.open(client, settings=_settings())
+            RedisStateStore.open(client, settings=fresh_settings())
         assert proxy.dropped == 0  # refused before anything was sent
     finally:
         client.close()
@@ -326,7 +319,7 @@ def test_fakeredis_and_clients_with_retries_off_are_accepted(
 ) -> None:
     for target in (fake_redis_target, dedicated_redis_target):
         client = Clients.for_target(target)
-        with RedisStateStore(client, settings=_settings(), owns_client=True) as store:
+        with RedisStateStore(client, settings=fresh_settings(), owns_client=True) as store:
             store.put_run(RunKey("acme", "r"), {"ok": True}, expected_version=0)
             stored = store.get_run(RunKey("acme", "r"))
             assert stored is not None and (stored.version, stored.blob) == (1, {"ok": True})
@@ -339,17 +332,19 @@ def test_a_cluster_client_with_redis_py_default_retries_is_refused(
     client = RedisCluster(host=cluster_redis_target.host, port=cluster_redis_target.port)
     try:
         with pytest.raises(ConfigurationError) as caught:
-            RedisWorkQueue(client, settings=_settings())
+            RedisWorkQueue(client, settings=fresh_settings())
         assert "retry=Retry(NoBackoff(), 0)" in str(caught.value)
         with pytest.raises(ConfigurationError):
-            RedisStateStore.open(client, settings=_settings())
+            RedisStateStore.open(client, settings=fresh_settings())
     finally:
         client.close()
 
 
 # -- waiting out a failover (counted attempts, no timings) -------------------------------------
 def _quick_retries(attempts: int) -> RedisStoreSettings:
-    return _settings(retry_attempts=attempts, retry_backoff_base=0.001, retry_backoff_cap=0.002)
+    return fresh_settings(
+        retry_attempts=attempts, retry_backoff_base=0.001, retry_backoff_cap=0.002
+    )
 
 
 def test_a_write_waits_out_a_failover_within_the_retry_budget(
@@ -402,7 +397,7 @@ def test_adopt_reads_the_worker_index_in_pages_of_limit_and_skips_lapsed_leases(
     policy = QueuePolicy(lease_seconds=10, max_lease_seconds=1000)
     client = Clients.for_target(dedicated_redis_target)
     with RedisWorkQueue(
-        client, policy=policy, clock=clock, settings=_settings(), owns_client=True
+        client, policy=policy, clock=clock, settings=fresh_settings(), owns_client=True
     ) as queue:
         for n in range(6):
             queue.enqueue("acme", {"n": n}, item_id=f"i{n}")
@@ -429,7 +424,7 @@ def test_stats_counts_due_items_without_reading_them_all(
     monkeypatch.setattr(queue_module, "STATS_SCAN", 2)
     clock = ManualClock()
     client = Clients.for_target(dedicated_redis_target)
-    with RedisWorkQueue(client, clock=clock, settings=_settings(), owns_client=True) as queue:
+    with RedisWorkQueue(client, clock=clock, settings=fresh_settings(), owns_client=True) as queue:
         for n in range(5):
             queue.enqueue("acme", {"n": n}, delay_seconds=5)
         queue.enqueue("beta", {}, delay_seconds=60)
@@ -446,7 +441,7 @@ def test_stats_counts_due_items_without_reading_them_all(
 # -- hostile identifiers on the cluster lane --------------------------------------------------
 @pytest.fixture
 def cluster_settings(cluster_redis_target: RedisTarget) -> Iterator[RedisStoreSettings]:
-    settings = _settings()
+    settings = fresh_settings()
     yield settings
     cluster_redis_target.purge(settings.namespace)
 
