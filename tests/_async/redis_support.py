@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from runyard import ManualClock
+from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
 from runyard.redis import AsyncRedisStateStore, AsyncRedisStore, RedisStoreSettings
 
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
 
-__all__ = ["execution_store_on", "fresh_settings", "state_store_on"]
+__all__ = ["execution_store_on", "fresh_settings", "full_commit", "state_store_on"]
 
 
 def fresh_settings(**overrides: object) -> RedisStoreSettings:
@@ -36,3 +37,13 @@ def execution_store_on(target: RedisTarget, clock: ManualClock | None = None) ->
         owns_client=True,
     )
 
+
+def full_commit(exe: Execution) -> dict[str, object]:
+    """The keywords of a commit of ``exe`` that writes every kind of entry (the full path)."""
+    return {
+        "emits": [("t1", Event(id="out-1", name="a")), ("t2", Event(id="out-2", name="b"))],
+        "processed_event_id": "in-1",
+        "timers": [TimerOp.schedule("wait", 1_700_000_000.0), TimerOp.cancel("old")],
+        "spawns": [SpawnIntent(child_id=f"{exe.id}-kid", root_path="sub")],
+        "trace": TraceStep(event_id="in-1", event_name="go", data={"n": 1}),
+    }
