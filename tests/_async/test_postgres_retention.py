@@ -13,21 +13,26 @@ from runyard import ConfigurationError, ManualClock, RunKey
 from runyard._flavours import async_gather
 from runyard.postgres import AsyncPostgresExecutionStore, StateTables
 
-from tests._async.postgres_support import open_pool, open_store
-from tests._async.retention_support import marks_inside_the_retention_are_kept
+from tests._async.postgres_support import open_executions, open_pool, open_store
+from tests._async.retention_support import (
+    marks_are_pruned_by_age_not_by_id,
+    marks_inside_the_retention_are_kept,
+)
 from tests.support.postgres_plugin import admin_connection
 
 
 @pytest.mark.asyncio
 async def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: StateTables) -> None:
     clock = ManualClock(1_000.0)
-    store = await AsyncPostgresExecutionStore.open(
-        await open_pool(), tables=pg_tables, clock=clock, close_source=True
-    )
-    try:
+    async with await open_executions(pg_tables, clock) as store:
         await marks_inside_the_retention_are_kept(store, clock)
-    finally:
-        await store.aclose()
+
+
+@pytest.mark.asyncio
+async def test_prune_processed_takes_marks_by_age_not_by_id(pg_tables: StateTables) -> None:
+    clock = ManualClock(1_000.0)
+    async with await open_executions(pg_tables, clock) as store:
+        await marks_are_pruned_by_age_not_by_id(store, clock)
 
 
 @pytest.mark.asyncio

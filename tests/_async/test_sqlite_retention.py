@@ -12,7 +12,10 @@ from runyard.sqlite import AsyncSqliteStateStore, AsyncSqliteStore, SqliteTables
 from runyard.sqlite.statements_executions import execution_statements
 from runyard.sqlite.statements_state import state_statements
 
-from tests._async.retention_support import marks_inside_the_retention_are_kept
+from tests._async.retention_support import (
+    marks_are_pruned_by_age_not_by_id,
+    marks_inside_the_retention_are_kept,
+)
 
 
 @pytest.mark.asyncio
@@ -21,6 +24,14 @@ async def test_prune_processed_keeps_marks_inside_the_retention(tmp_path: Path) 
     path = tmp_path / "x.db"
     async with await AsyncSqliteStore.open(path, create_schema=True, clock=clock) as store:
         await marks_inside_the_retention_are_kept(store, clock)
+
+
+@pytest.mark.asyncio
+async def test_prune_processed_takes_marks_by_age_not_by_id(tmp_path: Path) -> None:
+    clock = ManualClock(1_000.0)
+    path = tmp_path / "x.db"
+    async with await AsyncSqliteStore.open(path, create_schema=True, clock=clock) as store:
+        await marks_are_pruned_by_age_not_by_id(store, clock)
 
 
 @pytest.mark.asyncio

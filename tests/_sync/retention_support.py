@@ -9,7 +9,7 @@ from runyard import ManualClock
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard.executions import Execution
 
-__all__ = ["marks_inside_the_retention_are_kept"]
+__all__ = ["marks_are_pruned_by_age_not_by_id", "marks_inside_the_retention_are_kept"]
 
 
 def marks_inside_the_retention_are_kept(store: ExecutionStore, clock: ManualClock) -> None:
@@ -23,3 +23,16 @@ def marks_inside_the_retention_are_kept(store: ExecutionStore, clock: ManualCloc
     assert store.prune_processed(older_than=120) == 1
     assert store.is_processed("e1", "old") is False
     assert store.is_processed("e1", "new") is True
+
+
+def marks_are_pruned_by_age_not_by_id(store: ExecutionStore, clock: ManualClock) -> None:
+    """Marks made a second apart in the reverse of their ids' order ("in-3" oldest): a limited
+    ``prune_processed`` takes the oldest two, which an order by id would not. (The kit cannot
+    tell the two apart: without a clock of its own, its marks may share a time.)"""
+    exe = Execution(id="e1", definition_id="d")
+    for event_id in ("in-3", "in-2", "in-1"):
+        store.commit(exe, processed_event_id=event_id)
+        clock.advance(1)
+    assert store.prune_processed(older_than=0, limit=2) == 2
+    kept = [store.is_processed("e1", i) for i in ("in-1", "in-2", "in-3")]
+    assert kept == [True, False, False]

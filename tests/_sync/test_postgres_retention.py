@@ -15,20 +15,24 @@ from runyard import ConfigurationError, ManualClock, RunKey
 from runyard._flavours import gather
 from runyard.postgres import PostgresExecutionStore, StateTables
 
-from tests._sync.postgres_support import open_pool, open_store
-from tests._sync.retention_support import marks_inside_the_retention_are_kept
+from tests._sync.postgres_support import open_executions, open_pool, open_store
+from tests._sync.retention_support import (
+    marks_are_pruned_by_age_not_by_id,
+    marks_inside_the_retention_are_kept,
+)
 from tests.support.postgres_plugin import admin_connection
 
 
 def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: StateTables) -> None:
     clock = ManualClock(1_000.0)
-    store = PostgresExecutionStore.open(
-        open_pool(), tables=pg_tables, clock=clock, close_source=True
-    )
-    try:
+    with open_executions(pg_tables, clock) as store:
         marks_inside_the_retention_are_kept(store, clock)
-    finally:
-        store.close()
+
+
+def test_prune_processed_takes_marks_by_age_not_by_id(pg_tables: StateTables) -> None:
+    clock = ManualClock(1_000.0)
+    with open_executions(pg_tables, clock) as store:
+        marks_are_pruned_by_age_not_by_id(store, clock)
 
 
 def test_a_pruned_run_gets_an_epoch_from_the_sequence(pg_tables: StateTables) -> None:

@@ -14,7 +14,10 @@ from runyard.sqlite import SqliteStateStore, SqliteStore, SqliteTables
 from runyard.sqlite.statements_executions import execution_statements
 from runyard.sqlite.statements_state import state_statements
 
-from tests._sync.retention_support import marks_inside_the_retention_are_kept
+from tests._sync.retention_support import (
+    marks_are_pruned_by_age_not_by_id,
+    marks_inside_the_retention_are_kept,
+)
 
 
 def test_prune_processed_keeps_marks_inside_the_retention(tmp_path: Path) -> None:
@@ -22,6 +25,13 @@ def test_prune_processed_keeps_marks_inside_the_retention(tmp_path: Path) -> Non
     path = tmp_path / "x.db"
     with SqliteStore.open(path, create_schema=True, clock=clock) as store:
         marks_inside_the_retention_are_kept(store, clock)
+
+
+def test_prune_processed_takes_marks_by_age_not_by_id(tmp_path: Path) -> None:
+    clock = ManualClock(1_000.0)
+    path = tmp_path / "x.db"
+    with SqliteStore.open(path, create_schema=True, clock=clock) as store:
+        marks_are_pruned_by_age_not_by_id(store, clock)
 
 
 def test_lease_and_mark_pruning_read_through_their_indexes(tmp_path: Path) -> None:
