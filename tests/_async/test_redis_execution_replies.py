@@ -18,7 +18,7 @@ from runyard.redis.common import ReplyLost
 from runyard.redis.executions import EXECUTION_SCRIPTS, save_args
 from runyard.redis.flavours import ResponseError
 
-from tests._async.redis_support import fresh_settings
+from tests._async.redis_support import execution_store_on, fresh_settings
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_plugin import AsyncClients, RedisTarget
 
@@ -109,13 +109,7 @@ class _LateFirstSend:
 async def test_a_resend_beaten_by_its_own_late_first_send_is_a_success(
     fake_redis_target: RedisTarget,
 ) -> None:
-    settings = fresh_settings()
-    async with AsyncRedisStore(
-        AsyncClients.for_target(fake_redis_target),
-        clock=ManualClock(),
-        settings=settings,
-        owns_client=True,
-    ) as store:
+    async with execution_store_on(fake_redis_target) as store:
         exe = Execution(id="e1", definition_id="d")
         await store.save(exe)
         late = _LateFirstSend(store._runner)
@@ -126,20 +120,14 @@ async def test_a_resend_beaten_by_its_own_late_first_send_is_a_success(
         assert [(e.seq, e.event.id) for e in await store.pending_outbox()] == [(seqs[0], "ev")]
         loaded = await store.load("e1")
         assert loaded is not None and loaded.version == 2
-    fake_redis_target.purge(settings.namespace)
+    fake_redis_target.purge(store.settings.namespace)
 
 
 @pytest.mark.asyncio
 async def test_a_resend_beaten_by_another_worker_is_a_conflict(
     fake_redis_target: RedisTarget,
 ) -> None:
-    settings = fresh_settings()
-    async with AsyncRedisStore(
-        AsyncClients.for_target(fake_redis_target),
-        clock=ManualClock(),
-        settings=settings,
-        owns_client=True,
-    ) as store:
+    async with execution_store_on(fake_redis_target) as store:
         exe = Execution(id="e1", definition_id="d")
         await store.save(exe)
         theirs = await store.load("e1")
@@ -161,4 +149,4 @@ async def test_a_resend_beaten_by_another_worker_is_a_conflict(
             await store.commit(exe, emits=[("t", Event(id="ev", name="x"))])
         assert (caught.value.expected, caught.value.found) == (1, 2) and exe.version == 1
         assert await store.pending_outbox() == []
-    fake_redis_target.purge(settings.namespace)
+    fake_redis_target.purge(store.settings.namespace)

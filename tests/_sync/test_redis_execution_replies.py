@@ -19,7 +19,7 @@ from runyard.redis.common import ReplyLost
 from runyard.redis.executions import EXECUTION_SCRIPTS, save_args
 from runyard.redis.flavours import ResponseError
 
-from tests._sync.redis_support import fresh_settings
+from tests._sync.redis_support import execution_store_on, fresh_settings
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 from tests.support.redis_plugin import Clients, RedisTarget
 
@@ -106,13 +106,7 @@ class _LateFirstSend:
 def test_a_resend_beaten_by_its_own_late_first_send_is_a_success(
     fake_redis_target: RedisTarget,
 ) -> None:
-    settings = fresh_settings()
-    with RedisStore(
-        Clients.for_target(fake_redis_target),
-        clock=ManualClock(),
-        settings=settings,
-        owns_client=True,
-    ) as store:
+    with execution_store_on(fake_redis_target) as store:
         exe = Execution(id="e1", definition_id="d")
         store.save(exe)
         late = _LateFirstSend(store._runner)
@@ -123,19 +117,13 @@ def test_a_resend_beaten_by_its_own_late_first_send_is_a_success(
         assert [(e.seq, e.event.id) for e in store.pending_outbox()] == [(seqs[0], "ev")]
         loaded = store.load("e1")
         assert loaded is not None and loaded.version == 2
-    fake_redis_target.purge(settings.namespace)
+    fake_redis_target.purge(store.settings.namespace)
 
 
 def test_a_resend_beaten_by_another_worker_is_a_conflict(
     fake_redis_target: RedisTarget,
 ) -> None:
-    settings = fresh_settings()
-    with RedisStore(
-        Clients.for_target(fake_redis_target),
-        clock=ManualClock(),
-        settings=settings,
-        owns_client=True,
-    ) as store:
+    with execution_store_on(fake_redis_target) as store:
         exe = Execution(id="e1", definition_id="d")
         store.save(exe)
         theirs = store.load("e1")
@@ -157,4 +145,4 @@ def test_a_resend_beaten_by_another_worker_is_a_conflict(
             store.commit(exe, emits=[("t", Event(id="ev", name="x"))])
         assert (caught.value.expected, caught.value.found) == (1, 2) and exe.version == 1
         assert store.pending_outbox() == []
-    fake_redis_target.purge(settings.namespace)
+    fake_redis_target.purge(store.settings.namespace)
