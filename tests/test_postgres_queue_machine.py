@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from hypothesis import settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 from runyard.clock import ManualClock
 from runyard.policy import QueuePolicy
@@ -10,7 +9,7 @@ from runyard.postgres import PostgresWorkQueue, StateTables, schema_sql
 
 from tests._sync.postgres_support import open_queue
 from tests.support.postgres_plugin import admin_connection, fresh_schema
-from tests.support.queue_machine import make_queue_machine
+from tests.support.queue_machine import machine_runs, make_queue_machine
 
 
 def test_postgres_queue_agrees_with_the_memory_model(pg_server: None) -> None:
@@ -40,10 +39,7 @@ def test_postgres_queue_agrees_with_the_memory_model(pg_server: None) -> None:
             assert hidden == []
 
     try:
-        run_state_machine_as_test(
-            Machine,
-            settings=settings(max_examples=25, stateful_step_count=30, deadline=None),
-        )
+        run_state_machine_as_test(Machine, settings=machine_runs(25))
     finally:
         inspector.close()
         with admin_connection() as conn:

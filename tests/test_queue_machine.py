@@ -5,17 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import settings
 from runyard import MemoryWorkQueue
 
-from tests.support.queue_machine import make_queue_machine
+from tests.support.queue_machine import machine_runs, make_queue_machine
 
 MemoryQueueMachine = make_queue_machine(
     lambda policy, clock: MemoryWorkQueue(policy=policy, clock=clock)
 )
-MemoryQueueMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None, derandomize=True, database=None
-)
+MemoryQueueMachine.TestCase.settings = machine_runs(60, steps=40)
 TestMemoryQueueMachine = MemoryQueueMachine.TestCase
 
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 from runyard.clock import ManualClock
 from runyard.policy import QueuePolicy
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
 
-from tests.support.queue_machine import make_queue_machine
+from tests.support.queue_machine import machine_runs, make_queue_machine
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 
-RUNS = settings(max_examples=40, stateful_step_count=30, deadline=None)
+RUNS = machine_runs(40)
 
 
 def _run_against(target: RedisTarget) -> None:

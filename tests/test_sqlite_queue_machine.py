@@ -7,13 +7,12 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from hypothesis import settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 from runyard.clock import ManualClock
 from runyard.policy import QueuePolicy
 from runyard.sqlite import SqliteWorkQueue
 
-from tests.support.queue_machine import make_queue_machine
+from tests.support.queue_machine import machine_runs, make_queue_machine
 
 
 def test_sqlite_queue_agrees_with_the_memory_model(tmp_path: Path) -> None:
@@ -35,6 +34,4 @@ def test_sqlite_queue_agrees_with_the_memory_model(tmp_path: Path) -> None:
                 ).fetchall()
             assert hidden == []
 
-    run_state_machine_as_test(
-        Machine, settings=settings(max_examples=25, stateful_step_count=30, deadline=None)
-    )
+    run_state_machine_as_test(Machine, settings=machine_runs(25))

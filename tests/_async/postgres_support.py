@@ -6,11 +6,28 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 from runyard import ManualClock, QueuePolicy
-from runyard.postgres import AsyncPostgresStateStore, AsyncPostgresWorkQueue, StateTables
+from runyard.executions import Event, SpawnIntent, TimerOp, TraceStep
+from runyard.postgres import (
+    AsyncPostgresExecutionStore,
+    AsyncPostgresStateStore,
+    AsyncPostgresWorkQueue,
+    AsyncPsycopgExecutor,
+    StateTables,
+)
 
 from tests.support.postgres_plugin import PG_DSN
 
-__all__ = ["open_pool", "open_queue", "open_store"]
+__all__ = [
+    "T0",
+    "CountingExecutor",
+    "full_commit_kwargs",
+    "open_executions",
+    "open_pool",
+    "open_queue",
+    "open_store",
+]
+
+T0 = 1_700_000_000.0  # the fire time full_commit_kwargs schedules its timers from
 
 
 async def open_pool(max_size: int = 10, **kwargs: Any) -> AsyncConnectionPool[Any]:
@@ -41,3 +58,43 @@ async def open_queue(
     return await AsyncPostgresWorkQueue.open(
         await open_pool(max_size), tables=tables, clock=clock, policy=policy, close_source=True
     )
+
+
+async def open_executions(
+    tables: StateTables, clock: ManualClock | None = None, **options: Any
+) -> AsyncPostgresExecutionStore:
+    """A verified execution store that owns its pool."""
+    return await AsyncPostgresExecutionStore.open(
+        await open_pool(), tables=tables, clock=clock, close_source=True, **options
+    )
+
+
+def full_commit_kwargs(n: int) -> dict[str, Any]:
+    """The keywords of a commit that writes every kind of entry (the full path), named by ``n``."""
+    return {
+        "emits": [("t", Event(id=f"out-{n}", name="go", data={"n": n}))],
+        "processed_event_id": f"in-{n}",
+        "timers": [TimerOp.schedule("wait", T0 + n)],
+        "spawns": [SpawnIntent(child_id=f"kid-{n}")],
+        "trace": TraceStep(event_id=f"in-{n}", event_name="go"),
+    }
+
+
+class CountingExecutor:
+    """The real executor, keeping the statements (round trips) that reach the server."""
+
+    def __init__(self, inner: AsyncPsycopgExecutor) -> None:
+        self.inner = inner
+        self.statements: list[str] = []
+
+    @property
+    def sent(self) -> int:
+        """How many statements were sent."""
+        return len(self.statements)
+
+    async def fetch(self, statement: str, *args: Any) -> Any:
+        self.statements.append(statement)
+        return await self.inner.fetch(statement, *args)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,50 +1,45 @@
-"""The execution store on PostgreSQL: the kit unchanged, bound(), round trips, verify()."""
+"""The execution store on PostgreSQL: the kit unchanged, bound(), concurrency, verify(). Round
+trips and lost replies: test_postgres_execution_replies.py."""
 
 from __future__ import annotations
 
 from functools import partial
 from typing import Any
 
-import psycopg
 import pytest
 from psycopg import AsyncConnection
 from runyard import (
     ConfigurationError,
     ManualClock,
     RunKey,
-    StatePersistenceError,
     StoreConflict,
-    StoreOutcomeUnknown,
 )
 from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
 from runyard._flavours import async_gather, async_sleep
 from runyard.capabilities import StoreCapabilities, certify
-from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
+from runyard.executions import Execution, TraceStep
 from runyard.postgres import (
     AsyncPostgresExecutionStore,
     AsyncPostgresStateStore,
-    AsyncPsycopgExecutor,
     StateTables,
 )
 
-from tests._async.postgres_support import open_pool, open_queue, open_store
+from tests._async.postgres_support import (
+    T0,
+    CountingExecutor,
+    full_commit_kwargs,
+    open_executions,
+    open_pool,
+    open_queue,
+    open_store,
+)
 from tests.support.postgres_plugin import PG_DSN, admin_connection
 
-T0 = 1_700_000_000.0
 # How often the concurrency test looks for the blocked commit before giving up (not a timing
 # assertion: the test only needs the commit to be waiting on the row lock, however long it takes
 # to get there).
 MAX_POLLS = 2_000
-
-
-async def open_executions(
-    tables: StateTables, clock: ManualClock | None = None, **options: Any
-) -> AsyncPostgresExecutionStore:
-    """A verified execution store that owns its pool."""
-    return await AsyncPostgresExecutionStore.open(
-        await open_pool(), tables=tables, clock=clock, close_source=True, **options
-    )
 
 
 class TestPostgresExecutionStore(AsyncExecutionStoreConformance):
@@ -65,47 +60,8 @@ class TestPostgresExecutionStoreWithASmallRing(AsyncExecutionStoreConformance):
         return await open_executions(self.tables, trace_max=3)
 
 
-class CountingExecutor:
-    """The real executor, counting the statements (round trips) that reach the server."""
-
-    def __init__(self, inner: AsyncPsycopgExecutor) -> None:
-        self.inner = inner
-        self.sent = 0
-
-    async def fetch(self, statement: str, *args: Any) -> Any:
-        self.sent += 1
-        return await self.inner.fetch(statement, *args)
-
-
-class LosingExecutor(CountingExecutor):
-    """Loses the connection on the next commit statement, before or after running it."""
-
-    def __init__(self, inner: AsyncPsycopgExecutor, *, after: bool) -> None:
-        super().__init__(inner)
-        self.after = after
-        self.armed = False
-
-    async def fetch(self, statement: str, *args: Any) -> Any:
-        if self.armed and statement.startswith("WITH cas"):
-            self.armed = False
-            if self.after:
-                await super().fetch(statement, *args)
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return await super().fetch(statement, *args)
-
-
 async def _connect(**kwargs: Any) -> AsyncConnection[Any]:
     return await AsyncConnection.connect(PG_DSN, **kwargs)
-
-
-def _full_commit_kwargs(n: int) -> dict[str, Any]:
-    return {
-        "emits": [("t", Event(id=f"out-{n}", name="go", data={"n": n}))],
-        "processed_event_id": f"in-{n}",
-        "timers": [TimerOp.schedule("wait", T0 + n)],
-        "spawns": [SpawnIntent(child_id=f"kid-{n}")],
-        "trace": TraceStep(event_id=f"in-{n}", event_name="go"),
-    }
 
 
 # -- capabilities ------------------------------------------------------------------------------
@@ -129,136 +85,6 @@ def test_trace_max_must_be_a_positive_int(bad: object) -> None:
         )
 
 
-# -- round trips ------------------------------------------------------------------------------
-@pytest.mark.asyncio
-async def test_every_commit_is_one_statement(pg_tables: StateTables) -> None:
-    pool = await open_pool()
-    executor = CountingExecutor(AsyncPsycopgExecutor(pool))
-    store = AsyncPostgresExecutionStore(executor, tables=pg_tables)
-    try:
-        exe = Execution(id="e1", definition_id="flow")
-        await store.save(exe)  # create, state only
-        assert executor.sent == 1
-        await store.commit(exe, processed_event_id="in-0")  # fast path with the dedupe mark
-        assert executor.sent == 2
-        for n in range(1, 4):  # the full path: every kind of write at once
-            before = executor.sent
-            await store.commit(exe, **_full_commit_kwargs(n))
-            assert executor.sent == before + 1
-        fresh = Execution(id="e2", definition_id="flow")
-        before = executor.sent
-        await store.commit(fresh, **_full_commit_kwargs(9))  # full path, creating
-        assert executor.sent == before + 1
-        before = executor.sent
-        loaded, processed = await store.load_for_event("e1", "in-1")
-        assert executor.sent == before + 1 and processed and loaded is not None
-        stale = loaded.model_copy()
-        stale.version = 2
-        before = executor.sent
-        with pytest.raises(StoreConflict) as caught:
-            await store.commit(stale, **_full_commit_kwargs(7))
-        assert (caught.value.expected, caught.value.found) == (2, 5)
-        assert executor.sent == before + 1  # a sequential conflict needs no second read
-    finally:
-        await pool.close()
-
-
-@pytest.mark.asyncio
-async def test_a_refused_payload_sends_nothing(pg_tables: StateTables) -> None:
-    pool = await open_pool()
-    executor = CountingExecutor(AsyncPsycopgExecutor(pool))
-    store = AsyncPostgresExecutionStore(executor, tables=pg_tables, max_value_bytes=1_000)
-    try:
-        exe = Execution(id="e1", definition_id="flow", context={"x": "y" * 2_000})
-        with pytest.raises(StatePersistenceError, match="max_value_bytes"):
-            await store.commit(exe)
-        with pytest.raises(StatePersistenceError, match="not storable"):
-            await store.append_trace("e1", TraceStep(data=float("nan")))
-        assert executor.sent == 0 and exe.version == 0
-    finally:
-        await pool.close()
-
-
-# -- a lost reply -------------------------------------------------------------------------------
-@pytest.mark.asyncio
-async def test_a_commit_lost_before_it_applied_is_sent_again(pg_tables: StateTables) -> None:
-    pool = await open_pool()
-    executor = LosingExecutor(AsyncPsycopgExecutor(pool), after=False)
-    store = AsyncPostgresExecutionStore(executor, tables=pg_tables)
-    try:
-        exe = Execution(id="e1", definition_id="flow")
-        await store.save(exe)
-        executor.armed = True
-        seqs = await store.commit(exe, **_full_commit_kwargs(1))
-        assert exe.version == 2 and len(seqs) == 1
-        assert [e.event.id for e in await store.pending_outbox()] == ["out-1"]
-    finally:
-        await pool.close()
-
-
-@pytest.mark.asyncio
-async def test_a_commit_lost_after_it_applied_is_an_unknown_outcome(
-    pg_tables: StateTables,
-) -> None:
-    pool = await open_pool()
-    executor = LosingExecutor(AsyncPsycopgExecutor(pool), after=True)
-    store = AsyncPostgresExecutionStore(executor, tables=pg_tables)
-    try:
-        exe = Execution(id="e1", definition_id="flow")
-        await store.save(exe)
-        executor.armed = True
-        with pytest.raises(StoreOutcomeUnknown):
-            await store.commit(exe, **_full_commit_kwargs(1))
-        assert exe.version == 1
-        stored, processed = await store.load_for_event("e1", "in-1")
-        assert stored is not None and stored.version == 2 and processed
-        assert len(await store.pending_outbox()) == 1  # applied once, never twice
-    finally:
-        await pool.close()
-
-
-class LateFirstSendExecutor(CountingExecutor):
-    """Loses the next commit statement's reply before it reaches the server; that statement
-    runs later, just before the next commit statement (a send still running when the store
-    read the version back)."""
-
-    def __init__(self, inner: AsyncPsycopgExecutor) -> None:
-        super().__init__(inner)
-        self.armed = False
-        self.held: tuple[str, tuple[Any, ...]] | None = None
-
-    async def fetch(self, statement: str, *args: Any) -> Any:
-        if self.armed and statement.startswith("WITH cas"):
-            self.armed = False
-            self.held = (statement, args)
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        if self.held is not None and statement.startswith("WITH cas"):
-            held, self.held = self.held, None
-            await super().fetch(held[0], *held[1])
-        return await super().fetch(statement, *args)
-
-
-@pytest.mark.asyncio
-async def test_a_resend_that_loses_to_a_late_first_send_is_an_unknown_outcome(
-    pg_tables: StateTables,
-) -> None:
-    pool = await open_pool()
-    executor = LateFirstSendExecutor(AsyncPsycopgExecutor(pool))
-    store = AsyncPostgresExecutionStore(executor, tables=pg_tables)
-    try:
-        exe = Execution(id="e1", definition_id="flow")
-        await store.save(exe)
-        executor.armed = True
-        with pytest.raises(StoreOutcomeUnknown):
-            await store.commit(exe, **_full_commit_kwargs(1))
-        assert executor.held is None and exe.version == 1
-        stored, processed = await store.load_for_event("e1", "in-1")
-        assert stored is not None and stored.version == 2 and processed
-        assert len(await store.pending_outbox()) == 1  # the first send applied, once
-    finally:
-        await pool.close()
-
-
 # -- bound() ----------------------------------------------------------------------------------
 @pytest.mark.asyncio
 async def test_a_bound_commit_lands_with_the_run_and_the_work(pg_tables: StateTables) -> None:
@@ -267,7 +93,7 @@ async def test_a_bound_commit_lands_with_the_run_and_the_work(pg_tables: StateTa
     async with executions, store, queue, await _connect() as conn:
         exe = Execution(id="order-1", definition_id="checkout")
         async with conn.transaction():
-            seqs = await executions.bound(conn).commit(exe, **_full_commit_kwargs(1))
+            seqs = await executions.bound(conn).commit(exe, **full_commit_kwargs(1))
             await store.bound(conn).put_run(RunKey("acme", "r1"), {"step": 1}, expected_version=0)
             await queue.bound(conn).enqueue("acme", {"exe": "order-1"}, item_id="job-1")
             assert await executions.load("order-1") is None  # not visible before COMMIT
@@ -296,7 +122,7 @@ async def test_a_failed_transaction_rolls_back_the_commit_the_run_and_the_work(
         async def write_all_then_fail() -> None:
             async with conn.transaction():
                 exe = Execution(id="order-1", definition_id="checkout")
-                await executions.bound(conn).commit(exe, **_full_commit_kwargs(1))
+                await executions.bound(conn).commit(exe, **full_commit_kwargs(1))
                 await store.bound(conn).put_run(RunKey("acme", "r1"), {}, expected_version=0)
                 await queue.bound(conn).enqueue("acme", {}, item_id="job-1")
                 raise Boom
@@ -322,7 +148,7 @@ async def test_a_bound_conflict_leaves_the_transaction_usable(pg_tables: StateTa
         async with conn.transaction():
             bound = executions.bound(conn)
             with pytest.raises(StoreConflict) as caught:
-                await bound.commit(stale, **_full_commit_kwargs(1))
+                await bound.commit(stale, **full_commit_kwargs(1))
             assert (caught.value.expected, caught.value.found) == (0, 1)
             await bound.append_trace("e1", TraceStep(event_name="noted"))
         assert [t.event_name for t in await executions.read_trace("e1")] == ["noted"]
@@ -352,11 +178,11 @@ async def test_a_commit_that_waited_for_the_winner_reports_it_and_writes_nothing
         await executions.save(Execution(id="hot", definition_id="flow"))
         mine, theirs = await executions.load("hot"), await executions.load("hot")
         assert mine is not None and theirs is not None
-        await executions.bound(conn).commit(theirs, **_full_commit_kwargs(1))  # holds the row
+        await executions.bound(conn).commit(theirs, **full_commit_kwargs(1))  # holds the row
 
         async def lose() -> StoreConflict:
             with pytest.raises(StoreConflict) as caught:
-                await executions.commit(mine, **_full_commit_kwargs(2))
+                await executions.commit(mine, **full_commit_kwargs(2))
             return caught.value
 
         async def win_once_the_loser_waits() -> None:
@@ -454,7 +280,7 @@ async def test_custom_table_names_work(pg_schema: str) -> None:
     executions = await open_executions(tables)
     async with executions:
         exe = Execution(id="e1", definition_id="flow")
-        await executions.commit(exe, **_full_commit_kwargs(1))
+        await executions.commit(exe, **full_commit_kwargs(1))
         assert len(await executions.pending_outbox()) == 1
     with admin_connection() as admin:
         cursor = admin.execute(f'SELECT count(*) FROM "{pg_schema}"."app_execution_outbox"')

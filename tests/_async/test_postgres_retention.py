@@ -11,30 +11,28 @@ from typing import Any
 import pytest
 from runyard import ConfigurationError, ManualClock, RunKey
 from runyard._flavours import async_gather
-from runyard.executions import Execution
 from runyard.postgres import AsyncPostgresExecutionStore, StateTables
 
-from tests._async.postgres_support import open_pool, open_store
+from tests._async.postgres_support import open_executions, open_pool, open_store
+from tests._async.retention_support import (
+    marks_are_pruned_by_age_not_by_id,
+    marks_inside_the_retention_are_kept,
+)
 from tests.support.postgres_plugin import admin_connection
 
 
 @pytest.mark.asyncio
 async def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: StateTables) -> None:
     clock = ManualClock(1_000.0)
-    store = await AsyncPostgresExecutionStore.open(
-        await open_pool(), tables=pg_tables, clock=clock, close_source=True
-    )
-    try:
-        exe = Execution(id="e1", definition_id="d")
-        await store.commit(exe, processed_event_id="old")
-        clock.advance(100)
-        await store.commit(exe, processed_event_id="new")
-        clock.advance(50)
-        assert await store.prune_processed(older_than=120) == 1
-        assert await store.is_processed("e1", "old") is False
-        assert await store.is_processed("e1", "new") is True
-    finally:
-        await store.aclose()
+    async with await open_executions(pg_tables, clock) as store:
+        await marks_inside_the_retention_are_kept(store, clock)
+
+
+@pytest.mark.asyncio
+async def test_prune_processed_takes_marks_by_age_not_by_id(pg_tables: StateTables) -> None:
+    clock = ManualClock(1_000.0)
+    async with await open_executions(pg_tables, clock) as store:
+        await marks_are_pruned_by_age_not_by_id(store, clock)
 
 
 @pytest.mark.asyncio

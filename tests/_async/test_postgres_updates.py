@@ -18,6 +18,7 @@ from runyard.events import RunEvent
 from runyard.postgres import AsyncPostgresStateStore, AsyncPostgresUpdates, StateTables
 from runyard.postgres.flavours import AsyncConnection
 
+from tests._async.follow_support import subscribed_followers
 from tests._async.postgres_support import open_store
 from tests.support.postgres_plugin import PG_DSN, admin_connection
 
@@ -70,14 +71,7 @@ async def test_twenty_followers_share_one_listen_backend(pg_tables: StateTables)
     keys = [RunKey("acme", f"run-{i}") for i in range(20)]
     try:
         async with await open_store(pg_tables, live_updates=updates) as store:
-            for key in keys:
-                await store.put_run(key, {}, expected_version=0)
-                await store.append_event(key, "step", {"i": 0})
-            followers = []
-            for key in keys:
-                events = store.follow(key, poll_seconds=30).__aiter__()
-                assert (await events.__anext__()).seq == 1  # subscribed, read the first event
-                followers.append(events)
+            followers = await subscribed_followers(store, keys)
             assert updates.followed == len(keys)
             assert _listen_backends(name) == 1
             for key in keys:

@@ -19,7 +19,7 @@ from runyard.postgres import (
     StateTables,
 )
 
-from tests._async.postgres_support import open_pool, open_store
+from tests._async.postgres_support import CountingExecutor, open_pool, open_store
 from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
 
 REFUSED = [
@@ -30,18 +30,6 @@ REFUSED = [
     {"x": "lone\ud800surrogate"},
     {"nul\x00key": 1},
 ]
-
-
-class CountingExecutor:
-    """The real executor, counting the statements that reach the server."""
-
-    def __init__(self, inner: AsyncPsycopgExecutor) -> None:
-        self.inner = inner
-        self.sent = 0
-
-    async def fetch(self, statement: str, *args: Any) -> Any:
-        self.sent += 1
-        return await self.inner.fetch(statement, *args)
 
 
 @pytest.mark.asyncio

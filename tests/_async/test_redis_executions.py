@@ -1,10 +1,10 @@
-"""The execution store on Redis: the kit on every lane, round trips, prefixes, hostile ids."""
+"""The execution store on Redis: the kit on every lane, the key space, prefixes, hostile ids,
+cross-shard order. Round trips: test_redis_execution_round_trips.py; lost replies and
+resends: test_redis_execution_replies.py."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -13,25 +13,16 @@ from runyard import ManualClock
 from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.testing import AsyncExecutionStoreConformance
 from runyard.capabilities import StoreCapabilities, certify
-from runyard.errors import ConfigurationError, StoreConflict, StoreOutcomeUnknown
+from runyard.errors import ConfigurationError
 from runyard.executions import Event, Execution, SpawnIntent, TimerOp, TraceStep
-from runyard.executions.planning import plan_commit
 from runyard.redis import AsyncRedisStore, RedisStoreSettings
-from runyard.redis.common import ReplyLost
-from runyard.redis.executions import EXECUTION_SCRIPTS, ExecutionKeys, save_args
-from runyard.redis.flavours import ResponseError
+from runyard.redis.executions import ExecutionKeys
 
-from tests.support.proxy import ReplyDroppingProxy, running_proxy
-from tests.support.redis_commands import counting_commands
+from tests._async.redis_support import fresh_settings, full_commit
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
-from tests.support.redis_round_trips import AsyncCountingConnection, RoundTrips
 
 HOSTILE = ["a:b", "{a}", "}{", "*", "?[x]\\", "ünï:cødé ✓", "日本語{タグ}", "a b\n", "1:x"]
 T0 = 1_700_000_000.0
-
-
-def _settings(namespace: str | None = None) -> RedisStoreSettings:
-    return RedisStoreSettings(namespace=namespace or fresh_namespace(), durable=False)
 
 
 # -- the conformance kit on every lane --------------------------------------------------------
@@ -45,7 +36,7 @@ class _Lane(AsyncExecutionStoreConformance):
     @pytest.fixture(autouse=True)
     def _lane(self, request: pytest.FixtureRequest) -> Iterator[None]:
         self.target: RedisTarget = request.getfixturevalue(self.target_fixture)
-        self.settings = _settings()
+        self.settings = fresh_settings()
         yield
         self.target.purge(self.settings.namespace)
 
@@ -112,95 +103,12 @@ def test_execution_keys_are_length_prefixed() -> None:
     )
 
 
-# -- round trips ------------------------------------------------------------------------------
-@pytest_asyncio.fixture
-async def counted_store(dedicated_redis_target: RedisTarget) -> AsyncIterator[AsyncRedisStore]:
-    client = AsyncCountingConnection.client(dedicated_redis_target.port)
-    store = AsyncRedisStore(client, clock=ManualClock(), settings=_settings(), owns_client=True)
-    # Load both commit scripts (a first EVALSHA answers NOSCRIPT and is re-sent as EVAL).
-    warm = Execution(id="warm", definition_id="d")
-    await store.save(warm)
-    await store.commit(warm, emits=[("t", Event(id="w", name="w"))])
-    yield store
-    await store.aclose()
-
-
-def _full_commit(exe: Execution) -> dict[str, object]:
-    return {
-        "emits": [("t1", Event(id="out-1", name="a")), ("t2", Event(id="out-2", name="b"))],
-        "processed_event_id": "in-1",
-        "timers": [TimerOp.schedule("wait", T0), TimerOp.cancel("old")],
-        "spawns": [SpawnIntent(child_id=f"{exe.id}-kid", root_path="sub")],
-        "trace": TraceStep(event_id="in-1", event_name="go", data={"n": 1}),
-    }
-
-
-@pytest.mark.asyncio
-async def test_a_fast_path_commit_is_one_command(
-    counted_store: AsyncRedisStore, dedicated_redis_target: RedisTarget
-) -> None:
-    exe = Execution(id="e1", definition_id="d")
-    with counting_commands(dedicated_redis_target.port) as created:
-        await counted_store.save(exe)
-    with counting_commands(dedicated_redis_target.port) as committed:
-        assert await counted_store.commit(exe, processed_event_id="in-1") == []
-    for counted in (created, committed):
-        assert counted.sent == ["evalsha"] and counted.stats["evalsha"] == 1
-    assert await counted_store.is_processed("e1", "in-1") is True
-
-
-@pytest.mark.asyncio
-async def test_a_full_path_commit_is_one_command(
-    counted_store: AsyncRedisStore, dedicated_redis_target: RedisTarget
-) -> None:
-    exe = Execution(id="e1", definition_id="d")
-    with counting_commands(dedicated_redis_target.port) as created:
-        await counted_store.commit(exe, **_full_commit(exe))  # type: ignore[arg-type]
-    with counting_commands(dedicated_redis_target.port) as updated:
-        seqs = await counted_store.commit(exe, **_full_commit(exe))  # type: ignore[arg-type]
-    for counted in (created, updated):
-        assert counted.sent == ["evalsha"] and counted.stats["evalsha"] == 1
-    assert len(seqs) == 2 and exe.version == 2
-    assert [e.event.id for e in await counted_store.pending_outbox()][-2:] == ["out-1", "out-2"]
-
-
-@pytest.mark.asyncio
-async def test_a_conflict_is_one_command_and_an_error_reply(
-    counted_store: AsyncRedisStore, dedicated_redis_target: RedisTarget
-) -> None:
-    exe = Execution(id="e1", definition_id="d")
-    await counted_store.save(exe)
-    stale = Execution(id="e1", definition_id="d", version=0)
-    for kwargs in ({}, _full_commit(stale)):
-        with (
-            counting_commands(dedicated_redis_target.port) as counted,
-            pytest.raises(StoreConflict) as caught,
-        ):
-            await counted_store.commit(stale, **kwargs)  # type: ignore[arg-type]
-        assert counted.sent == ["evalsha"]
-        assert (caught.value.expected, caught.value.found) == (0, 1)
-
-
-@pytest.mark.asyncio
-async def test_load_for_event_is_one_round_trip(
-    counted_store: AsyncRedisStore, dedicated_redis_target: RedisTarget
-) -> None:
-    await counted_store.commit(Execution(id="e1", definition_id="d"), processed_event_id="in-1")
-    with counting_commands(dedicated_redis_target.port) as counted:
-        RoundTrips.reset()
-        exe, processed = await counted_store.load_for_event("e1", "in-1")
-        trips = RoundTrips.sent
-    assert exe is not None and processed is True
-    assert trips == 1
-    assert counted.sent == ["hgetall", "sismember"]
-
-
 # -- prefixes and hostile identifiers ---------------------------------------------------------
 @pytest.mark.asyncio
 async def test_stores_with_different_prefixes_share_a_server(
     local_redis_target: RedisTarget,
 ) -> None:
-    one, two = _settings(), _settings()
+    one, two = fresh_settings(), fresh_settings()
     try:
         async with (
             AsyncRedisStore(
@@ -211,7 +119,7 @@ async def test_stores_with_different_prefixes_share_a_server(
             ) as second,
         ):
             exe = Execution(id="same-id", definition_id="d")
-            await first.commit(exe, **_full_commit(exe))  # type: ignore[arg-type]
+            await first.commit(exe, **full_commit(exe))  # type: ignore[arg-type]
             assert await second.load("same-id") is None
             assert await second.load_for_event("same-id", "in-1") == (None, False)
             assert await second.pending_outbox() == [] and await second.pending_spawns() == []
@@ -234,7 +142,7 @@ class _HostileLane:
     @pytest_asyncio.fixture
     async def store(self, request: pytest.FixtureRequest) -> AsyncIterator[AsyncRedisStore]:
         target: RedisTarget = request.getfixturevalue(self.target_fixture)
-        settings = _settings()
+        settings = fresh_settings()
         store = AsyncRedisStore(
             AsyncClients.for_target(target), settings=settings, shards=5, owns_client=True
         )
@@ -342,38 +250,7 @@ async def test_a_namespace_refuses_a_second_shard_count(local_redis_target: Redi
         local_redis_target.purge(settings.namespace)
 
 
-@pytest_asyncio.fixture
-async def proxy(dedicated_redis_target: RedisTarget) -> AsyncIterator[ReplyDroppingProxy]:
-    with running_proxy(dedicated_redis_target.port) as proxy:
-        yield proxy
-
-
-@pytest.mark.asyncio
-async def test_a_lost_commit_reply_is_settled_by_reading_back(proxy: ReplyDroppingProxy) -> None:
-    client = AsyncClients.for_target(RedisTarget("server", port=proxy.port))
-    async with AsyncRedisStore(
-        client, clock=ManualClock(), settings=_settings(), owns_client=True
-    ) as store:
-        exe = Execution(id="e1", definition_id="d")
-        await store.commit(exe, emits=[("t", Event(id="warm", name="w"))])
-        proxy.drop_next_reply()
-        seqs = await store.commit(exe, emits=[("t", Event(id="ev", name="x"))])
-        assert proxy.dropped == 1 and exe.version == 2
-        assert [e.seq for e in await store.pending_outbox()][-1:] == seqs
-
-
-@pytest.mark.asyncio
-async def test_a_lost_trace_append_reply_is_outcome_unknown(proxy: ReplyDroppingProxy) -> None:
-    client = AsyncClients.for_target(RedisTarget("server", port=proxy.port))
-    async with AsyncRedisStore(client, settings=_settings(), owns_client=True) as store:
-        await store.append_trace("e1", TraceStep(event_name="warm"))
-        proxy.drop_next_reply()
-        with pytest.raises(StoreOutcomeUnknown):
-            await store.append_trace("e1", TraceStep(event_name="lost"))
-        assert [e.index for e in await store.read_trace("e1")] == [1, 2]
-
-
-# -- cross-shard order, commit identity, bounded listing -------------------------------------
+# -- cross-shard order -----------------------------------------------------------------------------
 def _in_another_shard(keys: ExecutionKeys, execution_id: str) -> str:
     shard = keys.shard_of(execution_id)
     return next(f"q{n}" for n in range(1_000) if keys.shard_of(f"q{n}") != shard)
@@ -384,7 +261,7 @@ async def test_entries_come_back_oldest_first_across_shards(
     fake_redis_target: RedisTarget,
 ) -> None:
     clock = ManualClock()
-    settings = _settings()
+    settings = fresh_settings()
     async with AsyncRedisStore(
         AsyncClients.for_target(fake_redis_target),
         clock=clock,
@@ -421,139 +298,3 @@ async def test_entries_come_back_oldest_first_across_shards(
         for spawn in spawns:
             assert await store.ack_spawn(spawn.seq) is True
     fake_redis_target.purge(settings.namespace)
-
-
-@pytest.mark.asyncio
-async def test_a_lost_reply_is_not_settled_by_another_workers_identical_commit(
-    proxy: ReplyDroppingProxy,
-) -> None:
-    # Same clock, same context, same status: only the commit id tells the two commits apart.
-    client = AsyncClients.for_target(RedisTarget("server", port=proxy.port))
-    async with AsyncRedisStore(
-        client, clock=ManualClock(), settings=_settings(), owns_client=True
-    ) as store:
-        await store.save(Execution(id="e1", definition_id="d"))
-        mine, theirs = await store.load("e1"), await store.load("e1")
-        assert mine is not None and theirs is not None
-        [their_seq] = await store.commit(theirs, emits=[("t", Event(id="theirs", name="x"))])
-        proxy.drop_next_reply()
-        with pytest.raises(StoreConflict) as caught:
-            await store.commit(mine, emits=[("t", Event(id="mine", name="x"))])
-        assert proxy.dropped == 1 and mine.version == 1
-        assert (caught.value.expected, caught.value.found) == (1, 2)
-        assert [e.seq for e in await store.pending_outbox()] == [their_seq]
-
-
-class _LateFirstSend:
-    """Wraps a store's script runner: the armed send's reply is lost before it reaches the
-    server; that send lands later, just before the next script (a send still running when the
-    store read back), optionally after another worker's commit."""
-
-    def __init__(self, runner: Any, before_landing: Any = None) -> None:
-        self.runner = runner
-        self.before_landing = before_landing
-        self.armed = False
-        self.held: tuple[Any, Any, Any] | None = None
-
-    async def script(self, script: Any, keys: Any, args: Any, *, idempotent: bool) -> Any:
-        if self.armed:
-            self.armed = False
-            self.held = (script, keys, args)
-            raise ReplyLost("the connection dropped before the reply")
-        if self.held is not None:
-            held, self.held = self.held, None
-            if self.before_landing is not None:
-                await self.before_landing()
-            with contextlib.suppress(ResponseError):
-                await self.runner.script(*held, idempotent=False)
-        return await self.runner.script(script, keys, args, idempotent=idempotent)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.runner, name)
-
-
-@pytest.mark.asyncio
-async def test_a_resend_beaten_by_its_own_late_first_send_is_a_success(
-    fake_redis_target: RedisTarget,
-) -> None:
-    settings = _settings()
-    async with AsyncRedisStore(
-        AsyncClients.for_target(fake_redis_target),
-        clock=ManualClock(),
-        settings=settings,
-        owns_client=True,
-    ) as store:
-        exe = Execution(id="e1", definition_id="d")
-        await store.save(exe)
-        late = _LateFirstSend(store._runner)
-        store._runner = late  # type: ignore[assignment]
-        late.armed = True
-        seqs = await store.commit(exe, emits=[("t", Event(id="ev", name="x"))])
-        assert late.held is None and exe.version == 2
-        assert [(e.seq, e.event.id) for e in await store.pending_outbox()] == [(seqs[0], "ev")]
-        loaded = await store.load("e1")
-        assert loaded is not None and loaded.version == 2
-    fake_redis_target.purge(settings.namespace)
-
-
-@pytest.mark.asyncio
-async def test_a_resend_beaten_by_another_worker_is_a_conflict(
-    fake_redis_target: RedisTarget,
-) -> None:
-    settings = _settings()
-    async with AsyncRedisStore(
-        AsyncClients.for_target(fake_redis_target),
-        clock=ManualClock(),
-        settings=settings,
-        owns_client=True,
-    ) as store:
-        exe = Execution(id="e1", definition_id="d")
-        await store.save(exe)
-        theirs = await store.load("e1")
-        assert theirs is not None
-        runner = store._runner
-
-        async def another_worker_commits() -> None:
-            await runner.script(
-                EXECUTION_SCRIPTS["save"],
-                store.keys.save_keys("e1"),
-                save_args(plan_commit(theirs), T0, "their-commit"),
-                idempotent=False,
-            )
-
-        late = _LateFirstSend(runner, before_landing=another_worker_commits)
-        store._runner = late  # type: ignore[assignment]
-        late.armed = True
-        with pytest.raises(StoreConflict) as caught:
-            await store.commit(exe, emits=[("t", Event(id="ev", name="x"))])
-        assert (caught.value.expected, caught.value.found) == (1, 2) and exe.version == 1
-        assert await store.pending_outbox() == []
-    fake_redis_target.purge(settings.namespace)
-
-
-@pytest.mark.asyncio
-async def test_a_filtered_listing_reads_a_bounded_slice_per_call(
-    dedicated_redis_target: RedisTarget,
-) -> None:
-    settings = _settings()
-    client = AsyncCountingConnection.client(dedicated_redis_target.port)
-    async with AsyncRedisStore(
-        client, clock=ManualClock(), settings=settings, owns_client=True
-    ) as store:
-        for n in range(3_000):
-            await store.save(Execution(id=f"e{n}", definition_id="d"))
-        RoundTrips.reset()
-        page = await store.list_executions(status="matches-nothing", limit=1)
-        trips = RoundTrips.sent
-        assert page.items == [] and page.next_cursor is not None
-        assert trips <= 8
-        pages = 1
-        while page.next_cursor is not None:
-            page = await store.list_executions(
-                status="matches-nothing", limit=1, cursor=page.next_cursor
-            )
-            assert page.items == []
-            pages += 1
-            assert pages <= 100
-        assert (await store.list_executions(limit=1)).next_cursor is not None
-    dedicated_redis_target.purge(settings.namespace)

@@ -10,30 +10,26 @@ import pytest_asyncio
 import redis
 from runyard import ManualClock, RunKey
 from runyard.executions.models import Execution
-from runyard.redis import AsyncRedisStateStore, AsyncRedisStore, RedisStoreSettings
+from runyard.redis import AsyncRedisStateStore, AsyncRedisStore
 from runyard.redis.keys import StateKeys
 from runyard.redis.retention import PRUNE_SCAN_COUNT, PRUNE_SCAN_STEPS
 
+from tests._async.redis_support import execution_store_on, state_store_on
+from tests._async.retention_support import marks_inside_the_retention_are_kept
 from tests.support.redis_commands import counting_commands
-from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import RedisTarget
 
 
 @pytest_asyncio.fixture
 async def store(dedicated_redis_target: RedisTarget) -> AsyncIterator[AsyncRedisStateStore]:
-    client = AsyncClients.for_target(dedicated_redis_target)
-    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
-    store = AsyncRedisStateStore(client, clock=ManualClock(), settings=settings, owns_client=True)
-    yield store
-    await store.aclose()
+    async with state_store_on(dedicated_redis_target) as store:
+        yield store
 
 
 @pytest_asyncio.fixture
 async def executions(dedicated_redis_target: RedisTarget) -> AsyncIterator[AsyncRedisStore]:
-    client = AsyncClients.for_target(dedicated_redis_target)
-    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
-    store = AsyncRedisStore(client, clock=ManualClock(1_000.0), settings=settings, owns_client=True)
-    yield store
-    await store.aclose()
+    async with execution_store_on(dedicated_redis_target, ManualClock(1_000.0)) as store:
+        yield store
 
 
 @pytest.mark.asyncio
@@ -95,16 +91,8 @@ async def test_a_pruned_lease_leaves_a_floor_above_its_epoch(
 async def test_prune_processed_keeps_marks_inside_the_retention(
     executions: AsyncRedisStore,
 ) -> None:
-    clock = executions.clock
-    assert isinstance(clock, ManualClock)
-    exe = Execution(id="e1", definition_id="d")
-    await executions.commit(exe, processed_event_id="old")
-    clock.advance(100)
-    await executions.commit(exe, processed_event_id="new")
-    clock.advance(50)
-    assert await executions.prune_processed(older_than=120) == 1
-    assert await executions.is_processed("e1", "old") is False
-    assert await executions.is_processed("e1", "new") is True
+    assert isinstance(executions.clock, ManualClock)
+    await marks_inside_the_retention_are_kept(executions, executions.clock)
 
 
 @pytest.mark.asyncio
@@ -115,14 +103,14 @@ async def test_prune_processed_takes_the_oldest_across_shards(
     assert isinstance(clock, ManualClock)
     ids = [f"x{n}" for n in range(6)]
     assert len({executions.keys.shard_of(i) for i in ids}) > 1
-    for execution_id in ids:
+    for execution_id in reversed(ids):  # x5 oldest: an order by id would not find it first
         await executions.commit(
             Execution(id=execution_id, definition_id="d"), processed_event_id="in"
         )
         clock.advance(1)
     assert await executions.prune_processed(older_than=0, limit=4) == 4
     seen = [await executions.is_processed(i, "in") for i in ids]
-    assert seen == [False, False, False, False, True, True]
+    assert seen == [True, True, False, False, False, False]
 
 
 @pytest.mark.asyncio

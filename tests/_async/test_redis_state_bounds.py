@@ -7,21 +7,19 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from runyard import ManualClock, RunKey
+from runyard import RunKey
 from runyard.errors import StateInUseError
-from runyard.redis import AsyncRedisStateStore, RedisStoreSettings
+from runyard.redis import AsyncRedisStateStore
 
+from tests._async.redis_support import state_store_on
 from tests.support.redis_commands import counting_commands
-from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import RedisTarget
 
 
 @pytest_asyncio.fixture
 async def store(dedicated_redis_target: RedisTarget) -> AsyncIterator[AsyncRedisStateStore]:
-    client = AsyncClients.for_target(dedicated_redis_target)
-    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
-    store = AsyncRedisStateStore(client, clock=ManualClock(), settings=settings, owns_client=True)
-    yield store
-    await store.aclose()
+    async with state_store_on(dedicated_redis_target) as store:
+        yield store
 
 
 def _script_key_counts(sent: list[str]) -> list[int]:

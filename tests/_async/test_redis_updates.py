@@ -14,6 +14,7 @@ from runyard import ConfigurationError, RunKey
 from runyard.events import RunEvent
 from runyard.redis import AsyncRedisStateStore, AsyncRedisUpdates, RedisStoreSettings
 
+from tests._async.follow_support import subscribed_followers
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace, pubsub_clients
 
 POOL = 4
@@ -42,14 +43,7 @@ async def test_followers_take_no_pool_connection_so_writes_still_succeed(
     keys = [RunKey("acme", f"run-{i}") for i in range(3 * POOL)]
     store = AsyncRedisStateStore(client, settings=settings, owns_client=True, live_updates=True)
     async with store:
-        for key in keys:
-            await store.put_run(key, {}, expected_version=0)
-            await store.append_event(key, "step", {"i": 0})
-        followers = []
-        for key in keys:
-            events = store.follow(key, poll_seconds=30).__aiter__()
-            assert (await events.__anext__()).seq == 1  # subscribed, and read the first event
-            followers.append(events)
+        followers = await subscribed_followers(store, keys)
         # Every follower is subscribed, on one connection of the updates' own.
         assert isinstance(store.live_updates, AsyncRedisUpdates)
         assert store.live_updates.followed == len(keys)

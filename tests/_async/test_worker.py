@@ -23,7 +23,8 @@ SAFETY = 30.0  # seconds an event may take before the test fails; never reached 
 
 
 class SpyQueue(AsyncMemoryWorkQueue):
-    """A memory queue that reports heartbeat rounds and can fail or lose claims."""
+    """A memory queue that reports heartbeat rounds and can fail or lose claims (single or
+    batched: the worker claims one way or the other)."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -42,17 +43,29 @@ class SpyQueue(AsyncMemoryWorkQueue):
         self.beats.set()
         return out
 
+    async def claim(self, worker: str) -> Lease | None:
+        self._before_claim()
+        lease = await super().claim(worker)
+        self._after_claim([lease] if lease else [])
+        return lease
+
     async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        self._before_claim()
+        leases = await super().claim_many(worker, limit=limit)
+        self._after_claim(leases)
+        return leases
+
+    def _before_claim(self) -> None:
         if self.outages:
             self.outages -= 1
             raise QueueUnavailableError("the test's outage")
-        leases = await super().claim_many(worker, limit=limit)
+
+    def _after_claim(self, leases: list[Lease]) -> None:
         if not leases:
             self.claimed_nothing.set()
         if leases and self.lose_next_claim_reply:
             self.lose_next_claim_reply = False
             raise StoreOutcomeUnknown("the test lost this reply")
-        return leases
 
 
 def make_queue(clock: ManualClock, **policy: Any) -> SpyQueue:
@@ -348,6 +361,7 @@ async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: boo
         runs.append(job.item_id)
 
     stats = await AsyncWorker(queue, handler, clock=clock, batched=batched).run_until_idle()
+    assert queue.lose_next_claim_reply is False  # the reply was lost
     assert runs == [item.item_id] and stats.completed == 1
 
 

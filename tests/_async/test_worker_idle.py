@@ -7,7 +7,6 @@ The bound is per second of the measured window, so a slow machine only makes it 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
@@ -17,7 +16,7 @@ from runyard.postgres import AsyncPsycopgExecutor, StateTables
 from runyard.redis import RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
-from tests._async.postgres_support import open_pool
+from tests._async.postgres_support import CountingExecutor, open_pool
 from tests._async.worker_spies import SpyPostgresQueue, SpyRedisQueue
 from tests.support.postgres_plugin import PG_DSN
 from tests.support.redis_commands import counting_commands
@@ -26,21 +25,6 @@ from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespac
 SAFETY = 30.0
 IDLE_SECONDS = 3.0
 AT_MOST_PER_SECOND = 5  # expected: a claim per backstop, a wait per backstop, a reap per 5 s
-
-
-class CountingExecutor:
-    """Counts the statements the queue sends (each ``fetch`` is one statement)."""
-
-    def __init__(self, inner: AsyncPsycopgExecutor) -> None:
-        self.inner = inner
-        self.statements: list[str] = []
-
-    async def fetch(self, statement: str, *args: Any) -> Any:
-        self.statements.append(statement)
-        return await self.inner.fetch(statement, *args)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 async def noop(job: Job) -> None:

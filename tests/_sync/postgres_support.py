@@ -8,11 +8,28 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 from runyard import ManualClock, QueuePolicy
-from runyard.postgres import PostgresStateStore, PostgresWorkQueue, StateTables
+from runyard.executions import Event, SpawnIntent, TimerOp, TraceStep
+from runyard.postgres import (
+    PostgresExecutionStore,
+    PostgresStateStore,
+    PostgresWorkQueue,
+    PsycopgExecutor,
+    StateTables,
+)
 
 from tests.support.postgres_plugin import PG_DSN
 
-__all__ = ["open_pool", "open_queue", "open_store"]
+__all__ = [
+    "T0",
+    "CountingExecutor",
+    "full_commit_kwargs",
+    "open_executions",
+    "open_pool",
+    "open_queue",
+    "open_store",
+]
+
+T0 = 1_700_000_000.0  # the fire time full_commit_kwargs schedules its timers from
 
 
 def open_pool(max_size: int = 10, **kwargs: Any) -> ConnectionPool[Any]:
@@ -43,3 +60,43 @@ def open_queue(
     return PostgresWorkQueue.open(
         open_pool(max_size), tables=tables, clock=clock, policy=policy, close_source=True
     )
+
+
+def open_executions(
+    tables: StateTables, clock: ManualClock | None = None, **options: Any
+) -> PostgresExecutionStore:
+    """A verified execution store that owns its pool."""
+    return PostgresExecutionStore.open(
+        open_pool(), tables=tables, clock=clock, close_source=True, **options
+    )
+
+
+def full_commit_kwargs(n: int) -> dict[str, Any]:
+    """The keywords of a commit that writes every kind of entry (the full path), named by ``n``."""
+    return {
+        "emits": [("t", Event(id=f"out-{n}", name="go", data={"n": n}))],
+        "processed_event_id": f"in-{n}",
+        "timers": [TimerOp.schedule("wait", T0 + n)],
+        "spawns": [SpawnIntent(child_id=f"kid-{n}")],
+        "trace": TraceStep(event_id=f"in-{n}", event_name="go"),
+    }
+
+
+class CountingExecutor:
+    """The real executor, keeping the statements (round trips) that reach the server."""
+
+    def __init__(self, inner: PsycopgExecutor) -> None:
+        self.inner = inner
+        self.statements: list[str] = []
+
+    @property
+    def sent(self) -> int:
+        """How many statements were sent."""
+        return len(self.statements)
+
+    def fetch(self, statement: str, *args: Any) -> Any:
+        self.statements.append(statement)
+        return self.inner.fetch(statement, *args)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -13,29 +13,26 @@ from typing import Any
 import pytest
 from runyard import ConfigurationError, ManualClock, RunKey
 from runyard._flavours import gather
-from runyard.executions import Execution
 from runyard.postgres import PostgresExecutionStore, StateTables
 
-from tests._sync.postgres_support import open_pool, open_store
+from tests._sync.postgres_support import open_executions, open_pool, open_store
+from tests._sync.retention_support import (
+    marks_are_pruned_by_age_not_by_id,
+    marks_inside_the_retention_are_kept,
+)
 from tests.support.postgres_plugin import admin_connection
 
 
 def test_prune_processed_keeps_marks_inside_the_retention(pg_tables: StateTables) -> None:
     clock = ManualClock(1_000.0)
-    store = PostgresExecutionStore.open(
-        open_pool(), tables=pg_tables, clock=clock, close_source=True
-    )
-    try:
-        exe = Execution(id="e1", definition_id="d")
-        store.commit(exe, processed_event_id="old")
-        clock.advance(100)
-        store.commit(exe, processed_event_id="new")
-        clock.advance(50)
-        assert store.prune_processed(older_than=120) == 1
-        assert store.is_processed("e1", "old") is False
-        assert store.is_processed("e1", "new") is True
-    finally:
-        store.close()
+    with open_executions(pg_tables, clock) as store:
+        marks_inside_the_retention_are_kept(store, clock)
+
+
+def test_prune_processed_takes_marks_by_age_not_by_id(pg_tables: StateTables) -> None:
+    clock = ManualClock(1_000.0)
+    with open_executions(pg_tables, clock) as store:
+        marks_are_pruned_by_age_not_by_id(store, clock)
 
 
 def test_a_pruned_run_gets_an_epoch_from_the_sequence(pg_tables: StateTables) -> None:

@@ -20,6 +20,7 @@ from runyard.events import RunEvent
 from runyard.postgres import PostgresStateStore, PostgresUpdates, StateTables
 from runyard.postgres.flavours import Connection
 
+from tests._sync.follow_support import subscribed_followers
 from tests._sync.postgres_support import open_store
 from tests.support.postgres_plugin import PG_DSN, admin_connection
 
@@ -69,14 +70,7 @@ def test_twenty_followers_share_one_listen_backend(pg_tables: StateTables) -> No
     keys = [RunKey("acme", f"run-{i}") for i in range(20)]
     try:
         with open_store(pg_tables, live_updates=updates) as store:
-            for key in keys:
-                store.put_run(key, {}, expected_version=0)
-                store.append_event(key, "step", {"i": 0})
-            followers = []
-            for key in keys:
-                events = store.follow(key, poll_seconds=30).__iter__()
-                assert (events.__next__()).seq == 1  # subscribed, read the first event
-                followers.append(events)
+            followers = subscribed_followers(store, keys)
             assert updates.followed == len(keys)
             assert _listen_backends(name) == 1
             for key in keys:

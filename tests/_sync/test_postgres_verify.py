@@ -21,7 +21,7 @@ from runyard.postgres import (
     StateTables,
 )
 
-from tests._sync.postgres_support import open_pool, open_store
+from tests._sync.postgres_support import CountingExecutor, open_pool, open_store
 from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
 
 REFUSED = [
@@ -32,18 +32,6 @@ REFUSED = [
     {"x": "lone\ud800surrogate"},
     {"nul\x00key": 1},
 ]
-
-
-class CountingExecutor:
-    """The real executor, counting the statements that reach the server."""
-
-    def __init__(self, inner: PsycopgExecutor) -> None:
-        self.inner = inner
-        self.sent = 0
-
-    def fetch(self, statement: str, *args: Any) -> Any:
-        self.sent += 1
-        return self.inner.fetch(statement, *args)
 
 
 def test_a_wrong_schema_version_is_refused(pg_tables: StateTables) -> None:

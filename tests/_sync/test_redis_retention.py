@@ -11,30 +11,26 @@ import pytest
 import redis
 from runyard import ManualClock, RunKey
 from runyard.executions.models import Execution
-from runyard.redis import RedisStateStore, RedisStore, RedisStoreSettings
+from runyard.redis import RedisStateStore, RedisStore
 from runyard.redis.keys import StateKeys
 from runyard.redis.retention import PRUNE_SCAN_COUNT, PRUNE_SCAN_STEPS
 
+from tests._sync.redis_support import execution_store_on, state_store_on
+from tests._sync.retention_support import marks_inside_the_retention_are_kept
 from tests.support.redis_commands import counting_commands
-from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import RedisTarget
 
 
 @pytest.fixture
 def store(dedicated_redis_target: RedisTarget) -> Iterator[RedisStateStore]:
-    client = Clients.for_target(dedicated_redis_target)
-    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
-    store = RedisStateStore(client, clock=ManualClock(), settings=settings, owns_client=True)
-    yield store
-    store.close()
+    with state_store_on(dedicated_redis_target) as store:
+        yield store
 
 
 @pytest.fixture
 def executions(dedicated_redis_target: RedisTarget) -> Iterator[RedisStore]:
-    client = Clients.for_target(dedicated_redis_target)
-    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
-    store = RedisStore(client, clock=ManualClock(1_000.0), settings=settings, owns_client=True)
-    yield store
-    store.close()
+    with execution_store_on(dedicated_redis_target, ManualClock(1_000.0)) as store:
+        yield store
 
 
 def test_one_prune_call_takes_a_bounded_number_of_scan_steps(
@@ -92,16 +88,8 @@ def test_a_pruned_lease_leaves_a_floor_above_its_epoch(
 def test_prune_processed_keeps_marks_inside_the_retention(
     executions: RedisStore,
 ) -> None:
-    clock = executions.clock
-    assert isinstance(clock, ManualClock)
-    exe = Execution(id="e1", definition_id="d")
-    executions.commit(exe, processed_event_id="old")
-    clock.advance(100)
-    executions.commit(exe, processed_event_id="new")
-    clock.advance(50)
-    assert executions.prune_processed(older_than=120) == 1
-    assert executions.is_processed("e1", "old") is False
-    assert executions.is_processed("e1", "new") is True
+    assert isinstance(executions.clock, ManualClock)
+    marks_inside_the_retention_are_kept(executions, executions.clock)
 
 
 def test_prune_processed_takes_the_oldest_across_shards(
@@ -111,12 +99,12 @@ def test_prune_processed_takes_the_oldest_across_shards(
     assert isinstance(clock, ManualClock)
     ids = [f"x{n}" for n in range(6)]
     assert len({executions.keys.shard_of(i) for i in ids}) > 1
-    for execution_id in ids:
+    for execution_id in reversed(ids):  # x5 oldest: an order by id would not find it first
         executions.commit(Execution(id=execution_id, definition_id="d"), processed_event_id="in")
         clock.advance(1)
     assert executions.prune_processed(older_than=0, limit=4) == 4
     seen = [executions.is_processed(i, "in") for i in ids]
-    assert seen == [False, False, False, False, True, True]
+    assert seen == [True, True, False, False, False, False]
 
 
 def test_marks_from_before_the_index_are_not_pruned(

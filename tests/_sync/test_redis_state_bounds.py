@@ -8,21 +8,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from runyard import ManualClock, RunKey
+from runyard import RunKey
 from runyard.errors import StateInUseError
-from runyard.redis import RedisStateStore, RedisStoreSettings
+from runyard.redis import RedisStateStore
 
+from tests._sync.redis_support import state_store_on
 from tests.support.redis_commands import counting_commands
-from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
+from tests.support.redis_plugin import RedisTarget
 
 
 @pytest.fixture
 def store(dedicated_redis_target: RedisTarget) -> Iterator[RedisStateStore]:
-    client = Clients.for_target(dedicated_redis_target)
-    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
-    store = RedisStateStore(client, clock=ManualClock(), settings=settings, owns_client=True)
-    yield store
-    store.close()
+    with state_store_on(dedicated_redis_target) as store:
+        yield store
 
 
 def _script_key_counts(sent: list[str]) -> list[int]:

@@ -16,6 +16,7 @@ from runyard import ConfigurationError, RunKey
 from runyard.events import RunEvent
 from runyard.redis import RedisStateStore, RedisStoreSettings, RedisUpdates
 
+from tests._sync.follow_support import subscribed_followers
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace, pubsub_clients
 
 POOL = 4
@@ -43,14 +44,7 @@ def test_followers_take_no_pool_connection_so_writes_still_succeed(
     keys = [RunKey("acme", f"run-{i}") for i in range(3 * POOL)]
     store = RedisStateStore(client, settings=settings, owns_client=True, live_updates=True)
     with store:
-        for key in keys:
-            store.put_run(key, {}, expected_version=0)
-            store.append_event(key, "step", {"i": 0})
-        followers = []
-        for key in keys:
-            events = store.follow(key, poll_seconds=30).__iter__()
-            assert (events.__next__()).seq == 1  # subscribed, and read the first event
-            followers.append(events)
+        followers = subscribed_followers(store, keys)
         # Every follower is subscribed, on one connection of the updates' own.
         assert isinstance(store.live_updates, RedisUpdates)
         assert store.live_updates.followed == len(keys)

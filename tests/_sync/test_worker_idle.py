@@ -9,7 +9,6 @@ The bound is per second of the measured window, so a slow machine only makes it 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from runyard._flavours import gather, sleep
 from runyard._sync.postgres.wakeup import PostgresWakeup
@@ -18,7 +17,7 @@ from runyard.postgres import PsycopgExecutor, StateTables
 from runyard.redis import RedisStoreSettings
 from runyard.worker import Job, Worker
 
-from tests._sync.postgres_support import open_pool
+from tests._sync.postgres_support import CountingExecutor, open_pool
 from tests._sync.worker_spies import SpyPostgresQueue, SpyRedisQueue
 from tests.support.postgres_plugin import PG_DSN
 from tests.support.redis_commands import counting_commands
@@ -27,21 +26,6 @@ from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 SAFETY = 30.0
 IDLE_SECONDS = 3.0
 AT_MOST_PER_SECOND = 5  # expected: a claim per backstop, a wait per backstop, a reap per 5 s
-
-
-class CountingExecutor:
-    """Counts the statements the queue sends (each ``fetch`` is one statement)."""
-
-    def __init__(self, inner: PsycopgExecutor) -> None:
-        self.inner = inner
-        self.statements: list[str] = []
-
-    def fetch(self, statement: str, *args: Any) -> Any:
-        self.statements.append(statement)
-        return self.inner.fetch(statement, *args)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def noop(job: Job) -> None:

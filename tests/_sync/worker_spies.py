@@ -5,9 +5,10 @@ then on. Shared by the worker tests on the real servers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from runyard._flavours import Event
+from runyard._sync.protocols import BatchedWorkQueue
 from runyard.models import Lease
 from runyard.postgres import PostgresWorkQueue
 from runyard.redis import RedisWorkQueue
@@ -15,41 +16,29 @@ from runyard.redis import RedisWorkQueue
 __all__ = ["SpyPostgresQueue", "SpyRedisQueue"]
 
 
-class SpyRedisQueue(RedisWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
+class _ReportsClaimingNothing:
+    """Mixed in before a queue class: sets ``claimed_nothing`` when a claim finds nothing."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
         self.claimed_nothing = Event()
 
     def claim(self, worker: str) -> Lease | None:
-        lease = super().claim(worker)
+        lease = cast(BatchedWorkQueue, super()).claim(worker)
         if lease is None:
             self.claimed_nothing.set()
         return lease
 
     def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = super().claim_many(worker, limit=limit)
+        leases = cast(BatchedWorkQueue, super()).claim_many(worker, limit=limit)
         if not leases:
             self.claimed_nothing.set()
         return leases
 
 
-class SpyPostgresQueue(PostgresWorkQueue):
-    """Reports a claim (single or batched) that found nothing: the worker is idle from then on."""
+class SpyRedisQueue(_ReportsClaimingNothing, RedisWorkQueue):
+    """A Redis queue that reports a claim that found nothing."""
 
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.claimed_nothing = Event()
 
-    def claim(self, worker: str) -> Lease | None:
-        lease = super().claim(worker)
-        if lease is None:
-            self.claimed_nothing.set()
-        return lease
-
-    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        leases = super().claim_many(worker, limit=limit)
-        if not leases:
-            self.claimed_nothing.set()
-        return leases
+class SpyPostgresQueue(_ReportsClaimingNothing, PostgresWorkQueue):
+    """A PostgreSQL queue that reports a claim that found nothing."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from runyard._sync.protocols import WorkQueue
@@ -21,7 +22,7 @@ from runyard.memory.queue import MemoryQueueCore
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
 
-__all__ = ["MACHINE_POLICY", "make_queue_machine"]
+__all__ = ["MACHINE_POLICY", "machine_runs", "make_queue_machine"]
 
 MACHINE_POLICY = QueuePolicy(
     lease_seconds=10,
@@ -33,6 +34,18 @@ MACHINE_POLICY = QueuePolicy(
 )
 TENANTS = ("acme", "globex", "a:b")
 WORKERS = ("w1", "w2")
+
+
+def machine_runs(max_examples: int, steps: int = 30) -> settings:
+    """Settings for a run of the machine: derandomized and without an example database, so every
+    run walks the same steps and a failure found once is found again."""
+    return settings(
+        max_examples=max_examples,
+        stateful_step_count=steps,
+        deadline=None,
+        derandomize=True,
+        database=None,
+    )
 
 
 def _outcome(call: Callable[[], Any]) -> tuple[str, Any]:

@@ -5,31 +5,18 @@ A queue that does not declare the capability skips them, saying so.
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
 
 from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
-from runyard._async.testing._kit import KIT_POLICY
+from runyard._async.testing._kit import KIT_POLICY, AsyncQueueKitBase
 from runyard.errors import InvalidArgumentError, LeaseLostError
 from runyard.models import Lease, NewItem
 
 __all__ = ["AsyncBatchedQueueCases"]
 
 
-class AsyncBatchedQueueCases:
+class AsyncBatchedQueueCases(AsyncQueueKitBase):
     """Mixed into the WorkQueue conformance class; uses its ``queue`` fixture and ``advance``."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    def _batched(self, queue: AsyncWorkQueue) -> AsyncBatchedWorkQueue:
-        if not queue.capabilities.batched_operations:
-            pytest.skip(
-                f"{type(queue).__name__} does not declare batched_operations: "
-                "the *_many cases do not apply"
-            )
-        return cast(AsyncBatchedWorkQueue, queue)
 
     async def _stale_and_current(self, queue: AsyncBatchedWorkQueue) -> tuple[Lease, Lease]:
         """A lease that lapsed and was claimed again (stale), and the one that replaced it."""

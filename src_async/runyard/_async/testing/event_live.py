@@ -104,6 +104,22 @@ class AsyncEventLiveCases:
         await this.put_run(KEY, {}, expected_version=0)
         return this, twin
 
+    async def _run_follower_and_writer(
+        self,
+        store: AsyncStateStore,
+        this: AsyncEventLogStore,
+        follower: Callable[[], Awaitable[None]],
+        writer: Callable[[], Awaitable[None]],
+    ) -> list[RunEvent]:
+        """Run ``follower`` and ``writer`` together; return the log as written. Closes ``this``
+        unless it is the kit's ``store``."""
+        try:
+            await async_gather([follower, writer])
+            return await this.read_events(KEY)
+        finally:
+            if this is not store:
+                await this.aclose()
+
     @pytest.mark.asyncio
     @pytest.mark.parametrize("live", [False, True], ids=["polling", "live"])
     async def test_the_other_twin_follows_everything_this_one_writes(
@@ -120,12 +136,7 @@ class AsyncEventLiveCases:
                 await this.append_event(KEY, "step", {"i": i})
             await this.finalize(KEY, status="completed", event_type="done", event_data={"n": STEPS})
 
-        try:
-            await async_gather([follower, writer])
-            written = await this.read_events(KEY)
-        finally:
-            if this is not store:
-                await this.aclose()
+        written = await self._run_follower_and_writer(store, this, follower, writer)
         assert followed == written
         assert [e.seq for e in followed] == list(range(1, STEPS + 2)) and followed[-1].terminal
 
@@ -143,12 +154,7 @@ class AsyncEventLiveCases:
         async def writer() -> None:
             await AsyncBlocking.call(partial(twin.write, KEY, STEPS))
 
-        try:
-            await async_gather([follower, writer])
-            written = await this.read_events(KEY)
-        finally:
-            if this is not store:
-                await this.aclose()
+        written = await self._run_follower_and_writer(store, this, follower, writer)
         assert followed == written
         assert [e.seq for e in followed] == list(range(1, STEPS + 2))
         assert followed[-1].terminal and followed[-1].data == {"n": STEPS}

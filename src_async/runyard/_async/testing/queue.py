@@ -20,7 +20,6 @@ from runyard._async.testing.validation import AsyncQueueValidationCases
 from runyard._flavours import async_gather
 from runyard.capabilities import certify
 from runyard.errors import LeaseLostError, WorkItemNotFoundError
-from runyard.models import Lease
 from runyard.policy import QueuePolicy
 
 __all__ = ["KIT_POLICY", "AsyncWorkQueueConformance"]
@@ -44,10 +43,6 @@ class AsyncWorkQueueConformance(
         """Return a fresh, empty queue using ``policy``."""
         raise NotImplementedError("implement make_queue() in your conformance subclass")
 
-    def advance(self, seconds: float) -> None:
-        """Move the queue's clock forward by ``seconds``."""
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
     @pytest_asyncio.fixture
     async def queue(self) -> AsyncIterator[AsyncWorkQueue]:
         queue = await self.make_queue(KIT_POLICY)
@@ -56,11 +51,6 @@ class AsyncWorkQueueConformance(
             yield queue
         finally:
             await queue.aclose()
-
-    async def _claim(self, queue: AsyncWorkQueue, worker: str = "w1") -> Lease:
-        lease = await queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     # -- claiming -----------------------------------------------------------------------------
     @pytest.mark.asyncio
@@ -71,7 +61,7 @@ class AsyncWorkQueueConformance(
     async def test_claims_are_exclusive(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {"n": 1})
         await queue.enqueue("acme", {"n": 2})
-        first, second = await self._claim(queue, "w1"), await self._claim(queue, "w2")
+        first, second = await self._lease(queue, "w1"), await self._lease(queue, "w2")
         assert first.item_id != second.item_id and first.token != second.token
         assert await queue.claim("w3") is None
         assert (first.worker, first.item.attempts, first.item.state) == ("w1", 1, "leased")
@@ -79,7 +69,7 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_completed_item_never_returns(self, queue: AsyncWorkQueue) -> None:
         item = await queue.enqueue("acme", {"job": "x"})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         assert lease.item.payload == {"job": "x"}
         await queue.complete(lease.tenant, lease.item_id, token=lease.token)
         self.advance(KIT_POLICY.max_lease_seconds * 2)
@@ -92,7 +82,7 @@ class AsyncWorkQueueConformance(
         self, queue: AsyncWorkQueue
     ) -> None:
         await queue.enqueue("acme", {})
-        first = await self._claim(queue)
+        first = await self._lease(queue)
         self.advance(KIT_POLICY.lease_seconds + 1)
         reaped = await queue.reap(limit=10)
         assert [(i.item_id, i.state, i.attempts) for i in reaped] == [(first.item_id, "ready", 1)]
@@ -100,14 +90,14 @@ class AsyncWorkQueueConformance(
             first.claimed_at + KIT_POLICY.lease_seconds + 1 + KIT_POLICY.backoff(1)
         )
         self.advance(KIT_POLICY.backoff(1))
-        second = await self._claim(queue, "w2")
+        second = await self._lease(queue, "w2")
         assert second.item_id == first.item_id and second.item.attempts == 2
         assert second.token != first.token
 
     @pytest.mark.asyncio
     async def test_reap_leaves_live_leases_alone(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         self.advance(KIT_POLICY.lease_seconds - 1)
         assert await queue.reap(limit=10) == []
         await queue.complete(lease.tenant, lease.item_id, token=lease.token)
@@ -115,7 +105,7 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_heartbeat_keeps_the_claim(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         for _ in range(3):
             self.advance(KIT_POLICY.lease_seconds - 5)
             lease = await queue.heartbeat(lease.tenant, lease.item_id, token=lease.token)
@@ -126,7 +116,7 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_heartbeat_past_max_lease_raises_capped(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         step = KIT_POLICY.lease_seconds - 10
         elapsed = 0.0
         while elapsed + step < KIT_POLICY.max_lease_seconds:
@@ -142,11 +132,11 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_settle_with_a_stale_token_raises_lease_lost(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {})
-        stale = await self._claim(queue, "w1")
+        stale = await self._lease(queue, "w1")
         self.advance(KIT_POLICY.lease_seconds + 1)
         await queue.reap(limit=10)
         self.advance(KIT_POLICY.backoff(1))
-        fresh = await self._claim(queue, "w2")
+        fresh = await self._lease(queue, "w2")
         for settle in (
             lambda: queue.complete(stale.tenant, stale.item_id, token=stale.token),
             lambda: queue.heartbeat(stale.tenant, stale.item_id, token=stale.token),
@@ -162,7 +152,7 @@ class AsyncWorkQueueConformance(
         self, queue: AsyncWorkQueue
     ) -> None:
         await queue.enqueue("acme", {})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         self.advance(KIT_POLICY.lease_seconds + 1)
         with pytest.raises(LeaseLostError) as caught:
             await queue.complete(lease.tenant, lease.item_id, token=lease.token)
@@ -178,7 +168,7 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_settle_naming_another_tenant_is_refused(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {}, item_id="shared-id")
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         with pytest.raises(WorkItemNotFoundError):
             await queue.complete("globex", lease.item_id, token=lease.token)
         item = await queue.get_item("acme", "shared-id")
@@ -189,7 +179,7 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_fail_requeues_and_waits_out_its_backoff(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         item = await queue.fail(lease.tenant, lease.item_id, token=lease.token, error="boom")
         assert (item.state, item.last_error, item.attempts) == ("ready", "boom", 1)
         backoff = KIT_POLICY.backoff(1)
@@ -197,13 +187,13 @@ class AsyncWorkQueueConformance(
         self.advance(backoff - 1)
         assert await queue.claim("w1") is None
         self.advance(1)
-        again = await self._claim(queue)
+        again = await self._lease(queue)
         assert again.item_id == lease.item_id and again.item.attempts == 2
 
     @pytest.mark.asyncio
     async def test_non_retryable_fail_dead_letters(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {"bad": True})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         item = await queue.fail(
             lease.tenant, lease.item_id, token=lease.token, error="invalid input", retryable=False
         )
@@ -218,7 +208,7 @@ class AsyncWorkQueueConformance(
     async def test_max_attempts_dead_letters(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {})
         for attempt in range(1, KIT_POLICY.max_attempts + 1):
-            lease = await self._claim(queue)
+            lease = await self._lease(queue)
             assert lease.item.attempts == attempt
             item = await queue.fail(lease.tenant, lease.item_id, token=lease.token, error="again")
             self.advance(KIT_POLICY.backoff_cap)
@@ -230,7 +220,7 @@ class AsyncWorkQueueConformance(
     async def test_lapses_past_max_attempts_dead_letter(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {})
         for _ in range(KIT_POLICY.max_attempts):
-            await self._claim(queue)
+            await self._lease(queue)
             self.advance(KIT_POLICY.lease_seconds + 1)
             reaped = await queue.reap(limit=10)
             self.advance(KIT_POLICY.backoff_cap)
@@ -240,12 +230,12 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_requeue_from_the_dead_letter(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {"x": 1})
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         await queue.fail(lease.tenant, lease.item_id, token=lease.token, retryable=False)
         item = await queue.requeue("acme", lease.item_id)
         assert (item.state, item.attempts) == ("ready", 0)
         assert await queue.dead_letters("acme") == []
-        again = await self._claim(queue)
+        again = await self._lease(queue)
         assert again.item_id == lease.item_id and again.item.payload == {"x": 1}
         with pytest.raises(WorkItemNotFoundError):
             await queue.requeue("acme", lease.item_id)
@@ -265,7 +255,7 @@ class AsyncWorkQueueConformance(
         first = await queue.enqueue("acme", {"v": 1}, item_id="job-1")
         second = await queue.enqueue("acme", {"v": 2}, item_id="job-1")
         assert first.item_id == second.item_id == "job-1" and second.payload == {"v": 1}
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         assert lease.item_id == "job-1"
         assert await queue.claim("w1") is None
 
@@ -274,7 +264,7 @@ class AsyncWorkQueueConformance(
         self, queue: AsyncWorkQueue
     ) -> None:
         await queue.enqueue("acme", {"run": 1}, item_id="job-1", dedupe_key="k")
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         await queue.complete(lease.tenant, lease.item_id, token=lease.token)
         again = await queue.enqueue("acme", {"run": 2}, item_id="job-1", dedupe_key="k")
         assert (again.item_id, again.payload, again.attempts) == ("job-1", {"run": 2}, 0)
@@ -282,7 +272,7 @@ class AsyncWorkQueueConformance(
     @pytest.mark.asyncio
     async def test_a_dead_item_keeps_its_dedupe_key(self, queue: AsyncWorkQueue) -> None:
         first = await queue.enqueue("acme", {"v": 1}, dedupe_key="k")
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         await queue.fail(lease.tenant, lease.item_id, token=lease.token, retryable=False)
         again = await queue.enqueue("acme", {"v": 2}, dedupe_key="k")
         assert (again.item_id, again.state, again.payload) == (first.item_id, "dead", {"v": 1})
@@ -291,7 +281,7 @@ class AsyncWorkQueueConformance(
     async def test_returned_items_are_copies(self, queue: AsyncWorkQueue) -> None:
         item = await queue.enqueue("acme", {"steps": [1]}, item_id="job-1")
         item.payload["steps"].append(2)
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         lease.item.payload["steps"].append(3)
         stored = await queue.get_item("acme", "job-1")
         assert stored is not None and stored.payload == {"steps": [1]}
@@ -300,8 +290,8 @@ class AsyncWorkQueueConformance(
     async def test_adopt_returns_the_leases_a_worker_held(self, queue: AsyncWorkQueue) -> None:
         for i in range(3):
             await queue.enqueue("acme", {"i": i})
-        mine = [await self._claim(queue, "w1"), await self._claim(queue, "w1")]
-        theirs = await self._claim(queue, "w2")
+        mine = [await self._lease(queue, "w1"), await self._lease(queue, "w1")]
+        theirs = await self._lease(queue, "w2")
         self.advance(10)
         adopted = await queue.adopt("w1")
         assert sorted(a.item_id for a in adopted) == sorted(m.item_id for m in mine)
@@ -323,7 +313,7 @@ class AsyncWorkQueueConformance(
         for i in range(100):
             await queue.enqueue("noisy", {"i": i})
         await queue.enqueue("quiet", {"only": True})
-        served = [(await self._claim(queue)).tenant for _ in range(2)]
+        served = [(await self._lease(queue)).tenant for _ in range(2)]
         assert "quiet" in served
 
     @pytest.mark.asyncio
@@ -332,7 +322,7 @@ class AsyncWorkQueueConformance(
         for round_ in range(3):
             for tenant in tenants:
                 await queue.enqueue(tenant, {"round": round_})
-        served = [(await self._claim(queue)).tenant for _ in range(15)]
+        served = [(await self._lease(queue)).tenant for _ in range(15)]
         for window in range(3):
             assert sorted(served[window * 5 : window * 5 + 5]) == tenants
 
@@ -341,7 +331,7 @@ class AsyncWorkQueueConformance(
         await queue.enqueue("acme", {"p": "low"}, priority=0)
         await queue.enqueue("acme", {"p": "high"}, priority=10)
         await queue.enqueue("acme", {"p": "low-2"}, priority=0)
-        order = [(await self._claim(queue)).item.payload["p"] for _ in range(3)]
+        order = [(await self._lease(queue)).item.payload["p"] for _ in range(3)]
         assert order == ["high", "low", "low-2"]
 
     @pytest.mark.asyncio
@@ -351,7 +341,7 @@ class AsyncWorkQueueConformance(
         await queue.enqueue("acme", {"n": "delayed"}, delay_seconds=10)
         self.advance(15)
         await queue.enqueue("acme", {"n": "later"})
-        order = [(await self._claim(queue)).item.payload["n"] for _ in range(2)]
+        order = [(await self._lease(queue)).item.payload["n"] for _ in range(2)]
         assert order == ["delayed", "later"]
 
     @pytest.mark.asyncio
@@ -361,7 +351,7 @@ class AsyncWorkQueueConformance(
         stats = await queue.stats()
         assert (stats.ready, stats.delayed) == (0, 1)
         self.advance(60)
-        lease = await self._claim(queue)
+        lease = await self._lease(queue)
         assert lease.item.payload == {"later": True}
 
     @pytest.mark.asyncio
@@ -369,8 +359,8 @@ class AsyncWorkQueueConformance(
         for i in range(4):
             await queue.enqueue("acme" if i % 2 else "globex", {"i": i})
         await queue.enqueue("acme", {}, delay_seconds=30)
-        leased = await self._claim(queue)
-        dead = await self._claim(queue)
+        leased = await self._lease(queue)
+        dead = await self._lease(queue)
         await queue.fail(dead.tenant, dead.item_id, token=dead.token, retryable=False)
         stats = await queue.stats()
         assert (stats.ready, stats.delayed, stats.leased, stats.dead) == (2, 1, 1, 1)

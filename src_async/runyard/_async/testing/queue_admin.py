@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from runyard._async.protocols import AsyncWorkQueue
-from runyard._async.testing._kit import KIT_POLICY
+from runyard._async.testing._kit import KIT_POLICY, AsyncQueueKitBase, refuses_each
 from runyard.errors import InvalidArgumentError, ItemLeasedError
-from runyard.models import Lease
 
 __all__ = ["AsyncQueueAdminCases"]
 
@@ -25,16 +24,8 @@ BAD_AGES: list[Any] = [float("nan"), float("inf"), -1, True, "1", None]
 BAD_LIMITS: list[Any] = [0, -1, 10_001, True, 1.5, None]
 
 
-class AsyncQueueAdminCases:
+class AsyncQueueAdminCases(AsyncQueueKitBase):
     """What an operator calls beside the workers' loop: cancel, purge the dead, prune."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    async def _lease(self, queue: AsyncWorkQueue, worker: str = "w1") -> Lease:
-        lease = await queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     async def _dead(self, queue: AsyncWorkQueue, tenant: str, item_id: str, **kw: Any) -> None:
         """Enqueue ``item_id`` and dead-letter it (the queue must hold nothing else due)."""
@@ -179,14 +170,10 @@ class AsyncQueueAdminCases:
     @pytest.mark.asyncio
     async def test_purge_dead_refuses_bad_arguments(self, queue: AsyncWorkQueue) -> None:
         await self._dead(queue, "acme", "d")
-        for bad in BAD_AGES:
-            with pytest.raises(InvalidArgumentError) as caught:
-                await queue.purge_dead("acme", older_than=bad)
-            assert caught.value.argument == "older_than", bad
-        for bad in BAD_LIMITS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                await queue.purge_dead("acme", limit=bad)
-            assert caught.value.argument == "limit", bad
+        await refuses_each(
+            lambda bad: queue.purge_dead("acme", older_than=bad), BAD_AGES, "older_than"
+        )
+        await refuses_each(lambda bad: queue.purge_dead("acme", limit=bad), BAD_LIMITS, "limit")
         with pytest.raises(InvalidArgumentError):
             await queue.purge_dead("")
         assert len(await queue.dead_letters("acme")) == 1
@@ -240,10 +227,7 @@ class AsyncQueueAdminCases:
 
     @pytest.mark.asyncio
     async def test_prune_refuses_a_bad_limit(self, queue: AsyncWorkQueue) -> None:
-        for bad in BAD_LIMITS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                await queue.prune(limit=bad)
-            assert caught.value.argument == "limit", bad
+        await refuses_each(lambda bad: queue.prune(limit=bad), BAD_LIMITS, "limit")
 
     @pytest.mark.asyncio
     async def test_prune_keeps_a_tenant_whose_lapsed_item_waits_out_its_backoff(

@@ -8,14 +8,11 @@ AsyncWorkQueueConformance; they use its ``queue`` fixture and ``advance``.
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
 
-from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
-from runyard._async.testing._kit import KIT_POLICY
+from runyard._async.protocols import AsyncWorkQueue
+from runyard._async.testing._kit import KIT_POLICY, AsyncQueueKitBase
 from runyard.errors import LeaseLostError
-from runyard.models import Lease
 from runyard.policy import RECLAIM_PER_CLAIM
 
 __all__ = ["AsyncQueueRecoveryCases"]
@@ -24,16 +21,8 @@ LAPSE = KIT_POLICY.lease_seconds + 1  # a step that makes a fresh lease lapse
 BACKOFF_1 = KIT_POLICY.backoff(1)  # the wait after a first attempt lapses (5 s)
 
 
-class AsyncQueueRecoveryCases:
+class AsyncQueueRecoveryCases(AsyncQueueKitBase):
     """Lapse backoff, recovery inside claims, and fencing by incarnation on adopt."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    async def _lease(self, queue: AsyncWorkQueue, worker: str = "w1") -> Lease:
-        lease = await queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     # -- adopt --------------------------------------------------------------------------------
     @pytest.mark.asyncio
@@ -139,9 +128,7 @@ class AsyncQueueRecoveryCases:
 
     @pytest.mark.asyncio
     async def test_claim_many_takes_back_a_lapsed_lease(self, queue: AsyncWorkQueue) -> None:
-        if not queue.capabilities.batched_operations:
-            pytest.skip(f"{type(queue).__name__} does not declare batched_operations")
-        batched = cast(AsyncBatchedWorkQueue, queue)
+        batched = self._batched(queue)
         await batched.enqueue("acme", {}, item_id="crashed")
         (crashed,) = await batched.claim_many("crashed-worker", limit=5)
         self.advance(LAPSE)

@@ -5,14 +5,14 @@ Mixed into AsyncWorkQueueConformance; they use its ``queue`` fixture and ``advan
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
-from runyard._async.testing._kit import KIT_POLICY
+from runyard._async.protocols import AsyncWorkQueue
+from runyard._async.testing._kit import KIT_POLICY, AsyncQueueKitBase, refuses_each
 from runyard.errors import InvalidArgumentError
-from runyard.models import Lease, NewItem
+from runyard.models import NewItem
 from runyard.validation import MAX_ITEM_ATTEMPTS, MAX_RUN_AT
 
 __all__ = ["AsyncQueueScheduleCases"]
@@ -22,16 +22,8 @@ BAD_MAX_ATTEMPTS: list[Any] = [0, -1, MAX_ITEM_ATTEMPTS + 1, True, 1.5, "2"]
 LONG_AGO = 1_000.0  # seconds since the epoch: always in the past
 
 
-class AsyncQueueScheduleCases:
+class AsyncQueueScheduleCases(AsyncQueueKitBase):
     """``enqueue(run_at=...)``, ``enqueue(max_attempts=...)`` and their NewItem forms."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    async def _lease(self, queue: AsyncWorkQueue, worker: str = "w1") -> Lease:
-        lease = await queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     # -- run_at -------------------------------------------------------------------------------
     @pytest.mark.asyncio
@@ -65,20 +57,20 @@ class AsyncQueueScheduleCases:
 
     @pytest.mark.asyncio
     async def test_bad_run_at_is_refused(self, queue: AsyncWorkQueue) -> None:
-        for bad in BAD_RUN_ATS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                await queue.enqueue("acme", {}, item_id="i", run_at=bad)
-            assert caught.value.argument == "run_at", bad
+        await refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", run_at=bad), BAD_RUN_ATS, "run_at"
+        )
         assert await queue.get_item("acme", "i") is None
 
     # -- max_attempts -------------------------------------------------------------------------
     @pytest.mark.asyncio
     async def test_bad_max_attempts_is_refused(self, queue: AsyncWorkQueue) -> None:
-        for bad in BAD_MAX_ATTEMPTS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                await queue.enqueue("acme", {}, item_id="i", max_attempts=bad)
-            assert caught.value.argument == "max_attempts", bad
-            assert str(MAX_ITEM_ATTEMPTS) in str(caught.value)
+        await refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", max_attempts=bad),
+            BAD_MAX_ATTEMPTS,
+            "max_attempts",
+            naming=str(MAX_ITEM_ATTEMPTS),
+        )
         assert await queue.get_item("acme", "i") is None
 
     @pytest.mark.asyncio
@@ -155,11 +147,6 @@ class AsyncQueueScheduleCases:
         assert [d.item.item_id for d in await queue.dead_letters("acme")] == ["once"]
 
     # -- enqueue_many -------------------------------------------------------------------------
-    def _batched(self, queue: AsyncWorkQueue) -> AsyncBatchedWorkQueue:
-        if not queue.capabilities.batched_operations:
-            pytest.skip(f"{type(queue).__name__} does not declare batched_operations")
-        return cast(AsyncBatchedWorkQueue, queue)
-
     @pytest.mark.asyncio
     async def test_enqueue_many_takes_run_at_and_max_attempts(self, queue: AsyncWorkQueue) -> None:
         batched = self._batched(queue)

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
+from runyard._async.testing._kit import AsyncQueueKitBase, refuses_each
 from runyard.errors import InvalidArgumentError
 from runyard.keys import InvalidIdentifierError
-from runyard.models import CounterDelta, Lease, RunKey, RunRecord
+from runyard.models import CounterDelta, RunKey, RunRecord
 from runyard.validation import (
     COUNTER_FIELDS,
     MAX_COUNTER,
@@ -130,13 +131,8 @@ class AsyncStateValidationCases:
         assert await store.get_session("acme", "s") is None
 
 
-class AsyncQueueValidationCases:
+class AsyncQueueValidationCases(AsyncQueueKitBase):
     """Limits every WorkQueue enforces before anything is written, and settling by Lease."""
-
-    async def _only_lease(self, queue: AsyncWorkQueue) -> Lease:
-        lease = await queue.claim("w1")
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     @pytest.mark.asyncio
     @pytest.mark.parametrize("bad", [True, 1.0, -1, 2**63], ids=repr)
@@ -144,7 +140,7 @@ class AsyncQueueValidationCases:
         self, queue: AsyncWorkQueue, bad: Any
     ) -> None:
         await queue.enqueue("acme", {}, item_id="a")
-        lease = await self._only_lease(queue)
+        lease = await self._lease(queue)
         for settle in (queue.complete, queue.heartbeat):
             with pytest.raises(InvalidArgumentError) as caught:
                 await settle("acme", "a", token=bad)
@@ -176,19 +172,21 @@ class AsyncQueueValidationCases:
 
     @pytest.mark.asyncio
     async def test_validation_bad_delay_is_refused(self, queue: AsyncWorkQueue) -> None:
-        for bad in BAD_DELAYS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                await queue.enqueue("acme", {}, item_id="i", delay_seconds=bad)
-            assert caught.value.argument == "delay_seconds", bad
+        await refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", delay_seconds=bad),
+            BAD_DELAYS,
+            "delay_seconds",
+        )
         assert await queue.get_item("acme", "i") is None
 
     @pytest.mark.asyncio
     async def test_validation_bad_priority_is_refused(self, queue: AsyncWorkQueue) -> None:
-        for bad in BAD_PRIORITIES:
-            with pytest.raises(InvalidArgumentError) as caught:
-                await queue.enqueue("acme", {}, item_id="i", priority=bad)
-            assert caught.value.argument == "priority", bad
-            assert str(MAX_PRIORITY) in str(caught.value)
+        await refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", priority=bad),
+            BAD_PRIORITIES,
+            "priority",
+            naming=str(MAX_PRIORITY),
+        )
         assert await queue.get_item("acme", "i") is None
 
     @pytest.mark.asyncio
@@ -197,7 +195,7 @@ class AsyncQueueValidationCases:
     ) -> None:
         await queue.enqueue("acme", {}, item_id="low", priority=MIN_PRIORITY)
         await queue.enqueue("acme", {}, item_id="high", priority=MAX_PRIORITY)
-        first = await self._only_lease(queue)
+        first = await self._lease(queue)
         assert (first.item_id, first.item.priority) == ("high", MAX_PRIORITY)
         low = await queue.get_item("acme", "low")
         assert low is not None and low.priority == MIN_PRIORITY
@@ -205,7 +203,7 @@ class AsyncQueueValidationCases:
     @pytest.mark.asyncio
     async def test_validation_bad_error_text_is_refused(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {}, item_id="i")
-        lease = await self._only_lease(queue)
+        lease = await self._lease(queue)
         for bad in BAD_ERRORS:
             with pytest.raises(InvalidArgumentError) as caught:
                 await queue.fail(lease, error=bad)
@@ -219,7 +217,7 @@ class AsyncQueueValidationCases:
     @pytest.mark.asyncio
     async def test_validation_settles_accept_the_lease(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {}, item_id="i")
-        lease = await self._only_lease(queue)
+        lease = await self._lease(queue)
         renewed = await queue.heartbeat(lease)
         assert (renewed.item_id, renewed.token) == ("i", lease.token)
         with pytest.raises(InvalidArgumentError):
@@ -227,6 +225,6 @@ class AsyncQueueValidationCases:
         await queue.complete(lease)
         assert await queue.get_item("acme", "i") is None
         await queue.enqueue("acme", {}, item_id="j")
-        second = await self._only_lease(queue)
+        second = await self._lease(queue)
         failed = await queue.fail(second, error="boom", retryable=False)
         assert (failed.state, failed.last_error) == ("dead", "boom")

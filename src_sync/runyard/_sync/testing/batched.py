@@ -7,30 +7,17 @@ A queue that does not declare the capability skips them, saying so.
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
 from runyard._sync.protocols import BatchedWorkQueue, WorkQueue
-from runyard._sync.testing._kit import KIT_POLICY
+from runyard._sync.testing._kit import KIT_POLICY, QueueKitBase
 from runyard.errors import InvalidArgumentError, LeaseLostError
 from runyard.models import Lease, NewItem
 
 __all__ = ["BatchedQueueCases"]
 
 
-class BatchedQueueCases:
+class BatchedQueueCases(QueueKitBase):
     """Mixed into the WorkQueue conformance class; uses its ``queue`` fixture and ``advance``."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    def _batched(self, queue: WorkQueue) -> BatchedWorkQueue:
-        if not queue.capabilities.batched_operations:
-            pytest.skip(
-                f"{type(queue).__name__} does not declare batched_operations: "
-                "the *_many cases do not apply"
-            )
-        return cast(BatchedWorkQueue, queue)
 
     def _stale_and_current(self, queue: BatchedWorkQueue) -> tuple[Lease, Lease]:
         """A lease that lapsed and was claimed again (stale), and the one that replaced it."""

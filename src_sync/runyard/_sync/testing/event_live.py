@@ -100,6 +100,22 @@ class EventLiveCases:
         this.put_run(KEY, {}, expected_version=0)
         return this, twin
 
+    def _run_follower_and_writer(
+        self,
+        store: StateStore,
+        this: EventLogStore,
+        follower: Callable[[], None],
+        writer: Callable[[], None],
+    ) -> list[RunEvent]:
+        """Run ``follower`` and ``writer`` together; return the log as written. Closes ``this``
+        unless it is the kit's ``store``."""
+        try:
+            gather([follower, writer])
+            return this.read_events(KEY)
+        finally:
+            if this is not store:
+                this.close()
+
     @pytest.mark.parametrize("live", [False, True], ids=["polling", "live"])
     def test_the_other_twin_follows_everything_this_one_writes(
         self, store: StateStore, live: bool
@@ -115,12 +131,7 @@ class EventLiveCases:
                 this.append_event(KEY, "step", {"i": i})
             this.finalize(KEY, status="completed", event_type="done", event_data={"n": STEPS})
 
-        try:
-            gather([follower, writer])
-            written = this.read_events(KEY)
-        finally:
-            if this is not store:
-                this.close()
+        written = self._run_follower_and_writer(store, this, follower, writer)
         assert followed == written
         assert [e.seq for e in followed] == list(range(1, STEPS + 2)) and followed[-1].terminal
 
@@ -137,12 +148,7 @@ class EventLiveCases:
         def writer() -> None:
             Blocking.call(partial(twin.write, KEY, STEPS))
 
-        try:
-            gather([follower, writer])
-            written = this.read_events(KEY)
-        finally:
-            if this is not store:
-                this.close()
+        written = self._run_follower_and_writer(store, this, follower, writer)
         assert followed == written
         assert [e.seq for e in followed] == list(range(1, STEPS + 2))
         assert followed[-1].terminal and followed[-1].data == {"n": STEPS}

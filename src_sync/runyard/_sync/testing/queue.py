@@ -20,7 +20,6 @@ from runyard._sync.testing.roundtrip import QueueRoundTripCases
 from runyard._sync.testing.validation import QueueValidationCases
 from runyard.capabilities import certify
 from runyard.errors import LeaseLostError, WorkItemNotFoundError
-from runyard.models import Lease
 from runyard.policy import QueuePolicy
 
 __all__ = ["KIT_POLICY", "WorkQueueConformance"]
@@ -44,10 +43,6 @@ class WorkQueueConformance(
         """Return a fresh, empty queue using ``policy``."""
         raise NotImplementedError("implement make_queue() in your conformance subclass")
 
-    def advance(self, seconds: float) -> None:
-        """Move the queue's clock forward by ``seconds``."""
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
     @pytest.fixture
     def queue(self) -> Iterator[WorkQueue]:
         queue = self.make_queue(KIT_POLICY)
@@ -57,11 +52,6 @@ class WorkQueueConformance(
         finally:
             queue.close()
 
-    def _claim(self, queue: WorkQueue, worker: str = "w1") -> Lease:
-        lease = queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
-
     # -- claiming -----------------------------------------------------------------------------
     def test_empty_claim_is_none(self, queue: WorkQueue) -> None:
         assert queue.claim("w1") is None
@@ -69,14 +59,14 @@ class WorkQueueConformance(
     def test_claims_are_exclusive(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {"n": 1})
         queue.enqueue("acme", {"n": 2})
-        first, second = self._claim(queue, "w1"), self._claim(queue, "w2")
+        first, second = self._lease(queue, "w1"), self._lease(queue, "w2")
         assert first.item_id != second.item_id and first.token != second.token
         assert queue.claim("w3") is None
         assert (first.worker, first.item.attempts, first.item.state) == ("w1", 1, "leased")
 
     def test_completed_item_never_returns(self, queue: WorkQueue) -> None:
         item = queue.enqueue("acme", {"job": "x"})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         assert lease.item.payload == {"job": "x"}
         queue.complete(lease.tenant, lease.item_id, token=lease.token)
         self.advance(KIT_POLICY.max_lease_seconds * 2)
@@ -86,7 +76,7 @@ class WorkQueueConformance(
 
     def test_lapsed_claim_is_requeued_with_the_attempt_counted(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
-        first = self._claim(queue)
+        first = self._lease(queue)
         self.advance(KIT_POLICY.lease_seconds + 1)
         reaped = queue.reap(limit=10)
         assert [(i.item_id, i.state, i.attempts) for i in reaped] == [(first.item_id, "ready", 1)]
@@ -94,20 +84,20 @@ class WorkQueueConformance(
             first.claimed_at + KIT_POLICY.lease_seconds + 1 + KIT_POLICY.backoff(1)
         )
         self.advance(KIT_POLICY.backoff(1))
-        second = self._claim(queue, "w2")
+        second = self._lease(queue, "w2")
         assert second.item_id == first.item_id and second.item.attempts == 2
         assert second.token != first.token
 
     def test_reap_leaves_live_leases_alone(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         self.advance(KIT_POLICY.lease_seconds - 1)
         assert queue.reap(limit=10) == []
         queue.complete(lease.tenant, lease.item_id, token=lease.token)
 
     def test_heartbeat_keeps_the_claim(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         for _ in range(3):
             self.advance(KIT_POLICY.lease_seconds - 5)
             lease = queue.heartbeat(lease.tenant, lease.item_id, token=lease.token)
@@ -117,7 +107,7 @@ class WorkQueueConformance(
 
     def test_heartbeat_past_max_lease_raises_capped(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         step = KIT_POLICY.lease_seconds - 10
         elapsed = 0.0
         while elapsed + step < KIT_POLICY.max_lease_seconds:
@@ -132,11 +122,11 @@ class WorkQueueConformance(
 
     def test_settle_with_a_stale_token_raises_lease_lost(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
-        stale = self._claim(queue, "w1")
+        stale = self._lease(queue, "w1")
         self.advance(KIT_POLICY.lease_seconds + 1)
         queue.reap(limit=10)
         self.advance(KIT_POLICY.backoff(1))
-        fresh = self._claim(queue, "w2")
+        fresh = self._lease(queue, "w2")
         for settle in (
             lambda: queue.complete(stale.tenant, stale.item_id, token=stale.token),
             lambda: queue.heartbeat(stale.tenant, stale.item_id, token=stale.token),
@@ -149,7 +139,7 @@ class WorkQueueConformance(
 
     def test_settle_after_expiry_raises_lease_lost_expired(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         self.advance(KIT_POLICY.lease_seconds + 1)
         with pytest.raises(LeaseLostError) as caught:
             queue.complete(lease.tenant, lease.item_id, token=lease.token)
@@ -163,7 +153,7 @@ class WorkQueueConformance(
 
     def test_settle_naming_another_tenant_is_refused(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {}, item_id="shared-id")
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         with pytest.raises(WorkItemNotFoundError):
             queue.complete("globex", lease.item_id, token=lease.token)
         item = queue.get_item("acme", "shared-id")
@@ -173,7 +163,7 @@ class WorkQueueConformance(
     # -- failure ------------------------------------------------------------------------------
     def test_fail_requeues_and_waits_out_its_backoff(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         item = queue.fail(lease.tenant, lease.item_id, token=lease.token, error="boom")
         assert (item.state, item.last_error, item.attempts) == ("ready", "boom", 1)
         backoff = KIT_POLICY.backoff(1)
@@ -181,12 +171,12 @@ class WorkQueueConformance(
         self.advance(backoff - 1)
         assert queue.claim("w1") is None
         self.advance(1)
-        again = self._claim(queue)
+        again = self._lease(queue)
         assert again.item_id == lease.item_id and again.item.attempts == 2
 
     def test_non_retryable_fail_dead_letters(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {"bad": True})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         item = queue.fail(
             lease.tenant, lease.item_id, token=lease.token, error="invalid input", retryable=False
         )
@@ -200,7 +190,7 @@ class WorkQueueConformance(
     def test_max_attempts_dead_letters(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
         for attempt in range(1, KIT_POLICY.max_attempts + 1):
-            lease = self._claim(queue)
+            lease = self._lease(queue)
             assert lease.item.attempts == attempt
             item = queue.fail(lease.tenant, lease.item_id, token=lease.token, error="again")
             self.advance(KIT_POLICY.backoff_cap)
@@ -211,7 +201,7 @@ class WorkQueueConformance(
     def test_lapses_past_max_attempts_dead_letter(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {})
         for _ in range(KIT_POLICY.max_attempts):
-            self._claim(queue)
+            self._lease(queue)
             self.advance(KIT_POLICY.lease_seconds + 1)
             reaped = queue.reap(limit=10)
             self.advance(KIT_POLICY.backoff_cap)
@@ -220,12 +210,12 @@ class WorkQueueConformance(
 
     def test_requeue_from_the_dead_letter(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {"x": 1})
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         queue.fail(lease.tenant, lease.item_id, token=lease.token, retryable=False)
         item = queue.requeue("acme", lease.item_id)
         assert (item.state, item.attempts) == ("ready", 0)
         assert queue.dead_letters("acme") == []
-        again = self._claim(queue)
+        again = self._lease(queue)
         assert again.item_id == lease.item_id and again.item.payload == {"x": 1}
         with pytest.raises(WorkItemNotFoundError):
             queue.requeue("acme", lease.item_id)
@@ -243,20 +233,20 @@ class WorkQueueConformance(
         first = queue.enqueue("acme", {"v": 1}, item_id="job-1")
         second = queue.enqueue("acme", {"v": 2}, item_id="job-1")
         assert first.item_id == second.item_id == "job-1" and second.payload == {"v": 1}
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         assert lease.item_id == "job-1"
         assert queue.claim("w1") is None
 
     def test_an_item_id_is_forgotten_once_its_item_completes(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {"run": 1}, item_id="job-1", dedupe_key="k")
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         queue.complete(lease.tenant, lease.item_id, token=lease.token)
         again = queue.enqueue("acme", {"run": 2}, item_id="job-1", dedupe_key="k")
         assert (again.item_id, again.payload, again.attempts) == ("job-1", {"run": 2}, 0)
 
     def test_a_dead_item_keeps_its_dedupe_key(self, queue: WorkQueue) -> None:
         first = queue.enqueue("acme", {"v": 1}, dedupe_key="k")
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         queue.fail(lease.tenant, lease.item_id, token=lease.token, retryable=False)
         again = queue.enqueue("acme", {"v": 2}, dedupe_key="k")
         assert (again.item_id, again.state, again.payload) == (first.item_id, "dead", {"v": 1})
@@ -264,7 +254,7 @@ class WorkQueueConformance(
     def test_returned_items_are_copies(self, queue: WorkQueue) -> None:
         item = queue.enqueue("acme", {"steps": [1]}, item_id="job-1")
         item.payload["steps"].append(2)
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         lease.item.payload["steps"].append(3)
         stored = queue.get_item("acme", "job-1")
         assert stored is not None and stored.payload == {"steps": [1]}
@@ -272,8 +262,8 @@ class WorkQueueConformance(
     def test_adopt_returns_the_leases_a_worker_held(self, queue: WorkQueue) -> None:
         for i in range(3):
             queue.enqueue("acme", {"i": i})
-        mine = [self._claim(queue, "w1"), self._claim(queue, "w1")]
-        theirs = self._claim(queue, "w2")
+        mine = [self._lease(queue, "w1"), self._lease(queue, "w1")]
+        theirs = self._lease(queue, "w2")
         self.advance(10)
         adopted = queue.adopt("w1")
         assert sorted(a.item_id for a in adopted) == sorted(m.item_id for m in mine)
@@ -294,7 +284,7 @@ class WorkQueueConformance(
         for i in range(100):
             queue.enqueue("noisy", {"i": i})
         queue.enqueue("quiet", {"only": True})
-        served = [(self._claim(queue)).tenant for _ in range(2)]
+        served = [(self._lease(queue)).tenant for _ in range(2)]
         assert "quiet" in served
 
     def test_five_tenants_are_served_round_robin(self, queue: WorkQueue) -> None:
@@ -302,7 +292,7 @@ class WorkQueueConformance(
         for round_ in range(3):
             for tenant in tenants:
                 queue.enqueue(tenant, {"round": round_})
-        served = [(self._claim(queue)).tenant for _ in range(15)]
+        served = [(self._lease(queue)).tenant for _ in range(15)]
         for window in range(3):
             assert sorted(served[window * 5 : window * 5 + 5]) == tenants
 
@@ -310,14 +300,14 @@ class WorkQueueConformance(
         queue.enqueue("acme", {"p": "low"}, priority=0)
         queue.enqueue("acme", {"p": "high"}, priority=10)
         queue.enqueue("acme", {"p": "low-2"}, priority=0)
-        order = [(self._claim(queue)).item.payload["p"] for _ in range(3)]
+        order = [(self._lease(queue)).item.payload["p"] for _ in range(3)]
         assert order == ["high", "low", "low-2"]
 
     def test_items_are_served_in_the_order_they_became_due(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {"n": "delayed"}, delay_seconds=10)
         self.advance(15)
         queue.enqueue("acme", {"n": "later"})
-        order = [(self._claim(queue)).item.payload["n"] for _ in range(2)]
+        order = [(self._lease(queue)).item.payload["n"] for _ in range(2)]
         assert order == ["delayed", "later"]
 
     def test_delayed_items_wait(self, queue: WorkQueue) -> None:
@@ -326,15 +316,15 @@ class WorkQueueConformance(
         stats = queue.stats()
         assert (stats.ready, stats.delayed) == (0, 1)
         self.advance(60)
-        lease = self._claim(queue)
+        lease = self._lease(queue)
         assert lease.item.payload == {"later": True}
 
     def test_stats_count_items_by_state(self, queue: WorkQueue) -> None:
         for i in range(4):
             queue.enqueue("acme" if i % 2 else "globex", {"i": i})
         queue.enqueue("acme", {}, delay_seconds=30)
-        leased = self._claim(queue)
-        dead = self._claim(queue)
+        leased = self._lease(queue)
+        dead = self._lease(queue)
         queue.fail(dead.tenant, dead.item_id, token=dead.token, retryable=False)
         stats = queue.stats()
         assert (stats.ready, stats.delayed, stats.leased, stats.dead) == (2, 1, 1, 1)

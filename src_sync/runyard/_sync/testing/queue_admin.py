@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 from runyard._sync.protocols import WorkQueue
-from runyard._sync.testing._kit import KIT_POLICY
+from runyard._sync.testing._kit import KIT_POLICY, QueueKitBase, refuses_each
 from runyard.errors import InvalidArgumentError, ItemLeasedError
-from runyard.models import Lease
 
 __all__ = ["QueueAdminCases"]
 
@@ -26,16 +25,8 @@ BAD_AGES: list[Any] = [float("nan"), float("inf"), -1, True, "1", None]
 BAD_LIMITS: list[Any] = [0, -1, 10_001, True, 1.5, None]
 
 
-class QueueAdminCases:
+class QueueAdminCases(QueueKitBase):
     """What an operator calls beside the workers' loop: cancel, purge the dead, prune."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    def _lease(self, queue: WorkQueue, worker: str = "w1") -> Lease:
-        lease = queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     def _dead(self, queue: WorkQueue, tenant: str, item_id: str, **kw: Any) -> None:
         """Enqueue ``item_id`` and dead-letter it (the queue must hold nothing else due)."""
@@ -157,14 +148,8 @@ class QueueAdminCases:
 
     def test_purge_dead_refuses_bad_arguments(self, queue: WorkQueue) -> None:
         self._dead(queue, "acme", "d")
-        for bad in BAD_AGES:
-            with pytest.raises(InvalidArgumentError) as caught:
-                queue.purge_dead("acme", older_than=bad)
-            assert caught.value.argument == "older_than", bad
-        for bad in BAD_LIMITS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                queue.purge_dead("acme", limit=bad)
-            assert caught.value.argument == "limit", bad
+        refuses_each(lambda bad: queue.purge_dead("acme", older_than=bad), BAD_AGES, "older_than")
+        refuses_each(lambda bad: queue.purge_dead("acme", limit=bad), BAD_LIMITS, "limit")
         with pytest.raises(InvalidArgumentError):
             queue.purge_dead("")
         assert len(queue.dead_letters("acme")) == 1
@@ -214,10 +199,7 @@ class QueueAdminCases:
         assert queue.claim("w1") is None
 
     def test_prune_refuses_a_bad_limit(self, queue: WorkQueue) -> None:
-        for bad in BAD_LIMITS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                queue.prune(limit=bad)
-            assert caught.value.argument == "limit", bad
+        refuses_each(lambda bad: queue.prune(limit=bad), BAD_LIMITS, "limit")
 
     def test_prune_keeps_a_tenant_whose_lapsed_item_waits_out_its_backoff(
         self, queue: WorkQueue

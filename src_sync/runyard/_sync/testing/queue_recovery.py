@@ -10,13 +10,10 @@ WorkQueueConformance; they use its ``queue`` fixture and ``advance``.
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
-from runyard._sync.protocols import BatchedWorkQueue, WorkQueue
-from runyard._sync.testing._kit import KIT_POLICY
+from runyard._sync.protocols import WorkQueue
+from runyard._sync.testing._kit import KIT_POLICY, QueueKitBase
 from runyard.errors import LeaseLostError
-from runyard.models import Lease
 from runyard.policy import RECLAIM_PER_CLAIM
 
 __all__ = ["QueueRecoveryCases"]
@@ -25,16 +22,8 @@ LAPSE = KIT_POLICY.lease_seconds + 1  # a step that makes a fresh lease lapse
 BACKOFF_1 = KIT_POLICY.backoff(1)  # the wait after a first attempt lapses (5 s)
 
 
-class QueueRecoveryCases:
+class QueueRecoveryCases(QueueKitBase):
     """Lapse backoff, recovery inside claims, and fencing by incarnation on adopt."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    def _lease(self, queue: WorkQueue, worker: str = "w1") -> Lease:
-        lease = queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     # -- adopt --------------------------------------------------------------------------------
     def test_adopt_gives_a_new_token_and_refuses_the_old(self, queue: WorkQueue) -> None:
@@ -128,9 +117,7 @@ class QueueRecoveryCases:
         queue.complete(lease)
 
     def test_claim_many_takes_back_a_lapsed_lease(self, queue: WorkQueue) -> None:
-        if not queue.capabilities.batched_operations:
-            pytest.skip(f"{type(queue).__name__} does not declare batched_operations")
-        batched = cast(BatchedWorkQueue, queue)
+        batched = self._batched(queue)
         batched.enqueue("acme", {}, item_id="crashed")
         (crashed,) = batched.claim_many("crashed-worker", limit=5)
         self.advance(LAPSE)

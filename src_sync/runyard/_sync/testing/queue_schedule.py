@@ -7,13 +7,13 @@ Mixed into WorkQueueConformance; they use its ``queue`` fixture and ``advance``.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from runyard._sync.protocols import BatchedWorkQueue, WorkQueue
-from runyard._sync.testing._kit import KIT_POLICY
+from runyard._sync.protocols import WorkQueue
+from runyard._sync.testing._kit import KIT_POLICY, QueueKitBase, refuses_each
 from runyard.errors import InvalidArgumentError
-from runyard.models import Lease, NewItem
+from runyard.models import NewItem
 from runyard.validation import MAX_ITEM_ATTEMPTS, MAX_RUN_AT
 
 __all__ = ["QueueScheduleCases"]
@@ -23,16 +23,8 @@ BAD_MAX_ATTEMPTS: list[Any] = [0, -1, MAX_ITEM_ATTEMPTS + 1, True, 1.5, "2"]
 LONG_AGO = 1_000.0  # seconds since the epoch: always in the past
 
 
-class QueueScheduleCases:
+class QueueScheduleCases(QueueKitBase):
     """``enqueue(run_at=...)``, ``enqueue(max_attempts=...)`` and their NewItem forms."""
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError("implement advance() in your conformance subclass")
-
-    def _lease(self, queue: WorkQueue, worker: str = "w1") -> Lease:
-        lease = queue.claim(worker)
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     # -- run_at -------------------------------------------------------------------------------
     def test_run_at_in_the_past_is_due_at_once(self, queue: WorkQueue) -> None:
@@ -62,19 +54,19 @@ class QueueScheduleCases:
         assert queue.get_item("acme", "i") is None
 
     def test_bad_run_at_is_refused(self, queue: WorkQueue) -> None:
-        for bad in BAD_RUN_ATS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                queue.enqueue("acme", {}, item_id="i", run_at=bad)
-            assert caught.value.argument == "run_at", bad
+        refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", run_at=bad), BAD_RUN_ATS, "run_at"
+        )
         assert queue.get_item("acme", "i") is None
 
     # -- max_attempts -------------------------------------------------------------------------
     def test_bad_max_attempts_is_refused(self, queue: WorkQueue) -> None:
-        for bad in BAD_MAX_ATTEMPTS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                queue.enqueue("acme", {}, item_id="i", max_attempts=bad)
-            assert caught.value.argument == "max_attempts", bad
-            assert str(MAX_ITEM_ATTEMPTS) in str(caught.value)
+        refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", max_attempts=bad),
+            BAD_MAX_ATTEMPTS,
+            "max_attempts",
+            naming=str(MAX_ITEM_ATTEMPTS),
+        )
         assert queue.get_item("acme", "i") is None
 
     def test_max_attempts_is_stored_with_the_item(self, queue: WorkQueue) -> None:
@@ -138,11 +130,6 @@ class QueueScheduleCases:
         assert [d.item.item_id for d in queue.dead_letters("acme")] == ["once"]
 
     # -- enqueue_many -------------------------------------------------------------------------
-    def _batched(self, queue: WorkQueue) -> BatchedWorkQueue:
-        if not queue.capabilities.batched_operations:
-            pytest.skip(f"{type(queue).__name__} does not declare batched_operations")
-        return cast(BatchedWorkQueue, queue)
-
     def test_enqueue_many_takes_run_at_and_max_attempts(self, queue: WorkQueue) -> None:
         batched = self._batched(queue)
         now_item, past = batched.enqueue_many(

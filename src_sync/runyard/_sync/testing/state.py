@@ -11,13 +11,12 @@ import pytest
 from runyard._flavours import gather
 from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore
+from runyard._sync.testing.leases import RunLeaseCases
 from runyard._sync.testing.retention import StateRetentionCases
 from runyard._sync.testing.roundtrip import StateRoundTripCases
 from runyard._sync.testing.validation import StateValidationCases
 from runyard.capabilities import certify
 from runyard.errors import (
-    LeaseLostError,
-    RunLeaseHeldError,
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
@@ -31,7 +30,12 @@ __all__ = ["StateStoreConformance"]
 BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
 
 
-class StateStoreConformance(StateRetentionCases, StateValidationCases, StateRoundTripCases):
+class StateStoreConformance(
+    StateRetentionCases,
+    RunLeaseCases,
+    StateValidationCases,
+    StateRoundTripCases,
+):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 
     ``make_store`` returns a fresh, empty store (its own namespace) whose clock ``advance``
@@ -313,62 +317,3 @@ class StateStoreConformance(StateRetentionCases, StateValidationCases, StateRoun
             store.delete_session("acme", bad)
         with pytest.raises(InvalidIdentifierError):
             store.acquire_lease(RunKey("acme", "r"), bad, ttl_seconds=10)
-
-    # -- run leases ---------------------------------------------------------------------------
-    def test_first_lease_holder_wins(self, store: StateStore) -> None:
-        key = RunKey("acme", "r")
-        lease = store.acquire_lease(key, "worker-a", ttl_seconds=30)
-        assert (lease.holder, lease.epoch) == ("worker-a", 1)
-        current = store.get_lease(key)
-        assert current is not None and current.holder == "worker-a"
-
-    def test_second_holder_is_refused_naming_the_holder(self, store: StateStore) -> None:
-        key = RunKey("acme", "r")
-        store.acquire_lease(key, "worker-a", ttl_seconds=30)
-        with pytest.raises(RunLeaseHeldError) as caught:
-            store.acquire_lease(key, "worker-b", ttl_seconds=30)
-        assert caught.value.holder == "worker-a" and "worker-a" in str(caught.value)
-
-    def test_lapsed_lease_is_taken_with_a_higher_epoch(self, store: StateStore) -> None:
-        key = RunKey("acme", "r")
-        first = store.acquire_lease(key, "worker-a", ttl_seconds=10)
-        self.advance(11)
-        second = store.acquire_lease(key, "worker-b", ttl_seconds=10)
-        assert second.holder == "worker-b" and second.epoch > first.epoch
-
-    def test_write_with_an_old_epoch_is_refused(self, store: StateStore) -> None:
-        key = RunKey("acme", "r")
-        store.put_run(key, {"by": "nobody"}, expected_version=0)
-        old = store.acquire_lease(key, "worker-a", ttl_seconds=10)
-        store.put_run(key, {"by": "a"}, expected_version=1, fence=old.epoch)
-        self.advance(11)
-        new = store.acquire_lease(key, "worker-b", ttl_seconds=10)
-        with pytest.raises(LeaseLostError):
-            store.put_run(key, {"by": "a-late"}, expected_version=2, fence=old.epoch)
-        with pytest.raises(LeaseLostError):
-            store.patch_run(key, CounterDelta(iterations=1), fence=old.epoch)
-        record = store.put_run(key, {"by": "b"}, expected_version=2, fence=new.epoch)
-        assert record.blob == {"by": "b"} and record.iterations == 0
-
-    def test_renew_keeps_the_epoch(self, store: StateStore) -> None:
-        key = RunKey("acme", "r")
-        lease = store.acquire_lease(key, "worker-a", ttl_seconds=10)
-        self.advance(8)
-        renewed = store.renew_lease(lease, ttl_seconds=10)
-        assert renewed.epoch == lease.epoch and renewed.expires_at > lease.expires_at
-        self.advance(8)
-        with pytest.raises(RunLeaseHeldError):
-            store.acquire_lease(key, "worker-b", ttl_seconds=10)
-
-    def test_stale_release_leaves_the_new_lease_alone(self, store: StateStore) -> None:
-        key = RunKey("acme", "r")
-        old = store.acquire_lease(key, "worker-a", ttl_seconds=10)
-        self.advance(11)
-        new = store.acquire_lease(key, "worker-b", ttl_seconds=10)
-        assert store.release_lease(old) is False
-        current = store.get_lease(key)
-        assert current is not None and current.epoch == new.epoch
-        assert store.release_lease(new) is True
-        assert store.get_lease(key) is None
-        with pytest.raises(LeaseLostError):
-            store.renew_lease(new, ttl_seconds=10)

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from runyard._sync.protocols import StateStore, WorkQueue
+from runyard._sync.testing._kit import QueueKitBase, refuses_each
 from runyard.errors import InvalidArgumentError
 from runyard.keys import InvalidIdentifierError
-from runyard.models import CounterDelta, Lease, RunKey, RunRecord
+from runyard.models import CounterDelta, RunKey, RunRecord
 from runyard.validation import (
     COUNTER_FIELDS,
     MAX_COUNTER,
@@ -127,18 +128,13 @@ class StateValidationCases:
         assert store.get_session("acme", "s") is None
 
 
-class QueueValidationCases:
+class QueueValidationCases(QueueKitBase):
     """Limits every WorkQueue enforces before anything is written, and settling by Lease."""
-
-    def _only_lease(self, queue: WorkQueue) -> Lease:
-        lease = queue.claim("w1")
-        assert lease is not None, "expected a due item to claim"
-        return lease
 
     @pytest.mark.parametrize("bad", [True, 1.0, -1, 2**63], ids=repr)
     def test_validation_bad_settle_tokens_are_refused(self, queue: WorkQueue, bad: Any) -> None:
         queue.enqueue("acme", {}, item_id="a")
-        lease = self._only_lease(queue)
+        lease = self._lease(queue)
         for settle in (queue.complete, queue.heartbeat):
             with pytest.raises(InvalidArgumentError) as caught:
                 settle("acme", "a", token=bad)
@@ -165,31 +161,33 @@ class QueueValidationCases:
         assert (stats.ready, stats.delayed) == (0, 0)
 
     def test_validation_bad_delay_is_refused(self, queue: WorkQueue) -> None:
-        for bad in BAD_DELAYS:
-            with pytest.raises(InvalidArgumentError) as caught:
-                queue.enqueue("acme", {}, item_id="i", delay_seconds=bad)
-            assert caught.value.argument == "delay_seconds", bad
+        refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", delay_seconds=bad),
+            BAD_DELAYS,
+            "delay_seconds",
+        )
         assert queue.get_item("acme", "i") is None
 
     def test_validation_bad_priority_is_refused(self, queue: WorkQueue) -> None:
-        for bad in BAD_PRIORITIES:
-            with pytest.raises(InvalidArgumentError) as caught:
-                queue.enqueue("acme", {}, item_id="i", priority=bad)
-            assert caught.value.argument == "priority", bad
-            assert str(MAX_PRIORITY) in str(caught.value)
+        refuses_each(
+            lambda bad: queue.enqueue("acme", {}, item_id="i", priority=bad),
+            BAD_PRIORITIES,
+            "priority",
+            naming=str(MAX_PRIORITY),
+        )
         assert queue.get_item("acme", "i") is None
 
     def test_validation_priority_limits_are_stored_and_ordered(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {}, item_id="low", priority=MIN_PRIORITY)
         queue.enqueue("acme", {}, item_id="high", priority=MAX_PRIORITY)
-        first = self._only_lease(queue)
+        first = self._lease(queue)
         assert (first.item_id, first.item.priority) == ("high", MAX_PRIORITY)
         low = queue.get_item("acme", "low")
         assert low is not None and low.priority == MIN_PRIORITY
 
     def test_validation_bad_error_text_is_refused(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {}, item_id="i")
-        lease = self._only_lease(queue)
+        lease = self._lease(queue)
         for bad in BAD_ERRORS:
             with pytest.raises(InvalidArgumentError) as caught:
                 queue.fail(lease, error=bad)
@@ -202,7 +200,7 @@ class QueueValidationCases:
 
     def test_validation_settles_accept_the_lease(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {}, item_id="i")
-        lease = self._only_lease(queue)
+        lease = self._lease(queue)
         renewed = queue.heartbeat(lease)
         assert (renewed.item_id, renewed.token) == ("i", lease.token)
         with pytest.raises(InvalidArgumentError):
@@ -210,6 +208,6 @@ class QueueValidationCases:
         queue.complete(lease)
         assert queue.get_item("acme", "i") is None
         queue.enqueue("acme", {}, item_id="j")
-        second = self._only_lease(queue)
+        second = self._lease(queue)
         failed = queue.fail(second, error="boom", retryable=False)
         assert (failed.state, failed.last_error) == ("dead", "boom")
