@@ -52,7 +52,7 @@ class AsyncRedisEvents:
     terminal_statuses: frozenset[str] = TERMINAL_STATUSES
     live_updates: AsyncRedisUpdates | None = None
 
-    if TYPE_CHECKING:  # provided by AsyncRedisSessions
+    if TYPE_CHECKING:  # provided by the sessions mixin
 
         async def _read_back(self, lost: ReplyLost, read: Callable[[], Awaitable[T]]) -> T: ...
 

@@ -11,7 +11,7 @@ from runyard.errors import RunyardError, StateConflictError, StoreOutcomeUnknown
 from runyard.models import RunKey, RunRecord, SessionRecord
 from runyard.postgres.rows import decode_run, decode_session
 from runyard.postgres.statements import RUN_COLUMN_COUNT
-from runyard.writes import settle_versioned_write
+from runyard.writes import not_this_write, resent_refusal, settle_versioned_write
 
 __all__ = ["PostgresWrites"]
 
@@ -60,10 +60,7 @@ class PostgresWrites:
         row = self._read_write(lost, "get_run_write", key.tenant, key.run_id)
         if row is not None and row[RUN_COLUMN_COUNT] == write_id:
             return decode_run(row[:RUN_COLUMN_COUNT])
-        raise StoreOutcomeUnknown(
-            f"{what} of {key.run_id!r}: {lost}, and the run's last write is not this one; it "
-            "may or may not have been applied (read it and decide)"
-        ) from lost
+        raise not_this_write(what, key.run_id, lost) from lost
 
     def _settle_put_run(
         self,
@@ -102,13 +99,7 @@ class PostgresWrites:
                     # The first send may have committed while this one waited on the row:
                     # only the write id tells whose write took the next version.
                     return self._settle_put_run(lost, *args, may_resend=False)
-            case "conflict":
-                raise StateConflictError(expected_version, found) from None
-        raise StoreOutcomeUnknown(
-            f"put_run of {key.run_id!r}: the reply was lost and the run is now at version "
-            f"{found} without this write's id (it may have landed and been written over); "
-            "read it and decide"
-        ) from lost
+        raise resent_refusal("run", key.run_id, expected_version, found) from lost
 
     def _settle_put_session(
         self,
@@ -143,10 +134,4 @@ class PostgresWrites:
                     return self._settle_put_session(again, *args, may_resend=False)
                 except StateConflictError:
                     return self._settle_put_session(lost, *args, may_resend=False)
-            case "conflict":
-                raise StateConflictError(expected_version, found, what="session") from None
-        raise StoreOutcomeUnknown(
-            f"put_session of {session_id!r}: the reply was lost and the session is now at "
-            f"version {found} without this write's id (it may have landed and been written "
-            "over); read it and decide"
-        ) from lost
+        raise resent_refusal("session", session_id, expected_version, found) from lost

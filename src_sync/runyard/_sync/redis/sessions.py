@@ -14,7 +14,6 @@ from runyard._sync.redis.scripts import ScriptRunner
 from runyard.clock import Clock
 from runyard.errors import (
     RunLeaseHeldError,
-    StateConflictError,
     StateInUseError,
     StatePersistenceError,
     StoreOutcomeUnknown,
@@ -124,13 +123,7 @@ class RedisSessions:
                     return self._put_session(
                         tenant, session_id, stored, expected_version, write_id, sends - 1
                     )
-                case "conflict":
-                    raise StateConflictError(expected_version, version, what="session") from None
-            raise StoreOutcomeUnknown(
-                f"put_session of {session_id!r}: the reply was lost and the session is now at "
-                f"version {version} without this write's id (it may have landed and been "
-                "written over); read it and decide"
-            ) from lost
+            raise resent_refusal("session", session_id, expected_version, version) from lost
         if sends < 2 and text(reply[0]) == "conflict":
             raise resent_refusal("session", session_id, expected_version, int(reply[1]))
         raise_refusal(reply, session_id, expected_version, what="session")
