@@ -9,10 +9,10 @@ Beside them, in the same run and twin: the raw redis-py round trip (``EVALSHA`` 
 script) and the same full commit done the WATCH/MULTI/EXEC way (``INCR`` for the outbox seq and
 the trace index, ``WATCH`` + ``HGET`` of the version, then ``MULTI``...``EXEC`` with every write),
 the baseline the one-script commit beats (the baselines: benchmarks/executions_baselines.py). It
-starts its own redis-server on a free loopback
-port (persistence off) and stops it by pid; ``--port`` uses a running one
-(only the benchmark's own keys are written and deleted). Writes ``bench-executions.json`` and
-``bench-executions.png`` (the ratios as bars) into ``--out-dir`` (benchmarks/results by default).
+starts its own redis-server on a free loopback port (persistence off) and stops it by pid;
+``--port`` uses a running one (only the benchmark's own keys are written and deleted). Writes
+``bench-executions.json`` and ``bench-executions.png`` (the ratios as bars) into ``--out-dir``
+(benchmarks/results by default).
 
 Backends are the entries of ``BACKENDS``: add one (e.g. PostgreSQL) with a factory per twin.
 """
