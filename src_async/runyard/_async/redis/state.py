@@ -25,7 +25,6 @@ from runyard.redis.common import (
     ReplyLost,
     decode_run,
     now_arg,
-    opt_text,
     pairs,
     raise_refusal,
     state_unavailable,
@@ -45,7 +44,7 @@ from runyard.validation import (
     check_write_guards,
     counter_overflow,
 )
-from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
+from runyard.writes import mint_write_id, resent_refusal
 
 __all__ = ["AsyncRedisStateStore"]
 
@@ -205,22 +204,24 @@ class AsyncRedisStateStore(
                 STATE_SCRIPTS["put_run"], keys, args, idempotent=False
             )
         except ReplyLost as lost:
-            fields = await self._read_back(lost, lambda: self._run_fields(key))
-            found = int(fields.get("version") or 0)
-            match settle_versioned_write(
-                expected_version=expected_version,
-                found_version=found,
-                found_write_id=opt_text(fields.get("write_id")),
-                write_id=write_id,
+            return await self._settle_put(
+                lost,
+                keys[0],
+                partial(decode_run, key.tenant, key.run_id),
+                partial(
+                    self._put_run,
+                    key,
+                    stored,
+                    expected_version,
+                    status,
+                    session_id,
+                    fence,
+                    write_id,
+                    1,
+                ),
+                ("run", key.run_id, expected_version, write_id),
                 may_resend=sends > 1,
-            ):
-                case "ours":
-                    return decode_run(key.tenant, key.run_id, fields)
-                case "resend":
-                    return await self._put_run(
-                        key, stored, expected_version, status, session_id, fence, write_id, 1
-                    )
-            raise resent_refusal("run", key.run_id, expected_version, found) from lost
+            )
         if sends < 2 and text(reply[0]) == "conflict":
             # A re-send that found no trace of this write at the next version: another write
             # took it. Further on, this write may have landed first and been written over.

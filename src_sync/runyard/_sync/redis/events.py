@@ -58,6 +58,8 @@ class RedisEvents:
 
         def _read_back(self, lost: ReplyLost, read: Callable[[], T]) -> T: ...
 
+        def _hash_fields(self, name: str) -> dict[str, Any]: ...
+
     def _event_keys(self, key: RunKey) -> EventKeys:
         return EventKeys(self.settings.namespace, key.tenant, key.run_id)
 
@@ -65,12 +67,6 @@ class RedisEvents:
         if self.live_updates is None:
             return ["", ""]
         return [keys.channel, self.live_updates.publish_command]
-
-    def _run_fields(self, key: RunKey) -> dict[str, Any]:
-        """The run's hash, field names as text (empty: no run)."""
-        name = self._event_keys(key).state.run(key.run_id)
-        fields = self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
-        return {text(k): v for k, v in fields.items()}
 
     def _run_written_by(
         self,
@@ -82,7 +78,8 @@ class RedisEvents:
     ) -> RunRecord:
         """Settle a lost patch_run/finalize: the run, if its last write is ``write_id``;
         else StoreOutcomeUnknown (such a write is never sent again)."""
-        fields = self._read_back(lost, lambda: self._run_fields(key))
+        name = self._event_keys(key).state.run(key.run_id)
+        fields = self._read_back(lost, lambda: self._hash_fields(name))
         if fields and opt_text(fields.get("write_id")) == write_id:
             return decode_run(key.tenant, key.run_id, fields)
         raise not_this_write(what, key.run_id, lost, advice) from lost
