@@ -8,10 +8,11 @@ Two commit paths, one execution committed again and again at concurrency 1:
 Beside them, in the same run and twin: the raw redis-py round trip (``EVALSHA`` of a one-line
 script) and the same full commit done the WATCH/MULTI/EXEC way (``INCR`` for the outbox seq and
 the trace index, ``WATCH`` + ``HGET`` of the version, then ``MULTI``...``EXEC`` with every write),
-the baseline the one-script commit beats. It starts its own redis-server on a free loopback
-port (persistence off) and stops it by pid; ``--port`` uses a running one
-(only the benchmark's own keys are written and deleted). Writes ``bench-executions.json`` and
-``bench-executions.png`` (the ratios as bars) into ``--out-dir`` (benchmarks/results by default).
+the baseline the one-script commit beats (the baselines: benchmarks/executions_baselines.py). It
+starts its own redis-server on a free loopback port (persistence off) and stops it by pid;
+``--port`` uses a running one (only the benchmark's own keys are written and deleted). Writes
+``bench-executions.json`` and ``bench-executions.png`` (the ratios as bars) into ``--out-dir``
+(benchmarks/results by default).
 
 Backends are the entries of ``BACKENDS``: add one (e.g. PostgreSQL) with a factory per twin.
 """
@@ -38,25 +39,30 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from runyard import AsyncMemoryExecutionStore, MemoryExecutionStore
-from runyard._json import dump_json
-from runyard.executions import Event, Execution, TimerOp, TraceStep
-from runyard.executions.planning import CommitPlan, plan_commit
+from runyard.executions import Execution
 from runyard.postgres import (
     AsyncPostgresExecutionStore,
     PostgresExecutionStore,
-    StateTables,
-    schema_sql,
 )
 from runyard.redis import AsyncRedisStore, RedisStore, RedisStoreSettings
-from runyard.redis.executions import step_json, timer_member
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks._report import write_report
 from benchmarks.bench_redis import _start_server
+from benchmarks.executions_baselines import (
+    CONTEXT,
+    PG_DSN,
+    PG_RAW,
+    async_raw_postgres,
+    async_watch_multi_exec,
+    full_commit,
+    pg_schema,
+    rate,
+    sync_raw_postgres,
+    sync_watch_multi_exec,
+)
 
 RAW_SCRIPT = "return ARGV[1]"
-T0 = 1_700_000_000.0
-CONTEXT = {"cart": ["sku-1", "sku-2"], "total": 4200, "customer": {"id": "c-7", "tier": "gold"}}
 
 
 @dataclass
@@ -123,40 +129,6 @@ def _sync_purge(client: redis.Redis, pattern: str) -> None:
         client.unlink(*keys)
 
 
-def _wme_values(plan: CommitPlan) -> tuple[str, str, float, str, str]:
-    """What the WATCH/MULTI/EXEC way writes, serialised as the store serialises it."""
-    target_id, event = plan.emits[0]
-    emit = dump_json({"target_id": target_id, "event": event.model_dump()})
-    op = plan.timers[0]
-    assert op.fire_at is not None and plan.trace is not None
-    member = timer_member(plan.execution.id, op.path)
-    return emit, member, op.fire_at, step_json(plan.trace), dump_json(plan.execution.context)
-
-
-# -- PostgreSQL: each store in a schema of its own (tables from schema_sql), dropped on close --
-PG_DSN = os.environ.get(
-    "RUNYARD_BENCH_PG_DSN",
-    "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'",
-)
-PG_RAW = "raw psycopg UPDATE+COMMIT"
-
-
-def _pg_schema() -> tuple[StateTables, Callable[[], None]]:
-    name = f"bench_exec_{uuid.uuid4().hex[:8]}"
-    tables = StateTables(schema=name)
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-        conn.execute(schema_sql(tables))
-        conn.execute(f'CREATE TABLE "{name}".raw (id int PRIMARY KEY, n bigint NOT NULL)')
-        conn.execute(f'INSERT INTO "{name}".raw VALUES (1, 0)')
-
-    def drop() -> None:
-        with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
-
-    return tables, drop
-
-
 def _postgres_reachable() -> bool:
     try:
         psycopg.connect(PG_DSN, connect_timeout=3).close()
@@ -167,7 +139,7 @@ def _postgres_reachable() -> bool:
 
 
 async def _async_postgres(_: int) -> tuple[Any, Callable[[], Awaitable[None]]]:
-    tables, drop = _pg_schema()
+    tables, drop = pg_schema()
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(PG_DSN, min_size=1, open=False)
     await pool.open(wait=True)
     store = await AsyncPostgresExecutionStore.open(pool, tables=tables, close_source=True)
@@ -180,7 +152,7 @@ async def _async_postgres(_: int) -> tuple[Any, Callable[[], Awaitable[None]]]:
 
 
 def _sync_postgres(_: int) -> tuple[Any, Callable[[], None]]:
-    tables, drop = _pg_schema()
+    tables, drop = pg_schema()
     pool: ConnectionPool[Any] = ConnectionPool(PG_DSN, min_size=1, open=True)
     store = PostgresExecutionStore.open(pool, tables=tables, close_source=True)
 
@@ -191,55 +163,11 @@ def _sync_postgres(_: int) -> tuple[Any, Callable[[], None]]:
     return store, close
 
 
-async def _async_raw_postgres(n: int) -> float:
-    """One prepared single-row UPDATE in autocommit: one round trip and one commit, like a
-    runyard commit."""
-    tables, drop = _pg_schema()
-    sql = f'UPDATE "{tables.schema}".raw SET n = n + 1 WHERE id = 1 RETURNING n'
-    async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as conn:
-        for _ in range(min(n, 200)):
-            await conn.execute(sql, prepare=True)
-        start = time.perf_counter()
-        for _ in range(n):
-            await conn.execute(sql, prepare=True)
-        rate = _rate(n, time.perf_counter() - start)
-    drop()
-    return rate
-
-
-def _sync_raw_postgres(n: int) -> float:
-    """The sync twin of ``_async_raw_postgres``."""
-    tables, drop = _pg_schema()
-    sql = f'UPDATE "{tables.schema}".raw SET n = n + 1 WHERE id = 1 RETURNING n'
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        for _ in range(min(n, 200)):
-            conn.execute(sql, prepare=True)
-        start = time.perf_counter()
-        for _ in range(n):
-            conn.execute(sql, prepare=True)
-        rate = _rate(n, time.perf_counter() - start)
-    drop()
-    return rate
-
-
 BACKENDS: list[Backend] = [
     Backend("memory", _async_memory, _sync_memory),
     Backend("redis", _async_redis, _sync_redis),
     Backend("postgres", _async_postgres, _sync_postgres),
 ]
-
-
-def _full(i: int) -> dict[str, Any]:
-    return {
-        "emits": [("billing", Event(id=f"out-{i}", name="charge", data={"amount": i}))],
-        "processed_event_id": f"in-{i}",
-        "timers": [TimerOp.schedule("waiting.timeout", T0 + i)],
-        "trace": TraceStep(event_id=f"in-{i}", event_name="submit"),
-    }
-
-
-def _rate(n: int, elapsed: float) -> float:
-    return n / elapsed
 
 
 # -- async twin -----------------------------------------------------------------------------
@@ -250,46 +178,10 @@ async def _async_commits(store: Any, n: int, full: bool) -> float:
     for i in range(n):
         exe.context["step"] = i
         if full:
-            await store.commit(exe, **_full(i))
+            await store.commit(exe, **full_commit(i))
         else:
             await store.commit(exe, processed_event_id=f"in-{i}")
-    return _rate(n, time.perf_counter() - start)
-
-
-async def _async_watch_multi_exec(client: aioredis.Redis, n: int) -> float:
-    """The full commit without a script: INCRs for seqs, then WATCH/MULTI/EXEC."""
-    key, ns = "wme:exe", "wme"
-    exe = Execution(id="e1", definition_id="checkout", context=CONTEXT)
-    await client.hset(key, mapping={"version": 0})
-    start = time.perf_counter()
-    for i in range(n):
-        # The same checks and serialisation as the store, so only the writes differ.
-        exe.context["step"] = i
-        plan = plan_commit(exe, **_full(i))
-        now = time.time()
-        emit, member, fire_at, step, context = _wme_values(plan)
-        seq = await client.incr(f"{ns}:outbox-seq")
-        index = await client.incr(f"{ns}:trace-index")
-        async with client.pipeline(transaction=True) as pipe:
-            await pipe.watch(key)
-            version = int(await pipe.hget(key, "version") or 0)
-            pipe.multi()  # type: ignore[no-untyped-call]
-            pipe.hset(
-                key,
-                mapping={
-                    "version": version + 1,
-                    "updated_at": now,
-                    "status": plan.execution.status,
-                    "context": context,
-                },
-            )
-            pipe.zadd(f"{ns}:outbox", {f"{seq} {emit}": seq})
-            pipe.sadd(f"{ns}:processed", f"in-{i}")
-            pipe.zadd(f"{ns}:timers", {member: fire_at})
-            pipe.rpush(f"{ns}:trace", f"{index} {now} {step}")
-            pipe.ltrim(f"{ns}:trace", -200, -1)
-            await pipe.execute()
-    return _rate(n, time.perf_counter() - start)
+    return rate(n, time.perf_counter() - start)
 
 
 async def _async_run(port: int, n: int) -> dict[str, float]:
@@ -299,12 +191,12 @@ async def _async_run(port: int, n: int) -> dict[str, float]:
     start = time.perf_counter()
     for i in range(n):
         await client.evalsha(sha, 0, i)
-    out["raw EVALSHA"] = _rate(n, time.perf_counter() - start)
-    out["redis WATCH/MULTI/EXEC full"] = await _async_watch_multi_exec(client, n)
+    out["raw EVALSHA"] = rate(n, time.perf_counter() - start)
+    out["redis WATCH/MULTI/EXEC full"] = await async_watch_multi_exec(client, n)
     await _async_purge(client, "wme:*")
     await client.aclose()
     if any(b.name == "postgres" for b in BACKENDS):
-        out[PG_RAW] = await _async_raw_postgres(n)
+        out[PG_RAW] = await async_raw_postgres(n)
     for backend in BACKENDS:
         for path in ("fast", "full"):
             store, close = await backend.make_async(port)
@@ -322,46 +214,10 @@ def _sync_commits(store: Any, n: int, full: bool) -> float:
     for i in range(n):
         exe.context["step"] = i
         if full:
-            store.commit(exe, **_full(i))
+            store.commit(exe, **full_commit(i))
         else:
             store.commit(exe, processed_event_id=f"in-{i}")
-    return _rate(n, time.perf_counter() - start)
-
-
-def _sync_watch_multi_exec(client: redis.Redis, n: int) -> float:
-    """The full commit without a script: INCRs for seqs, then WATCH/MULTI/EXEC."""
-    key, ns = "wme:exe", "wme"
-    exe = Execution(id="e1", definition_id="checkout", context=CONTEXT)
-    client.hset(key, mapping={"version": 0})
-    start = time.perf_counter()
-    for i in range(n):
-        # The same checks and serialisation as the store, so only the writes differ.
-        exe.context["step"] = i
-        plan = plan_commit(exe, **_full(i))
-        now = time.time()
-        emit, member, fire_at, step, context = _wme_values(plan)
-        seq = client.incr(f"{ns}:outbox-seq")
-        index = client.incr(f"{ns}:trace-index")
-        with client.pipeline(transaction=True) as pipe:
-            pipe.watch(key)  # type: ignore[no-untyped-call]
-            version = int(pipe.hget(key, "version") or 0)
-            pipe.multi()
-            pipe.hset(
-                key,
-                mapping={
-                    "version": version + 1,
-                    "updated_at": now,
-                    "status": plan.execution.status,
-                    "context": context,
-                },
-            )
-            pipe.zadd(f"{ns}:outbox", {f"{seq} {emit}": seq})
-            pipe.sadd(f"{ns}:processed", f"in-{i}")
-            pipe.zadd(f"{ns}:timers", {member: fire_at})
-            pipe.rpush(f"{ns}:trace", f"{index} {now} {step}")
-            pipe.ltrim(f"{ns}:trace", -200, -1)
-            pipe.execute()
-    return _rate(n, time.perf_counter() - start)
+    return rate(n, time.perf_counter() - start)
 
 
 def _sync_run(port: int, n: int) -> dict[str, float]:
@@ -371,12 +227,12 @@ def _sync_run(port: int, n: int) -> dict[str, float]:
     start = time.perf_counter()
     for i in range(n):
         client.evalsha(sha, 0, i)
-    out["raw EVALSHA"] = _rate(n, time.perf_counter() - start)
-    out["redis WATCH/MULTI/EXEC full"] = _sync_watch_multi_exec(client, n)
+    out["raw EVALSHA"] = rate(n, time.perf_counter() - start)
+    out["redis WATCH/MULTI/EXEC full"] = sync_watch_multi_exec(client, n)
     _sync_purge(client, "wme:*")
     client.close()
     if any(b.name == "postgres" for b in BACKENDS):
-        out[PG_RAW] = _sync_raw_postgres(n)
+        out[PG_RAW] = sync_raw_postgres(n)
     for backend in BACKENDS:
         for path in ("fast", "full"):
             store, close = backend.make_sync(port)

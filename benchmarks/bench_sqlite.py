@@ -33,32 +33,21 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-from runyard import CounterDelta, RunKey
-from runyard.executions.models import Event, Execution
-from runyard.models import NewItem
+from runyard import RunKey
 from runyard.sqlite import (
-    AsyncSqliteStateStore,
-    AsyncSqliteStore,
-    AsyncSqliteWorkQueue,
     SqliteStateStore,
-    SqliteStore,
     SqliteWorkQueue,
     create_schema,
 )
 
 from benchmarks._report import write_report
-
-BATCH = 16  # items per call of the batched operations (their figures count items)
-ENQUEUE_MANY, CLAIM_MANY = f"enqueue_many ({BATCH})", f"claim_many+complete_many ({BATCH})"
-OPERATIONS = (
-    "put_run",
-    "patch_run",
-    "enqueue",
-    "claim+complete",
-    "execution commit",
-    ENQUEUE_MANY,
+from benchmarks.sqlite_operations import (
     CLAIM_MANY,
+    OPERATIONS,
+    AsyncOperations,
+    SyncOperations,
 )
+
 SINGLE_STATEMENT = ("put_run", "patch_run", "enqueue")
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -126,108 +115,6 @@ class _RawAsync:
         await self.conn.close()
 
 
-class _Sync:
-    """``k`` operations of the sync twin per call."""
-
-    def __init__(self, path: str, operation: str, me: int) -> None:
-        self.operation, self.me, self.done = operation, me, 0
-        self.key = RunKey("bench", f"run-{me}")
-        self.exe = Execution(id=f"exe-{me}", definition_id="bench")
-        self.state = SqliteStateStore.open(path)
-        self.queue = SqliteWorkQueue.open(path)
-        self.store = SqliteStore.open(path)
-
-    def run(self, k: int) -> None:
-        if self.operation in (ENQUEUE_MANY, CLAIM_MANY):
-            return self._run_batched(k)
-        for _ in range(k):
-            self.done += 1
-            i = self.done
-            if self.operation == "put_run":
-                self.state.put_run(self.key, {"step": i}, expected_version=i)
-            elif self.operation == "patch_run":
-                self.state.patch_run(self.key, CounterDelta(input_tokens=1, iterations=1))
-            elif self.operation == "enqueue":
-                self.queue.enqueue(f"tenant-{i % 16}", {"i": i})
-            elif self.operation == "claim+complete":
-                lease = self.queue.claim(f"w{self.me}")
-                assert lease is not None
-                self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
-            else:
-                self.exe.context["i"] = i
-                event = Event(id=f"e-{self.me}-{i}", name="tick")
-                self.store.commit(self.exe, emits=[("target", event)])
-
-    def _run_batched(self, k: int) -> None:
-        """``k`` items in calls of up to BATCH."""
-        while k > 0:
-            size = min(BATCH, k)
-            k, first, self.done = k - size, self.done, self.done + size
-            if self.operation == ENQUEUE_MANY:
-                items = [NewItem(payload={"i": first + j}) for j in range(size)]
-                self.queue.enqueue_many(f"tenant-{first % 16}", items)
-            else:
-                leases = self.queue.claim_many(f"w{self.me}", limit=size)
-                assert len(leases) == size
-                assert self.queue.complete_many(leases) == [None] * size
-
-    def close(self) -> None:
-        for store in (self.state, self.queue, self.store):
-            store.close()
-
-
-class _Async:
-    """``k`` operations of the async twin per call."""
-
-    def __init__(self, operation: str, me: int) -> None:
-        self.operation, self.me, self.done = operation, me, 0
-        self.key = RunKey("bench", f"run-{me}")
-        self.exe = Execution(id=f"exe-{me}", definition_id="bench")
-
-    async def open(self, path: str) -> None:
-        self.state = await AsyncSqliteStateStore.open(path)
-        self.queue = await AsyncSqliteWorkQueue.open(path)
-        self.store = await AsyncSqliteStore.open(path)
-
-    async def run(self, k: int) -> None:
-        if self.operation in (ENQUEUE_MANY, CLAIM_MANY):
-            return await self._run_batched(k)
-        for _ in range(k):
-            self.done += 1
-            i = self.done
-            if self.operation == "put_run":
-                await self.state.put_run(self.key, {"step": i}, expected_version=i)
-            elif self.operation == "patch_run":
-                await self.state.patch_run(self.key, CounterDelta(input_tokens=1, iterations=1))
-            elif self.operation == "enqueue":
-                await self.queue.enqueue(f"tenant-{i % 16}", {"i": i})
-            elif self.operation == "claim+complete":
-                lease = await self.queue.claim(f"w{self.me}")
-                assert lease is not None
-                await self.queue.complete(lease.tenant, lease.item_id, token=lease.token)
-            else:
-                self.exe.context["i"] = i
-                event = Event(id=f"e-{self.me}-{i}", name="tick")
-                await self.store.commit(self.exe, emits=[("target", event)])
-
-    async def _run_batched(self, k: int) -> None:
-        """``k`` items in calls of up to BATCH."""
-        while k > 0:
-            size = min(BATCH, k)
-            k, first, self.done = k - size, self.done, self.done + size
-            if self.operation == ENQUEUE_MANY:
-                items = [NewItem(payload={"i": first + j}) for j in range(size)]
-                await self.queue.enqueue_many(f"tenant-{first % 16}", items)
-            else:
-                leases = await self.queue.claim_many(f"w{self.me}", limit=size)
-                assert len(leases) == size
-                assert await self.queue.complete_many(leases) == [None] * size
-
-    async def close(self) -> None:
-        for store in (self.state, self.queue, self.store):
-            await store.aclose()
-
-
 Turn = tuple[float, float, float]  # seconds of one turn: raw sqlite3, twin, raw aiosqlite
 
 
@@ -244,7 +131,7 @@ class _Phases:
 
 
 def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> list[Turn]:
-    raw, twin = _Raw(path, me), _Sync(path, operation, me)
+    raw, twin = _Raw(path, me), SyncOperations(path, operation, me)
     turns = []
     for start in range(0, n, CHUNK):
         k = min(CHUNK, n - start)
@@ -259,7 +146,7 @@ def _sync_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> 
 
 
 async def _async_turns(path: str, operation: str, me: int, n: int, phases: _Phases) -> list[Turn]:
-    raw, twin, raw_async = _Raw(path, me), _Async(operation, me), _RawAsync(me)
+    raw, twin, raw_async = _Raw(path, me), AsyncOperations(operation, me), _RawAsync(me)
     await twin.open(path)
     await raw_async.open(path)
     turns = []
@@ -348,7 +235,7 @@ def wal_pages(operation: str, n: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
         path = str(Path(tmp) / "bench.db")
         _prepare(path, operation, 1, n)
-        raw, twin = _Raw(path, 0), _Sync(path, operation, 0)
+        raw, twin = _Raw(path, 0), SyncOperations(path, operation, 0)
         stores = (twin.state, twin.queue, twin.store)
         for conn in (raw.conn, *(store.connection.raw for store in stores)):
             conn.execute("PRAGMA wal_autocheckpoint = 0")

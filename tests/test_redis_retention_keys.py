@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 from runyard.redis.keys import StateKeys
-from runyard.redis.retention import StateKeyName, parse_state_key, state_pattern
+from runyard.redis.retention import (
+    PruneCandidates,
+    ScanWalk,
+    StateKeyName,
+    parse_state_key,
+    state_pattern,
+)
 
 
 @pytest.mark.parametrize(
@@ -30,3 +36,21 @@ def test_keys_of_other_shapes_are_not_parsed() -> None:
 
 def test_the_pattern_escapes_the_namespace() -> None:
     assert state_pattern("a*b") == "a\\*b:state:{*"
+
+
+def test_a_scan_walk_ends_a_pass_when_every_node_replied_cursor_zero() -> None:
+    walk = ScanWalk()
+    assert walk.advance(b"17", nodes=3) is False and (walk.node, walk.cursor) == (0, 17)
+    assert walk.advance(0, nodes=3) is False and walk.node == 1
+    assert walk.advance("0", nodes=3) is False and walk.node == 2
+    assert walk.advance(0, nodes=3) is True and (walk.node, walk.cursor) == (0, 0)
+    assert ScanWalk().advance(0) is True  # one server: its cursor 0 ends the pass
+
+
+def test_prune_candidates_keep_leases_and_session_sets_up_to_the_limit() -> None:
+    a, b = StateKeys("ns", "a"), StateKeys("ns", "b")
+    candidates = PruneCandidates("ns", limit=3)
+    assert candidates.add([a.lease("r1"), a.runs, a.run("r1"), b.session_runs("s")]) is False
+    assert candidates.add([b.lease("r2"), a.lease("r3"), a.lease("r4")]) is True
+    assert candidates.leases == {"a": ["r1"], "b": ["r2"]}
+    assert candidates.sessions == [("b", "s")]

@@ -14,7 +14,13 @@ from typing import Literal
 
 from runyard.errors import StateConflictError, StoreOutcomeUnknown
 
-__all__ = ["Settlement", "mint_write_id", "resent_refusal", "settle_versioned_write"]
+__all__ = [
+    "Settlement",
+    "mint_write_id",
+    "not_this_write",
+    "resent_refusal",
+    "settle_versioned_write",
+]
 
 Settlement = Literal["ours", "resend", "conflict", "unknown"]
 
@@ -54,16 +60,30 @@ def settle_versioned_write(
 def resent_refusal(
     what: str, subject: str, expected_version: int, actual: int
 ) -> StateConflictError | StoreOutcomeUnknown:
-    """The error for a version refusal met by a write sent again after its reply was lost.
+    """The error for a lost write that did not land as this write, from the version it met.
 
-    A send that finds its own write id at the next version is answered with the record (Redis
-    scripts), so a refusal at the next version is another write's: StateConflictError. Further
-    on, the first send may have landed and been written over: StoreOutcomeUnknown.
+    Raised both for a settlement of ``conflict`` or ``unknown`` (the version read back) and for
+    a version refusal met by a write sent again after its reply was lost (a send that finds
+    its own write id at the next version is answered with the record, so a refusal there is
+    another write's). At the next version: another write took it, StateConflictError.
+    Anywhere else: this write may have landed and been written over (or may still be
+    resent), StoreOutcomeUnknown.
     """
     if actual == expected_version + 1:
         return StateConflictError(expected_version, actual, what=what)
     return StoreOutcomeUnknown(
-        f"{what} {subject!r}: the reply to a write was lost, and sent again it found the "
-        f"{what} at version {actual} without this write's id (it may have landed and been "
-        "written over); read it and decide"
+        f"{what} {subject!r}: the reply to a write was lost, and the {what} is now at version "
+        f"{actual} without this write's id (it may have landed and been written over); read "
+        "it and decide"
+    )
+
+
+def not_this_write(
+    operation: str, run_id: str, lost: Exception, advice: str = "read it and decide"
+) -> StoreOutcomeUnknown:
+    """The error for a lost patch_run/finalize whose run, read back, was last written by
+    another write (a write without a version to resend at: only its id can settle it)."""
+    return StoreOutcomeUnknown(
+        f"{operation} of {run_id!r}: {lost}, and the run's last write is not this one; it may "
+        f"or may not have been applied ({advice})"
     )

@@ -256,6 +256,26 @@ async def test_jobs_run_concurrently_up_to_the_setting(batched: bool) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(("items", "filled"), [(3, (3, False)), (9, (8, True))])
+async def test_a_batched_claim_says_whether_more_may_be_due(
+    items: int, filled: tuple[int, bool]
+) -> None:
+    # The loop claims again at once only after a full claim: one that took fewer items than
+    # it asked for found nothing more, and sent again it would be an empty round trip.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for n in range(items):
+        await queue.enqueue("acme", {"n": n})
+
+    async def handler(job: Job) -> None:
+        pass
+
+    worker = AsyncWorker(queue, handler, clock=clock, concurrency=8)
+    assert await worker._fill() == filled
+    assert (await worker.run_until_idle()).completed == items
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("batched", [True, False])
 async def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more(batched: bool) -> None:
     clock = ManualClock()

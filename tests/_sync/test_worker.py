@@ -248,6 +248,23 @@ def test_jobs_run_concurrently_up_to_the_setting(batched: bool) -> None:
     assert stats.claim_round_trips >= 1
 
 
+@pytest.mark.parametrize(("items", "filled"), [(3, (3, False)), (9, (8, True))])
+def test_a_batched_claim_says_whether_more_may_be_due(items: int, filled: tuple[int, bool]) -> None:
+    # The loop claims again at once only after a full claim: one that took fewer items than
+    # it asked for found nothing more, and sent again it would be an empty round trip.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for n in range(items):
+        queue.enqueue("acme", {"n": n})
+
+    def handler(job: Job) -> None:
+        pass
+
+    worker = Worker(queue, handler, clock=clock, concurrency=8)
+    assert worker._fill() == filled
+    assert (worker.run_until_idle()).completed == items
+
+
 @pytest.mark.parametrize("batched", [True, False])
 def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more(batched: bool) -> None:
     clock = ManualClock()

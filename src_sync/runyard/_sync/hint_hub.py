@@ -6,7 +6,8 @@ The Redis and PostgreSQL updates each keep one listening connection (one per clu
 Redis Cluster) for every follower they serve; a reader of its own (``Background``: a task,
 or a daemon thread in the blocking twin) reads it and sets the flag of each subscription a
 hint concerns. A follower waits only on its own flag, for its own ``poll_seconds``: it never waits
-for another follower's read, and subscribing never waits for a read either.
+for another follower's read, and subscribing never waits for a read either. The in-process hub
+(LocalUpdates, memory and SQLite) keeps its followers here too: its writers set the flags.
 """
 
 from __future__ import annotations

@@ -3,71 +3,37 @@
 """LocalUpdates: live updates between the writers and followers of one process.
 
 Shared by the backends whose stores have no notification channel of their own: the memory
-state store, and the SQLite state store for followers in the writing process.
+state store, and the SQLite state store for followers in the writing process. The followers'
+registry is the one the networked backends' updates use (HintHub); here the writers set
+the flags themselves, so a hint is never lost and no subscription is ever ``lost``.
 """
 
 from __future__ import annotations
 
-import threading
-
-from runyard._flavours import Event
+from runyard._sync.hint_hub import HintHub, HubSubscription
 from runyard.models import RunKey
 
 __all__ = ["LocalSubscription", "LocalUpdates"]
 
 
-class LocalSubscription:
+class LocalSubscription(HubSubscription):
     """A follower's flag, set by every write to its run's log."""
 
-    lost: str | None = None
 
-    def __init__(self, hub: LocalUpdates, key: RunKey) -> None:
-        self._hub, self._key = hub, key
-        self.event = Event()
-
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a hint; return whether one came."""
-        woke = self.event.wait(timeout)
-        # Cleared before the follower reads the log: a hint sent after this is not lost.
-        self.event.clear()
-        return woke
-
-    def close(self) -> None:
-        """Stop listening."""
-        self._hub.unsubscribe(self._key, self)
-
-
-class LocalUpdates:
+class LocalUpdates(HintHub):
     """Hints between the writers and followers of one process (never lost, but still hints)."""
 
-    def __init__(self) -> None:
-        self._subscribers: dict[tuple[str, str], set[LocalSubscription]] = {}
-        # Held only around dictionary updates (never across a suspension point): in the sync
-        # twin, writers and followers are threads.
-        self._guard = threading.Lock()
+    subscription_class = LocalSubscription
 
     def subscribe(self, key: RunKey) -> LocalSubscription:
         """Start listening for hints about ``key``'s log."""
-        subscription = LocalSubscription(self, key)
-        with self._guard:
-            self._subscribers.setdefault((key.tenant, key.run_id), set()).add(subscription)
+        subscription = self._register(key)
+        assert isinstance(subscription, LocalSubscription)
         return subscription
-
-    def unsubscribe(self, key: RunKey, subscription: LocalSubscription) -> None:
-        """Forget ``subscription``."""
-        with self._guard:
-            subscribers = self._subscribers.get((key.tenant, key.run_id))
-            if subscribers is not None:
-                subscribers.discard(subscription)
-                if not subscribers:
-                    del self._subscribers[(key.tenant, key.run_id)]
 
     def publish(self, key: RunKey) -> None:
         """Wake every follower of ``key``."""
-        with self._guard:
-            woken = list(self._subscribers.get((key.tenant, key.run_id), ()))
-        for subscription in woken:
-            subscription.event.set()
+        self._wake((key.tenant, key.run_id))
 
     def close(self) -> None:
         """Nothing to release."""

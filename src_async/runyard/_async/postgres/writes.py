@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runyard.errors import RunyardError, StateConflictError, StoreOutcomeUnknown
 from runyard.models import RunKey, RunRecord, SessionRecord
-from runyard.postgres.rows import decode_run, decode_session
-from runyard.postgres.statements import RUN_COLUMN_COUNT
-from runyard.writes import settle_versioned_write
+from runyard.postgres.writes import WriteTarget, run_target
+from runyard.writes import not_this_write, resent_refusal, settle_versioned_write
 
 __all__ = ["AsyncPostgresWrites"]
 
-_SESSION_COLUMN_COUNT = 6
+R = TypeVar("R", RunRecord, SessionRecord)
 
 
 class AsyncPostgresWrites:
@@ -25,21 +25,6 @@ class AsyncPostgresWrites:
         async def _fetch(
             self, name: str, *args: Any, idempotent: bool = True
         ) -> Sequence[Sequence[Any]]: ...
-
-        async def _put_run(
-            self,
-            key: RunKey,
-            text: str,
-            expected_version: int,
-            status: str | None,
-            session_id: str | None,
-            fence: int | None,
-            write_id: str,
-        ) -> RunRecord: ...
-
-        async def _put_session(
-            self, tenant: str, session_id: str, text: str, expected_version: int, write_id: str
-        ) -> SessionRecord: ...
 
     async def _read_write(
         self, lost: StoreOutcomeUnknown, name: str, *args: Any
@@ -57,36 +42,31 @@ class AsyncPostgresWrites:
         self, lost: StoreOutcomeUnknown, key: RunKey, write_id: str, what: str
     ) -> RunRecord:
         """The run, if its last write is ``write_id``; else StoreOutcomeUnknown (``lost``)."""
-        row = await self._read_write(lost, "get_run_write", key.tenant, key.run_id)
-        if row is not None and row[RUN_COLUMN_COUNT] == write_id:
-            return decode_run(row[:RUN_COLUMN_COUNT])
-        raise StoreOutcomeUnknown(
-            f"{what} of {key.run_id!r}: {lost}, and the run's last write is not this one; it "
-            "may or may not have been applied (read it and decide)"
-        ) from lost
+        target = run_target(key)
+        row = await self._read_write(lost, target.read, *target.ids)
+        if row is not None and row[target.columns] == write_id:
+            return target.decode(row[: target.columns])
+        raise not_this_write(what, key.run_id, lost) from lost
 
-    async def _settle_put_run(
+    async def _settle_versioned(
         self,
         lost: StoreOutcomeUnknown,
-        key: RunKey,
-        text: str,
+        target: WriteTarget[R],
+        resend: Callable[[], Awaitable[R]],
         expected_version: int,
-        status: str | None,
-        session_id: str | None,
-        fence: int | None,
         write_id: str,
         *,
         may_resend: bool,
-    ) -> RunRecord:
-        """Settle a put_run whose reply was lost: its run, a re-send, or the right error."""
-        args = (key, text, expected_version, status, session_id, fence, write_id)
-        row = await self._read_write(lost, "get_run_write", key.tenant, key.run_id)
-        record = decode_run(row[:RUN_COLUMN_COUNT]) if row is not None else None
+    ) -> R:
+        """Settle a put_run/put_session whose reply was lost: its record, a re-send (once,
+        with the same write id), or the right error (runyard.writes)."""
+        row = await self._read_write(lost, target.read, *target.ids)
+        record = target.decode(row[: target.columns]) if row is not None else None
         found = record.version if record is not None else 0
         match settle_versioned_write(
             expected_version=expected_version,
             found_version=found,
-            found_write_id=row[RUN_COLUMN_COUNT] if row is not None else None,
+            found_write_id=row[target.columns] if row is not None else None,
             write_id=write_id,
             may_resend=may_resend,
         ):
@@ -94,59 +74,20 @@ class AsyncPostgresWrites:
                 assert record is not None
                 return record
             case "resend":
+                again = partial(
+                    self._settle_versioned,
+                    target=target,
+                    resend=resend,
+                    expected_version=expected_version,
+                    write_id=write_id,
+                    may_resend=False,
+                )
                 try:
-                    return await self._put_run(*args)
-                except StoreOutcomeUnknown as again:
-                    return await self._settle_put_run(again, *args, may_resend=False)
+                    return await resend()
+                except StoreOutcomeUnknown as unknown:
+                    return await again(unknown)
                 except StateConflictError:
                     # The first send may have committed while this one waited on the row:
                     # only the write id tells whose write took the next version.
-                    return await self._settle_put_run(lost, *args, may_resend=False)
-            case "conflict":
-                raise StateConflictError(expected_version, found) from None
-        raise StoreOutcomeUnknown(
-            f"put_run of {key.run_id!r}: the reply was lost and the run is now at version "
-            f"{found} without this write's id (it may have landed and been written over); "
-            "read it and decide"
-        ) from lost
-
-    async def _settle_put_session(
-        self,
-        lost: StoreOutcomeUnknown,
-        tenant: str,
-        session_id: str,
-        text: str,
-        expected_version: int,
-        write_id: str,
-        *,
-        may_resend: bool,
-    ) -> SessionRecord:
-        """Settle a put_session whose reply was lost, as _settle_put_run."""
-        args = (tenant, session_id, text, expected_version, write_id)
-        row = await self._read_write(lost, "get_session_write", tenant, session_id)
-        record = decode_session(row[:_SESSION_COLUMN_COUNT]) if row is not None else None
-        found = record.version if record is not None else 0
-        match settle_versioned_write(
-            expected_version=expected_version,
-            found_version=found,
-            found_write_id=row[_SESSION_COLUMN_COUNT] if row is not None else None,
-            write_id=write_id,
-            may_resend=may_resend,
-        ):
-            case "ours":
-                assert record is not None
-                return record
-            case "resend":
-                try:
-                    return await self._put_session(*args)
-                except StoreOutcomeUnknown as again:
-                    return await self._settle_put_session(again, *args, may_resend=False)
-                except StateConflictError:
-                    return await self._settle_put_session(lost, *args, may_resend=False)
-            case "conflict":
-                raise StateConflictError(expected_version, found, what="session") from None
-        raise StoreOutcomeUnknown(
-            f"put_session of {session_id!r}: the reply was lost and the session is now at "
-            f"version {found} without this write's id (it may have landed and been written "
-            "over); read it and decide"
-        ) from lost
+                    return await again(lost)
+        raise resent_refusal(target.what, target.subject, expected_version, found) from lost

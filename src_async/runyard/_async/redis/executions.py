@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 from uuid import uuid4
 
 from runyard._async.closing import AsyncClosing
+from runyard._async.redis.execution_listing import AsyncRedisExecutionListing
 from runyard._async.redis.execution_queues import AsyncRedisExecutionQueues
 from runyard._async.redis.retention import AsyncRedisExecutionRetention
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
@@ -22,8 +22,6 @@ from runyard.executions.models import (
     DEFAULT_TRACE_MAX,
     Emit,
     Execution,
-    ExecutionPage,
-    ExecutionSummary,
     SpawnIntent,
     TimerOp,
     TraceStep,
@@ -32,23 +30,18 @@ from runyard.executions.planning import (
     CommitPlan,
     check_trace_max,
     plan_commit,
-    summary_matches,
 )
-from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.keys import validate_identifier
 from runyard.redis.common import ReplyLost, state_unavailable, text
 from runyard.redis.executions import (
     DEFAULT_SHARDS,
     EXECUTION_SCRIPTS,
-    SUMMARY_FIELDS,
     ExecutionKeys,
     check_shards,
     commit_args,
     conflict_from,
     decode_execution,
-    decode_summary,
     is_fast_path,
-    listing_cursor,
-    listing_position,
     save_args,
 )
 from runyard.redis.flavours import (
@@ -56,18 +49,16 @@ from runyard.redis.flavours import (
     ResponseError,
 )
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import check_limit
 
 __all__ = ["AsyncRedisStore"]
 
-_LIST_BATCH = 100
-# What one list_executions call reads at most: index entries (or limit + 1, if more) and index
-# batches (an empty shard costs a batch). Past either, the page ends with a cursor.
-_LIST_SCAN = 300
-_LIST_READS = 16
 
-
-class AsyncRedisStore(AsyncRedisExecutionQueues, AsyncRedisExecutionRetention, AsyncClosing):
+class AsyncRedisStore(
+    AsyncRedisExecutionQueues,
+    AsyncRedisExecutionListing,
+    AsyncRedisExecutionRetention,
+    AsyncClosing,
+):
     """An ExecutionStore on Redis or Redis Cluster.
 
     Build it with ``await AsyncRedisStore.open(client, ...)`` (runs ``preflight()``) or
@@ -324,76 +315,6 @@ class AsyncRedisStore(AsyncRedisExecutionQueues, AsyncRedisExecutionRetention, A
             lambda: self._client.sismember(key, event_id), idempotent=True
         )
         return bool(member)
-
-    async def list_executions(
-        self,
-        *,
-        status: str | None = None,
-        definition_id: str | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        """Return a page of matching executions, shard by shard in creation order.
-
-        Walks each shard's listing index (an update never moves an execution, so a walk never
-        skips or repeats one), then reads the summaries of a batch in one pipelined round trip.
-        One call reads at most ``max(limit + 1, 300)`` index entries and ``16`` index batches:
-        a filter that matches little gives a short (even empty) page whose cursor continues
-        after the last entry read.
-        """
-        check_limit(limit)
-        if status is not None:
-            validate_identifier(status, "status")
-        if definition_id is not None:
-            validate_identifier(definition_id, "definition_id")
-        shard, after = listing_position(decode_cursor(cursor))
-        filtered = status is not None or definition_id is not None or roots_only
-        matches: list[tuple[int, int, ExecutionSummary]] = []
-        budget, reads = max(limit + 1, _LIST_SCAN), _LIST_READS
-        while shard < self.keys.shards and len(matches) <= limit and budget > 0 and reads > 0:
-            want = limit + 1 - len(matches)
-            if filtered:
-                want = max(want, _LIST_BATCH)
-            want = min(want, budget)
-            read_index = partial(
-                self._client.zrangebyscore,
-                self.keys.index(shard),
-                f"({after}",
-                "+inf",
-                start=0,
-                num=want,
-                withscores=True,
-            )
-            batch: list[Any] = await self._runner.call(read_index, idempotent=True)
-            budget, reads = budget - len(batch), reads - 1
-            if batch:
-                ids = [text(member) for member, _ in batch]
-                rows = await self._runner.call(partial(self._read_summaries, ids), idempotent=True)
-                for (member, score), values in zip(batch, rows, strict=True):
-                    summary = decode_summary(text(member), values)
-                    if summary is not None and summary_matches(
-                        summary, status, definition_id, roots_only
-                    ):
-                        matches.append((shard, int(score), summary))
-                after = int(batch[-1][1])
-            if len(batch) < want:
-                shard, after = shard + 1, 0
-        page = matches[:limit]
-        if len(matches) > limit:
-            next_cursor: str | None = encode_cursor(listing_cursor(page[-1][0], page[-1][1]))
-        elif shard < self.keys.shards:
-            # Stopped by the budget: continue after the last entry read.
-            next_cursor = encode_cursor(listing_cursor(shard, after))
-        else:
-            next_cursor = None
-        return ExecutionPage(items=[s for _, _, s in page], next_cursor=next_cursor)
-
-    async def _read_summaries(self, ids: list[str]) -> list[Any]:
-        async with self._client.pipeline(transaction=False) as pipe:
-            for execution_id in ids:
-                pipe.hmget(self.keys.execution(execution_id), list(SUMMARY_FIELDS))
-            return list(await pipe.execute())
 
     async def aclose(self) -> None:
         """Close the client if the store built it (``from_url``); an injected one is the

@@ -12,13 +12,12 @@ from runyard._json import dump_json, load_json
 from runyard.clock import Clock
 from runyard.errors import (
     RunLeaseHeldError,
-    StateConflictError,
     StateInUseError,
     StatePersistenceError,
     StoreOutcomeUnknown,
 )
 from runyard.keys import validate_identifier
-from runyard.models import RunKey, RunLease, SessionRecord
+from runyard.models import RunKey, RunLease, RunRecord, SessionRecord
 from runyard.redis.common import (
     ReplyLost,
     decode_session,
@@ -42,6 +41,7 @@ from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
 __all__ = ["AsyncRedisSessions"]
 
 T = TypeVar("T")
+R = TypeVar("R", RunRecord, SessionRecord)
 
 _SESSION_DELETE_ATTEMPTS = 8
 # Runs one delete_session_runs script checks (and with cascade deletes) at most.
@@ -67,6 +67,41 @@ class AsyncRedisSessions:
             raise StoreOutcomeUnknown(
                 f"{lost}; reading back to settle it failed too ({exc})"
             ) from lost
+
+    async def _hash_fields(self, name: str) -> dict[str, Any]:
+        """The hash ``name``, field names as text (empty: no such key)."""
+        fields = await self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
+        return {text(k): v for k, v in fields.items()}
+
+    async def _settle_put(
+        self,
+        lost: ReplyLost,
+        name: str,
+        decode: Callable[[dict[str, Any]], R],
+        resend: Callable[[], Awaitable[R]],
+        write: tuple[str, str, int, str],
+        *,
+        may_resend: bool,
+    ) -> R:
+        """Settle a put_run/put_session whose reply was lost from the hash ``name`` read back
+        (runyard.writes): ``decode`` it when its last write is this one, ``resend`` (once,
+        same write id) when it is still at the expected version, else raise. ``write`` is
+        (what, subject, expected version, write id)."""
+        what, subject, expected_version, write_id = write
+        fields = await self._read_back(lost, lambda: self._hash_fields(name))
+        found = int(fields.get("version") or 0)
+        match settle_versioned_write(
+            expected_version=expected_version,
+            found_version=found,
+            found_write_id=opt_text(fields.get("write_id")),
+            write_id=write_id,
+            may_resend=may_resend,
+        ):
+            case "ours":
+                return decode(fields)
+            case "resend":
+                return await resend()
+        raise resent_refusal(what, subject, expected_version, found) from lost
 
     # -- sessions --------------------------------------------------------------------------
     async def put_session(
@@ -105,32 +140,16 @@ class AsyncRedisSessions:
                 idempotent=False,
             )
         except ReplyLost as lost:
-            fields: dict[Any, Any] = await self._read_back(
+            return await self._settle_put(
                 lost,
-                lambda: self._runner.call(lambda: self._client.hgetall(name), idempotent=True),
-            )
-            found = {text(k): v for k, v in fields.items()}
-            version = int(found.get("version") or 0)
-            match settle_versioned_write(
-                expected_version=expected_version,
-                found_version=version,
-                found_write_id=opt_text(found.get("write_id")),
-                write_id=write_id,
+                name,
+                partial(decode_session, tenant, session_id),
+                partial(
+                    self._put_session, tenant, session_id, stored, expected_version, write_id, 1
+                ),
+                ("session", session_id, expected_version, write_id),
                 may_resend=sends > 1,
-            ):
-                case "ours":
-                    return decode_session(tenant, session_id, found)
-                case "resend":
-                    return await self._put_session(
-                        tenant, session_id, stored, expected_version, write_id, sends - 1
-                    )
-                case "conflict":
-                    raise StateConflictError(expected_version, version, what="session") from None
-            raise StoreOutcomeUnknown(
-                f"put_session of {session_id!r}: the reply was lost and the session is now at "
-                f"version {version} without this write's id (it may have landed and been "
-                "written over); read it and decide"
-            ) from lost
+            )
         if sends < 2 and text(reply[0]) == "conflict":
             raise resent_refusal("session", session_id, expected_version, int(reply[1]))
         raise_refusal(reply, session_id, expected_version, what="session")

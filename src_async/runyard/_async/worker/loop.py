@@ -141,7 +141,7 @@ class AsyncWorker(AsyncWorkerRounds):
                 self._collect()
                 if self._stopping and await self._shutting_down():
                     break
-                claimed = 0 if self._stopping else await self._fill()
+                claimed, more = (0, False) if self._stopping else await self._fill()
                 await self._heartbeat_if_due()
                 flushed = self._flush_due()
                 if flushed:
@@ -154,7 +154,7 @@ class AsyncWorker(AsyncWorkerRounds):
                         continue
                     break
                 await self._reap_if_due()
-                if flushed or (claimed and len(self._running) < self.settings.concurrency):
+                if flushed or (more and len(self._running) < self.settings.concurrency):
                     continue  # a settle may have made work due; a full claim may leave more
                 await self._nudge.wait(self._wait_seconds())
         except WorkerAborted:
@@ -205,13 +205,19 @@ class AsyncWorker(AsyncWorkerRounds):
         return max(0.0, min(waits, default=self.settings.backstop_seconds))
 
     # -- jobs ------------------------------------------------------------------------------
-    async def _fill(self) -> int:
+    async def _fill(self) -> tuple[int, bool]:
         """Claim up to the free slots (unbatched: one per turn of the loop, which turns again
-        while slots are free and claims find work) and start a job on each new lease."""
+        while slots are free and claims find work) and start a job on each new lease; return
+        how many started and whether the claim was full (so more may be due). A claim that
+        took fewer than it asked for found nothing more: claiming again at once would only
+        send an empty round trip (a wake-up or the backstop starts the next one)."""
         free = self.settings.concurrency - len(self._running)
         if free > 0 and not self._store.batched:
             free = 1  # one at a time: each job starts as soon as its claim returns
-        return self._take(await self._store.claim(free)) if free > 0 else 0
+        if free <= 0:
+            return 0, False
+        started = self._take(await self._store.claim(free))
+        return started, started == free
 
     def _take(self, leases: list[Lease]) -> int:
         """Start a job on each lease the worker does not hold yet; how many."""

@@ -21,7 +21,7 @@ from runyard.postgres.statements.state import STATE_TEMPLATES
 
 __all__ = [
     "RUN_COLUMN_COUNT",
-    "SESSION_COLUMNS",
+    "SESSION_COLUMN_COUNT",
     "WORK_COLUMN_COUNT",
     "Statements",
     "cols",
@@ -65,6 +65,7 @@ _WORK_COLUMNS = (
 )
 _SESSION_COLUMNS = ("tenant", "session_id", "blob::text", "version", "created_at", "updated_at")
 RUN_COLUMN_COUNT = len(_RUN_COLUMNS)
+SESSION_COLUMN_COUNT = len(_SESSION_COLUMNS)
 WORK_COLUMN_COUNT = len(_WORK_COLUMNS)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runyard.postgres.statements.state import FENCE
+from runyard.postgres.statements.state import FENCE, RUN_HINT
 
 __all__ = ["EVENT_TEMPLATES"]
 
@@ -26,10 +26,6 @@ _HEAD = """head AS (
 # never go back as seqs go up), or the injected clock's time the client sent.
 _AT = """CASE WHEN {server_time}::boolean THEN extract(epoch FROM clock_timestamp())::float8
     ELSE {now}::float8 END"""
-
-# pg_notify in the writing statement: delivered at commit, never for a rolled-back write.
-_NOTIFY = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({channel}::text,
-    json_build_array($1::text, $2::text, i.seq)::text)::text) END"""
 
 EVENT_TEMPLATES: dict[str, str] = {
     # $1 tenant $2 run_id $3 type $4 data $5 now $6 event_id $7 fence $8 channel (NULL: none)
@@ -64,7 +60,7 @@ EVENT_TEMPLATES: dict[str, str] = {
     + """
 )
 SELECT i.*, """
-    + _NOTIFY.format(channel="$8")
+    + RUN_HINT.format(channel="$8", n="i.seq")
     + """ FROM inserted i
 UNION ALL
 SELECT p.*, 0 FROM prior p""",
@@ -101,7 +97,7 @@ SELECT p.*, 0 FROM prior p""",
     RETURNING e.seq
 )
 SELECT u.*, NULL::text, NULL::text, NULL::bigint, NULL::boolean, """
-    + _NOTIFY.format(channel="$10")
+    + RUN_HINT.format(channel="$10", n="i.seq")
     + """ FROM updated u CROSS JOIN inserted i
 UNION ALL
 SELECT {run_cols_r}, p.type, p.data, p.seq, p.terminal, 0 FROM prior p

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["FENCE", "STATE_TEMPLATES"]
+__all__ = ["FENCE", "RUN_HINT", "STATE_TEMPLATES"]
 
-# pg_notify of a run's hint ({channel} NULL: none) from the writing statement, delivered at
-# commit; the payload is the events' ``[tenant, run_id, n]`` (n: here the run's version).
-_RUN_HINT = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({channel}::text,
-    json_build_array($1::text, $2::text, {version})::text)::text) END"""
+# pg_notify of a hint about run ($1, $2) ({channel} NULL: none) in the writing statement:
+# delivered at commit, never for a rolled-back write. The payload is ``[tenant, run_id, n]``
+# (n: the appended event's seq; for put_run/patch_run, the run's version).
+RUN_HINT = """CASE WHEN {channel}::text IS NULL THEN 0 ELSE length(pg_notify({channel}::text,
+    json_build_array($1::text, $2::text, {n})::text)::text) END"""
 
 # A live lease on run ($1, $2) with epoch {fence} at time {now}; locked FOR SHARE so that a
 # concurrent acquire (which bumps the epoch) waits for the write, or the write sees the new epoch.
@@ -51,7 +52,7 @@ STATE_TEMPLATES: dict[str, str] = {
     SELECT * FROM updated UNION ALL SELECT * FROM inserted
 )
 SELECT w.*, NULL::bigint, NULL::bigint, NULL::text, NULL::float8, NULL::text, """
-    + _RUN_HINT.format(channel="$10", version="w.version")
+    + RUN_HINT.format(channel="$10", n="w.version")
     + """ FROM written w
 UNION ALL
 SELECT {run_nulls},
@@ -80,7 +81,7 @@ WHERE r.tenant = $1::text AND r.run_id = $2::text
   AND r.iterations + $6::bigint <= 9007199254740991
   AND r."cursor" + $7::bigint <= 9007199254740991
 RETURNING {run_cols_r}, """
-    + _RUN_HINT.format(channel="$12", version="r.version"),
+    + RUN_HINT.format(channel="$12", n="r.version"),
     # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now. The run and, with
     # it, its event log (events and head row, so seqs restart at 1 for a run made again).
     "delete_run": "WITH "

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from runyard._json import dump_json
@@ -31,6 +32,7 @@ from runyard.postgres.rows import (
     decode_session,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
+from runyard.postgres.writes import run_target, session_target
 from runyard.validation import (
     COUNTER_FIELDS,
     DEFAULT_STATUS,
@@ -121,13 +123,18 @@ class PostgresStateStore(
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="run blob")
         if session_id is not None:
             validate_identifier(session_id, "session_id")
-        args = (key, text, expected_version, status, session_id, fence, mint_write_id())
+        write_id = mint_write_id()
+        send = partial(
+            self._put_run, key, text, expected_version, status, session_id, fence, write_id
+        )
         try:
-            return self._put_run(*args)
+            return send()
         except StoreOutcomeUnknown as lost:
             if self._bound:
                 raise
-            return self._settle_put_run(lost, *args, may_resend=True)
+            return self._settle_versioned(
+                lost, run_target(key), send, expected_version, write_id, may_resend=True
+            )
 
     def _put_run(
         self,
@@ -295,13 +302,21 @@ class PostgresStateStore(
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         text = dump_json(blob, max_bytes=self.max_value_bytes, what="session blob")
-        args = (tenant, session_id, text, expected_version, mint_write_id())
+        write_id = mint_write_id()
+        send = partial(self._put_session, tenant, session_id, text, expected_version, write_id)
         try:
-            return self._put_session(*args)
+            return send()
         except StoreOutcomeUnknown as lost:
             if self._bound:
                 raise
-            return self._settle_put_session(lost, *args, may_resend=True)
+            return self._settle_versioned(
+                lost,
+                session_target(tenant, session_id),
+                send,
+                expected_version,
+                write_id,
+                may_resend=True,
+            )
 
     def _put_session(
         self, tenant: str, session_id: str, text: str, expected_version: int, write_id: str

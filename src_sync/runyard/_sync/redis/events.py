@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runyard._json import load_json
 from runyard._sync.follow import follow_events
@@ -33,9 +33,11 @@ from runyard.redis.events import (
 from runyard.redis.flavours import RedisClient
 from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import check_write_guards
-from runyard.writes import mint_write_id
+from runyard.writes import mint_write_id, not_this_write
 
 __all__ = ["RedisEvents"]
+
+T = TypeVar("T")
 
 
 class RedisEvents:
@@ -52,6 +54,12 @@ class RedisEvents:
     terminal_statuses: frozenset[str] = TERMINAL_STATUSES
     live_updates: RedisUpdates | None = None
 
+    if TYPE_CHECKING:  # provided by the sessions mixin
+
+        def _read_back(self, lost: ReplyLost, read: Callable[[], T]) -> T: ...
+
+        def _hash_fields(self, name: str) -> dict[str, Any]: ...
+
     def _event_keys(self, key: RunKey) -> EventKeys:
         return EventKeys(self.settings.namespace, key.tenant, key.run_id)
 
@@ -59,6 +67,22 @@ class RedisEvents:
         if self.live_updates is None:
             return ["", ""]
         return [keys.channel, self.live_updates.publish_command]
+
+    def _run_written_by(
+        self,
+        lost: ReplyLost,
+        key: RunKey,
+        write_id: str,
+        what: str,
+        advice: str = "read it and decide",
+    ) -> RunRecord:
+        """Settle a lost patch_run/finalize: the run, if its last write is ``write_id``;
+        else StoreOutcomeUnknown (such a write is never sent again)."""
+        name = self._event_keys(key).state.run(key.run_id)
+        fields = self._read_back(lost, lambda: self._hash_fields(name))
+        if fields and opt_text(fields.get("write_id")) == write_id:
+            return decode_run(key.tenant, key.run_id, fields)
+        raise not_this_write(what, key.run_id, lost, advice) from lost
 
     def _terminal_hint_args(self, key: RunKey, status: str | None) -> list[str]:
         """put_run's and patch_run's hint arguments: the run's channel when ``status`` is
@@ -154,19 +178,9 @@ class RedisEvents:
                 EVENT_SCRIPTS["finalize"], keys.script_keys(), args, idempotent=event_id is not None
             )
         except ReplyLost as lost:
-            try:
-                fields = self._runner.call(
-                    lambda: self._client.hgetall(keys.state.run(key.run_id)), idempotent=True
-                )
-            except Exception as exc:
-                raise StoreOutcomeUnknown(f"{lost}; reading back failed too ({exc})") from lost
-            found = {text(k): v for k, v in fields.items()}
-            if found and opt_text(found.get("write_id")) == write_id:
-                return decode_run(key.tenant, key.run_id, found)
-            raise StoreOutcomeUnknown(
-                f"finalize of {key.run_id!r}: {lost}, and the run's last write is not this "
-                "finalize; pass event_id= to make it retryable"
-            ) from lost
+            return self._run_written_by(
+                lost, key, write_id, "finalize", "pass event_id= to make it retryable"
+            )
         raise_event_refusal(reply, key, event_id, expected_version or 0)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]))
 

@@ -22,7 +22,8 @@ from runyard.redis.keys import StateKeys
 from runyard.redis.retention import (
     PRUNE_SCAN_COUNT,
     PRUNE_SCAN_STEPS,
-    parse_state_key,
+    PruneCandidates,
+    ScanWalk,
     state_pattern,
 )
 from runyard.redis.scripts import STATE_SCRIPTS
@@ -44,8 +45,7 @@ class RedisStateRetention:
     clock: Clock | None
     _client: RedisClient
     _runner: ScriptRunner
-    _prune_cursor = 0
-    _prune_node = 0
+    _prune_walk: ScanWalk | None = None
 
     def prune(self, *, limit: int = 100) -> int:
         """Remove up to ``limit`` entries: lease hashes that were released or lapsed, and
@@ -60,26 +60,13 @@ class RedisStateRetention:
         """
         check_limit(limit)
         namespace = self.settings.namespace
-        leases: dict[str, list[str]] = {}
-        sessions: list[tuple[str, str]] = []
-        found = 0
+        candidates = PruneCandidates(namespace, limit)
         for _ in range(PRUNE_SCAN_STEPS):
             keys, wrapped = self._scan_step(state_pattern(namespace))
-            for key in keys:
-                name = parse_state_key(namespace, key)
-                if name is None or name.kind not in ("lease", "session-runs"):
-                    continue
-                if name.kind == "lease":
-                    leases.setdefault(name.tenant, []).append(name.ident)
-                else:
-                    sessions.append((name.tenant, name.ident))
-                found += 1
-                if found == limit:
-                    break
-            if found == limit or wrapped:
+            if candidates.add(keys) or wrapped:
                 break
         removed = 0
-        for tenant, run_ids in leases.items():
+        for tenant, run_ids in candidates.leases.items():
             k = StateKeys(namespace, tenant)
             # Safe to send again: deleting a lease that is not live a second time is a no-op.
             deleted = self._runner.script(
@@ -89,39 +76,25 @@ class RedisStateRetention:
                 idempotent=True,
             )
             removed += int(deleted)
-        for tenant, session_id in sessions:
+        for tenant, session_id in candidates.sessions:
             removed += self._prune_session_runs(StateKeys(namespace, tenant), session_id)
         return removed
 
     def _scan_step(self, pattern: str) -> tuple[list[Any], bool]:
-        """One SCAN step from the stored cursor; True when a whole pass has ended."""
-        client = self._client
+        """One SCAN step from where the store's walk stands; True when a whole pass ended."""
+        if self._prune_walk is None:
+            self._prune_walk = ScanWalk()
+        walk, client = self._prune_walk, self._client
+        scan = partial(client.scan, cursor=walk.cursor, match=pattern, count=PRUNE_SCAN_COUNT)
         if isinstance(client, RedisCluster):
             nodes = sorted(client.get_primaries(), key=lambda n: str(n.name))  # type: ignore[no-untyped-call,unused-ignore]
-            node = nodes[self._prune_node % len(nodes)]
+            node = nodes[walk.node % len(nodes)]
             # A cluster's SCAN replies ({node name: cursor}, keys).
-            reply: Any = self._runner.call(
-                partial(
-                    client.scan,
-                    cursor=self._prune_cursor,
-                    match=pattern,
-                    count=PRUNE_SCAN_COUNT,
-                    target_nodes=node,
-                ),
-                idempotent=True,
-            )
+            reply: Any = self._runner.call(partial(scan, target_nodes=node), idempotent=True)
             cursors, keys = reply
-            self._prune_cursor = int(cursors[node.name])
-            if self._prune_cursor == 0:
-                self._prune_node = (self._prune_node + 1) % len(nodes)
-                return list(keys), self._prune_node == 0
-            return list(keys), False
-        cursor, keys = self._runner.call(
-            partial(client.scan, cursor=self._prune_cursor, match=pattern, count=PRUNE_SCAN_COUNT),
-            idempotent=True,
-        )
-        self._prune_cursor = int(cursor)
-        return list(keys), self._prune_cursor == 0
+            return list(keys), walk.advance(cursors[node.name], len(nodes))
+        cursor, keys = self._runner.call(scan, idempotent=True)
+        return list(keys), walk.advance(cursor)
 
     def _prune_session_runs(self, k: StateKeys, session_id: str) -> int:
         """Drop the stale members of one session run set (one batch); 1 if the set is gone."""

@@ -18,7 +18,6 @@ from runyard._sync.redis.updates import RedisUpdates, own_updates
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import (
-    StateConflictError,
     StateNotFoundError,
     StoreOutcomeUnknown,
 )
@@ -28,7 +27,6 @@ from runyard.redis.common import (
     ReplyLost,
     decode_run,
     now_arg,
-    opt_text,
     pairs,
     raise_refusal,
     state_unavailable,
@@ -48,7 +46,7 @@ from runyard.validation import (
     check_write_guards,
     counter_overflow,
 )
-from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
+from runyard.writes import mint_write_id, resent_refusal
 
 __all__ = ["RedisStateStore"]
 
@@ -204,39 +202,30 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
         try:
             reply = self._runner.script(STATE_SCRIPTS["put_run"], keys, args, idempotent=False)
         except ReplyLost as lost:
-            fields = self._read_back(lost, lambda: self._run_fields(key))
-            found = int(fields.get("version") or 0)
-            match settle_versioned_write(
-                expected_version=expected_version,
-                found_version=found,
-                found_write_id=opt_text(fields.get("write_id")),
-                write_id=write_id,
+            return self._settle_put(
+                lost,
+                keys[0],
+                partial(decode_run, key.tenant, key.run_id),
+                partial(
+                    self._put_run,
+                    key,
+                    stored,
+                    expected_version,
+                    status,
+                    session_id,
+                    fence,
+                    write_id,
+                    1,
+                ),
+                ("run", key.run_id, expected_version, write_id),
                 may_resend=sends > 1,
-            ):
-                case "ours":
-                    return decode_run(key.tenant, key.run_id, fields)
-                case "resend":
-                    return self._put_run(
-                        key, stored, expected_version, status, session_id, fence, write_id, 1
-                    )
-                case "conflict":
-                    raise StateConflictError(expected_version, found) from None
-            raise StoreOutcomeUnknown(
-                f"put_run of {key.run_id!r}: the reply was lost and the run is now at version "
-                f"{found} without this write's id (it may have landed and been written over); "
-                "read it and decide"
-            ) from lost
+            )
         if sends < 2 and text(reply[0]) == "conflict":
             # A re-send that found no trace of this write at the next version: another write
             # took it. Further on, this write may have landed first and been written over.
             raise resent_refusal("run", key.run_id, expected_version, int(reply[1]))
         raise_refusal(reply, key.run_id, expected_version)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]), blob=load_json(stored))
-
-    def _run_fields(self, key: RunKey) -> dict[str, Any]:
-        name = self._keys(key.tenant).run(key.run_id)
-        fields = self._runner.call(lambda: self._client.hgetall(name), idempotent=True)
-        return {text(k): v for k, v in fields.items()}
 
     def patch_run(
         self,
@@ -273,13 +262,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
         try:
             reply = self._runner.script(STATE_SCRIPTS["patch_run"], keys, args, idempotent=False)
         except ReplyLost as lost:
-            fields = self._read_back(lost, lambda: self._run_fields(key))
-            if fields and opt_text(fields.get("write_id")) == write_id:
-                return decode_run(key.tenant, key.run_id, fields)
-            raise StoreOutcomeUnknown(
-                f"patch_run of {key.run_id!r}: {lost}, and the run's last write is not this "
-                "patch; it may or may not have been added"
-            ) from lost
+            return self._run_written_by(lost, key, write_id, "patch_run")
         if text(reply[0]) == "not_found":
             raise StateNotFoundError(f"run {key.run_id!r} of tenant {key.tenant!r} does not exist")
         if text(reply[0]) == "out_of_range":
