@@ -14,7 +14,7 @@ import pytest
 
 from runyard._async.event_protocol import AsyncEventLogStore
 from runyard._async.protocols import AsyncStateStore
-from runyard._flavours import AsyncEvent, async_gather, async_sleep
+from runyard._flavours import AsyncEvent, async_gather
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
 from runyard.events import EventConflictError, RunEvent
 from runyard.models import CounterDelta, RunKey, RunRecord
@@ -234,9 +234,19 @@ class AsyncEventLifecycleCases:
         try:
             await live.put_run(KEY, {"step": 0}, expected_version=0)
             await live.append_event(KEY, "step", {"i": 1})
-            seen, ended = AsyncEvent(), AsyncEvent()
+            seen, checked, ended = AsyncEvent(), AsyncEvent(), AsyncEvent()
             followed: list[int] = []
             prompt: list[bool] = []
+            read_run = live.get_run
+
+            async def get_run(key: RunKey) -> RunRecord | None:
+                # The follower's status check after event 1: once it has read "running", only a
+                # hint (or its LONG_POLL poll) can tell it about the terminal status written next.
+                run = await read_run(key)
+                checked.set()
+                return run
+
+            live.get_run = get_run  # type: ignore[method-assign]
 
             async def follower() -> None:
                 async for event in live.follow(KEY, poll_seconds=LONG_POLL):
@@ -246,7 +256,7 @@ class AsyncEventLifecycleCases:
 
             async def writer() -> None:
                 assert await seen.wait(HINT_WAIT)
-                await async_sleep(0.2)  # the follower goes back to waiting (either way is right)
+                assert await checked.wait(HINT_WAIT)
                 if write == "put_run":
                     await live.put_run(KEY, {"step": 1}, expected_version=1, status="cancelled")
                 else:

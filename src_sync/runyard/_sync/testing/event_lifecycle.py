@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-from runyard._flavours import Event, gather, sleep
+from runyard._flavours import Event, gather
 from runyard._sync.event_protocol import EventLogStore
 from runyard._sync.protocols import StateStore
 from runyard.errors import RunFinalizedError, StateConflictError, StateNotFoundError
@@ -212,9 +212,19 @@ class EventLifecycleCases:
         try:
             live.put_run(KEY, {"step": 0}, expected_version=0)
             live.append_event(KEY, "step", {"i": 1})
-            seen, ended = Event(), Event()
+            seen, checked, ended = Event(), Event(), Event()
             followed: list[int] = []
             prompt: list[bool] = []
+            read_run = live.get_run
+
+            def get_run(key: RunKey) -> RunRecord | None:
+                # The follower's status check after event 1: once it has read "running", only a
+                # hint (or its LONG_POLL poll) can tell it about the terminal status written next.
+                run = read_run(key)
+                checked.set()
+                return run
+
+            live.get_run = get_run  # type: ignore[method-assign]
 
             def follower() -> None:
                 for event in live.follow(KEY, poll_seconds=LONG_POLL):
@@ -224,7 +234,7 @@ class EventLifecycleCases:
 
             def writer() -> None:
                 assert seen.wait(HINT_WAIT)
-                sleep(0.2)  # the follower goes back to waiting (either way is right)
+                assert checked.wait(HINT_WAIT)
                 if write == "put_run":
                     live.put_run(KEY, {"step": 1}, expected_version=1, status="cancelled")
                 else:
