@@ -12,6 +12,8 @@ __all__ = ["copy_json", "dump_json", "load_json"]
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# One encoder for every call: json.dumps with options builds a new JSONEncoder each time.
+_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
 def dump_json(value: Any, *, max_bytes: int | None = None, what: str = "value") -> str:
@@ -22,17 +24,22 @@ def dump_json(value: Any, *, max_bytes: int | None = None, what: str = "value") 
     StatePersistenceError(reason="too_large") past ``max_bytes``; neither is retryable.
     """
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise StatePersistenceError(
             f"{what} is not storable JSON: {exc}", reason="invalid"
         ) from None
-    if _NUL.search(text):
+    if "\\u0000" in text and _NUL.search(text):
         raise StatePersistenceError(f"{what} holds a NUL character", reason="invalid")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise StatePersistenceError(f"{what} holds a lone surrogate", reason="invalid") from None
+    if text.isascii():  # one byte a character, and no surrogate to refuse
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise StatePersistenceError(
+                f"{what} holds a lone surrogate", reason="invalid"
+            ) from None
     if max_bytes is not None and size > max_bytes:
         raise StatePersistenceError(
             f"{what} is {size} bytes encoded; the limit is {max_bytes} (max_value_bytes)",

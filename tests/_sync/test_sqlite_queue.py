@@ -38,22 +38,83 @@ def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Pat
     with sqlite3.connect(path) as conn:  # what a runyard before per-item max_attempts wrote
         conn.execute("ALTER TABLE runyard_work_items DROP COLUMN max_attempts")
         conn.execute("CREATE INDEX runyard_work_items_ready_seq ON runyard_work_items (ready_seq)")
+        for statement in _AT_VERSION_2:
+            conn.execute(statement)
         conn.execute("UPDATE runyard_schema SET version = 1 WHERE component = 'queue'")
     with pytest.raises(ConfigurationError) as refused:
         SqliteWorkQueue.open(path, create_schema=True)
     message = str(refused.value)
-    assert "'queue' is at schema version 1" in message and "version 2" in message
+    assert "'queue' is at schema version 1" in message and "version 3" in message
     migration = message.split("run `")[1].split("`")[0]
     assert 'ALTER TABLE "runyard_work_items" ADD COLUMN max_attempts' in migration
     with sqlite3.connect(path) as conn:  # the repair the message names
         conn.executescript(SQLITE_SCHEMA)
         conn.executescript(f"BEGIN; {migration}; COMMIT;")
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert "runyard_work_items_ready_seq" not in indexes
+    assert not _GONE & indexes and "runyard_work_items_ready_by_due" in indexes
     queue = SqliteWorkQueue.open(path)
     try:
         item = queue.enqueue("acme", {"n": 1}, max_attempts=2)
         assert item.max_attempts == 2
+    finally:
+        queue.close()
+
+
+# The work table's indexes at queue version 2 where version 3 has runyard_work_items_ready_by_due.
+_AT_VERSION_2 = (
+    "DROP INDEX runyard_work_items_ready_by_due",
+    "CREATE INDEX runyard_work_items_ready ON runyard_work_items "
+    "(tenant, priority DESC, available_at, ready_seq) WHERE state = 'ready'",
+    "CREATE INDEX runyard_work_items_due ON runyard_work_items (tenant, available_at) "
+    "WHERE state = 'ready'",
+    "CREATE INDEX runyard_work_items_by_worker ON runyard_work_items (worker, token) "
+    "WHERE state = 'leased'",
+)
+_GONE = {
+    "runyard_work_items_ready",
+    "runyard_work_items_due",
+    "runyard_work_items_by_worker",
+    "runyard_work_items_ready_seq",
+}
+
+
+def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    clock = ManualClock()
+    queue = SqliteWorkQueue.open(path, create_schema=True, clock=clock, policy=POLICY)
+    try:
+        queue.enqueue("acme", {"n": 1}, item_id="a")
+        queue.enqueue("acme", {"n": 2}, item_id="b")
+        held = queue.claim("w1")
+    finally:
+        queue.close()
+    assert held is not None
+    with sqlite3.connect(path) as conn:  # what a runyard of queue version 2 wrote
+        for statement in _AT_VERSION_2:
+            conn.execute(statement)
+        conn.execute("UPDATE runyard_schema SET version = 2 WHERE component = 'queue'")
+    with pytest.raises(ConfigurationError) as refused:
+        SqliteWorkQueue.open(path, create_schema=True)
+    message = str(refused.value)
+    assert "'queue' is at schema version 2" in message and "version 3" in message
+    migration = message.split("run `")[1].split("`")[0]
+    assert migration.startswith('DROP INDEX IF EXISTS "runyard_work_items_ready"')
+    with sqlite3.connect(path) as conn:  # the repair the message names
+        conn.executescript(SQLITE_SCHEMA)
+        conn.executescript(f"BEGIN; {migration}; COMMIT;")
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert not _GONE & indexes and "runyard_work_items_ready_by_due" in indexes
+    queue = SqliteWorkQueue.open(path, clock=clock, policy=POLICY)
+    try:
+        (adopted,) = queue.adopt("w1")  # found without the index by worker
+        assert (adopted.item_id, adopted.token > held.token) == (held.item_id, True)
+        queue.complete(adopted)
+        urgent = queue.enqueue("acme", {"n": 3}, item_id="c", priority=5)
+        assert urgent.state == "ready"
+        first, second = queue.claim("w2"), queue.claim("w2")
+        assert first is not None and second is not None
+        assert (first.item_id, second.item_id) == ("c", "b")  # the index created by the repair
+        assert queue.adopt("w1") == []
     finally:
         queue.close()
 

@@ -44,8 +44,14 @@ def in_transaction(raw: sqlite3.Connection, body: Body[T], *args: Any) -> T:
     return result
 
 
+def _fetch_all(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
+    # No row factory is set on runyard's connections: the rows are tuples already.
+    rows: list[Row] = raw.execute(sql, params).fetchall()
+    return rows
+
+
 def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
-    rows = [tuple(r) for r in raw.execute(sql, params).fetchall()]
+    rows = _fetch_all(raw, sql, params)
     if rows and raw.in_transaction:
         raw.commit()
     return rows
@@ -82,22 +88,18 @@ class AsyncConnection:
 
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
-        return [tuple(r) for r in await self.raw.execute_fetchall(sql, params)]
+        return await self.call(_fetch_all, sql, params)
 
     async def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; when it returns rows, commit the transaction in the same call."""
-        # One trip to aiosqlite's thread instead of two: its private _execute runs a function
-        # there (aiosqlite has no public way to run two statements in one trip).
-        rows: list[Row] = await self.raw._execute(  # type: ignore[no-untyped-call]
-            _fetch_then_commit, self.raw._conn, sql, params
-        )
-        return rows
+        # One trip to aiosqlite's thread instead of two (see call).
+        return await self.call(_fetch_then_commit, sql, params)
 
     async def call(self, body: Body[T], *args: Any) -> T:
         """Run ``body(raw, *args)`` on aiosqlite's thread, where the ``sqlite3`` connection lives:
         one trip, whatever number of statements ``body`` sends."""
         # aiosqlite has no public way to run a function on its thread; _execute is how its own
-        # methods do it (the same private entry fetch_then_commit uses).
+        # methods do it (fetch and fetch_then_commit come through here too).
         result: T = await self.raw._execute(  # type: ignore[no-untyped-call]
             body, self.raw._conn, *args
         )
@@ -136,7 +138,7 @@ class Connection:
 
     def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
-        return [tuple(r) for r in self.raw.execute(sql, params).fetchall()]
+        return _fetch_all(self.raw, sql, params)
 
     def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; when it returns rows, commit the transaction in the same call."""

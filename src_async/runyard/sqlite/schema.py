@@ -28,7 +28,17 @@ __all__ = [
 # every ready_seq is gone (the claim index finds the next one).
 # state 3: prune(): the lease_floors table and the run_leases (expires_at) index.
 # executions 2: prune_processed(): the processed (processed_at, execution_id, event_id) index.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 2, "executions": 2}
+# queue 3: one index of ready items by due time where there were two (by priority, by due
+# time), and none by worker (adopt walks the lapsing index): an enqueue writes one page fewer, a
+# claim two, a completion one.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 3, "executions": 2}
+
+# Queue 2 to 3: SQLITE_SCHEMA has created the index of ready items by due time.
+_QUEUE_3 = (
+    'DROP INDEX IF EXISTS "{work}_ready"; DROP INDEX IF EXISTS "{work}_due"; '
+    'DROP INDEX IF EXISTS "{work}_by_worker"; '
+    "UPDATE \"{schema_table}\" SET version = 3 WHERE component = 'queue'"
+)
 
 # How a file at an older version of a component reaches the current one: the SQL to run (after
 # SQLITE_SCHEMA, which adds missing tables and indexes), keyed by (component, version found).
@@ -36,9 +46,9 @@ _MIGRATIONS: dict[tuple[str, int], str] = {
     ("queue", 1): (
         'ALTER TABLE "{work}" ADD COLUMN max_attempts INTEGER '
         "CHECK (max_attempts IS NULL OR max_attempts >= 1); "
-        'DROP INDEX IF EXISTS "{work}_ready_seq"; '
-        "UPDATE \"{schema_table}\" SET version = 2 WHERE component = 'queue'"
+        'DROP INDEX IF EXISTS "{work}_ready_seq"; ' + _QUEUE_3
     ),
+    ("queue", 2): _QUEUE_3,
 }
 
 

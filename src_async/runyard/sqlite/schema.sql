@@ -1,5 +1,6 @@
 -- runyard's SQLite schema: state at version 3 (2: the run event logs; 3: lease pruning), queue at
--- 2 (per-item max_attempts), executions at 2 (processed marks pruned oldest first).
+-- 3 (2: per-item max_attempts; 3: two indexes fewer), executions at 2 (processed marks pruned
+-- oldest first).
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
 -- is idempotent (IF NOT EXISTS, INSERT OR IGNORE), so applying it twice changes nothing;
@@ -105,16 +106,19 @@ CREATE TABLE IF NOT EXISTS "{work}" (
     max_attempts      INTEGER CHECK (max_attempts IS NULL OR max_attempts >= 1),
     PRIMARY KEY (tenant, item_id)
 );
--- claim: a tenant's due head, highest priority first, then first due, then first ready.
-CREATE INDEX IF NOT EXISTS "{work}_ready" ON "{work}" (tenant, priority DESC, available_at, ready_seq)
-    WHERE state = 'ready';
-CREATE INDEX IF NOT EXISTS "{work}_due" ON "{work}" (tenant, available_at) WHERE state = 'ready';
+-- A tenant's ready items by due time (queue version 3: one index where there were two): claim
+-- seeks whether a tenant has due work and reads its due items' priority and ready_seq from it
+-- (highest priority first, then first due, then first ready); an item becoming ready seeks the
+-- end of its (tenant, due time, priority) group here for its ready_seq.
+CREATE INDEX IF NOT EXISTS "{work}_ready_by_due" ON "{work}"
+    (tenant, available_at, priority, ready_seq) WHERE state = 'ready';
 -- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
 CREATE UNIQUE INDEX IF NOT EXISTS "{work}_dedupe" ON "{work}" (tenant, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
+-- reap and every claim find lapsed leases here; adopt walks it too (the leases that are live):
+-- since queue version 3 no index by worker is rewritten at every claim and completion.
 CREATE INDEX IF NOT EXISTS "{work}_lapsing" ON "{work}" (lease_expires_at, token)
     WHERE state = 'leased';
-CREATE INDEX IF NOT EXISTS "{work}_by_worker" ON "{work}" (worker, token) WHERE state = 'leased';
 CREATE INDEX IF NOT EXISTS "{work}_dead" ON "{work}" (tenant, dead_at, item_id) WHERE state = 'dead';
 
 -- The claim counter: every claim takes the next value as its fencing token and as its
@@ -215,4 +219,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 3), ('queue', 2), ('executions', 2);
+VALUES ('state', 3), ('queue', 3), ('executions', 2);

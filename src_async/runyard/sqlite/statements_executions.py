@@ -1,9 +1,9 @@
 """Every SQL statement of the SQLite execution store, rendered once per SqliteTables (no I/O).
 
 A commit is several statements inside one ``BEGIN IMMEDIATE`` transaction: the compare-and-swap
-on the execution row first (a lost CAS rolls back before anything else is written), then the
-outbox entries, the processed mark, the timer operations in order, the spawn intents and the
-trace step.
+on the execution row first (a lost CAS rolls back before anything else is written), its indexed
+columns when they changed, then the outbox entries, the processed mark, the timer operations in
+order, the spawn intents and the trace step.
 """
 
 from __future__ import annotations
@@ -38,12 +38,20 @@ INSERT INTO {executions} (execution_id, definition_id, status, version, context,
 VALUES (:execution_id, :definition_id, :status, 1, :context, :parent_id, :root_path, :now, :now)
 ON CONFLICT (execution_id) DO NOTHING
 RETURNING version, updated_at""",
+    # The CAS names no indexed column: its only page is the row's (relabel writes the rest).
     "update": """
 UPDATE {executions}
-SET definition_id = :definition_id, status = :status, version = version + 1,
-    context = :context, parent_id = :parent_id, root_path = :root_path, updated_at = :now
+SET version = version + 1, context = :context, parent_id = :parent_id,
+    root_path = :root_path, updated_at = :now
 WHERE execution_id = :execution_id AND version = :expected
 RETURNING version, updated_at""",
+    # After update, in the same transaction: matches no row (writes nothing) unless a column
+    # that the listing indexes cover changed.
+    "relabel": """
+UPDATE {executions}
+SET definition_id = :definition_id, status = :status
+WHERE execution_id = :execution_id
+  AND (definition_id IS NOT :definition_id OR status IS NOT :status)""",
     "emit": """
 INSERT INTO {outbox} (execution_id, target_id, event_id, event_name, data, created_at)
 VALUES (:execution_id, :target_id, :event_id, :event_name, :data, :now)

@@ -23,7 +23,8 @@ WORK_COLUMNS = (
 def _next_ready(priority: str, available_at: str, tenant: str = "{work}.tenant") -> str:
     """The readiness order of an item becoming ready: after every ready item it ties with
     (same tenant, priority and due time), the only items ready_seq orders it against. One
-    seek at the end of that group in the claim index (no index over all the orders)."""
+    seek at the end of that group in the index of ready items by due time (no index over all
+    the orders)."""
     return f"""(SELECT COALESCE(MAX(r.ready_seq), 0) + 1 FROM {{work}} r
      WHERE r.tenant = {tenant} AND r.state = 'ready' AND r.priority = {priority}
        AND r.available_at = {available_at})"""

@@ -31,10 +31,17 @@ INSERT INTO {{runs}} (tenant, run_id, blob, version, status, session_id, created
 VALUES (:tenant, :run_id, :blob, 1, :status, :session_id, :now, :now)
 ON CONFLICT (tenant, run_id) DO NOTHING
 RETURNING {RUN_COLUMNS}""",
+    # Without a session_id: the statement names no indexed column, so the row's page is the
+    # only one it writes (naming session_id rewrites the run's session index entry).
     "update_run": f"""
 UPDATE {{runs}}
+SET blob = :blob, version = version + 1, status = COALESCE(:status, status), updated_at = :now
+WHERE tenant = :tenant AND run_id = :run_id AND version = :expected
+RETURNING {RUN_COLUMNS}""",
+    "update_run_session": f"""
+UPDATE {{runs}}
 SET blob = :blob, version = version + 1, status = COALESCE(:status, status),
-    session_id = COALESCE(:session_id, session_id), updated_at = :now
+    session_id = :session_id, updated_at = :now
 WHERE tenant = :tenant AND run_id = :run_id AND version = :expected
 RETURNING {RUN_COLUMNS}""",
     "patch_run": f"""

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
+from runyard._async.sqlite._adapter import _AsyncSqliteAdapter
 from runyard._async.sqlite.retention import AsyncSqliteExecutionRetention
-from runyard._json import dump_json, load_json
+from runyard._json import dump_json
 from runyard._sql import is_seq
 from runyard.capabilities import StoreCapabilities
-from runyard.errors import StoreConflict
 from runyard.executions.models import (
     DEFAULT_TRACE_MAX,
     DueTimer,
@@ -33,6 +32,7 @@ from runyard.executions.planning import (
     summarize,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.sqlite.execution_transactions import commit_body, trace_body
 from runyard.sqlite.rows import (
     decode_due_timer,
     decode_execution,
@@ -117,89 +117,9 @@ class AsyncSqliteStore(AsyncSqliteExecutionRetention, _AsyncSqliteAdapter):
             trace=trace,
             max_value_bytes=self.max_value_bytes,
         )
-        snapshot = plan.execution
-        expected = snapshot.version
-        fields = {
-            "execution_id": snapshot.id,
-            "definition_id": snapshot.definition_id,
-            "status": snapshot.status,
-            "context": dump_json(snapshot.context),
-            "parent_id": snapshot.parent_id,
-            "root_path": snapshot.root_path,
-        }
-        async with self._write() as tx:
-            if expected == 0:
-                written = await tx.fetch("create", now=tx.stamp(), **fields)
-            else:
-                written = await tx.fetch("update", now=tx.stamp(), expected=expected, **fields)
-            if not written:
-                found = await tx.fetch("version", execution_id=snapshot.id)
-                raise StoreConflict(snapshot.id, expected, int(found[0][0]) if found else 0)
-            # Everything else this commit writes carries the execution's update time.
-            now = tx.pin(written[0][1])
-            seqs = []
-            for target_id, event in plan.emits:
-                rows = await tx.fetch(
-                    "emit",
-                    execution_id=snapshot.id,
-                    target_id=target_id,
-                    event_id=event.id,
-                    event_name=event.name,
-                    data=dump_json(event.data),
-                    now=now,
-                )
-                seqs.append(int(rows[0][0]))
-            if plan.processed_event_id is not None:
-                await tx.fetch(
-                    "mark_processed",
-                    execution_id=snapshot.id,
-                    event_id=plan.processed_event_id,
-                    now=now,
-                )
-            for op in plan.timers:
-                if op.action == "schedule":
-                    await tx.fetch(
-                        "schedule_timer", execution_id=snapshot.id, path=op.path, fire_at=op.fire_at
-                    )
-                else:
-                    await tx.fetch("cancel_timer", execution_id=snapshot.id, path=op.path)
-            for spawn in plan.spawns:
-                await tx.fetch(
-                    "spawn",
-                    parent_id=snapshot.id,
-                    child_id=spawn.child_id,
-                    root_path=spawn.root_path,
-                    context=dump_json(spawn.context),
-                    now=now,
-                )
-            if plan.trace is not None:
-                await self._record_trace(tx, snapshot.id, plan.trace, dump_json(plan.trace.data))
-        exe.version = expected + 1
+        seqs = await self._transact(commit_body, self._sql, self._now(), plan, self._trace_max)
+        exe.version = plan.execution.version + 1
         return seqs
-
-    async def _record_trace(
-        self, tx: _AsyncTransaction, execution_id: str, step: TraceStep, data: str
-    ) -> TraceEntry:
-        index = int((await tx.fetch("next_trace_index", execution_id=execution_id))[0][0])
-        recorded = await tx.fetch(
-            "record_trace",
-            execution_id=execution_id,
-            idx=index,
-            now=tx.stamp(),
-            event_id=step.event_id,
-            event_name=step.event_name,
-            data=data,
-        )
-        await tx.fetch(
-            "trim_trace", execution_id=execution_id, idx=index, trace_max=self._trace_max
-        )
-        return TraceEntry(
-            index=index,
-            recorded_at=float(recorded[0][0]),
-            event_id=step.event_id,
-            event_name=step.event_name,
-            data=load_json(data),
-        )
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool:
         """Return whether a commit of the execution marked ``event_id`` processed."""
@@ -310,5 +230,6 @@ class AsyncSqliteStore(AsyncSqliteExecutionRetention, _AsyncSqliteAdapter):
         if not isinstance(step, TraceStep):
             raise TypeError(f"a trace step must be a TraceStep, not {type(step).__name__}")
         data = dump_json(step.data, max_bytes=self.max_value_bytes, what="trace data")
-        async with self._write() as tx:
-            return await self._record_trace(tx, execution_id, step, data)
+        return await self._transact(
+            trace_body, self._sql, self._now(), execution_id, step, data, self._trace_max
+        )

@@ -27,10 +27,6 @@ class _AsyncBatchedSqliteQueue(_AsyncSqliteAdapter):
 
     _plan: QueuePlan
 
-    def _now(self) -> float | None:
-        """The injected clock's time, or None: the database's, read by the statements."""
-        return None if self.clock is None else float(self.clock.now())
-
     async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
 

@@ -120,8 +120,9 @@ class AsyncSqliteStateStore(
             if expected_version == 0:
                 rows = await tx.finish("create_run", status=status or DEFAULT_STATUS, **params)
             else:
+                statement = "update_run" if session_id is None else "update_run_session"
                 rows = await tx.finish(
-                    "update_run", status=status or None, expected=expected_version, **params
+                    statement, status=status or None, expected=expected_version, **params
                 )
             if rows:
                 return decode_run(rows[0])

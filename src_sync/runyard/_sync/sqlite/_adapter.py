@@ -292,6 +292,10 @@ class _SqliteAdapter(Closing):
         self._verified = True
 
     # -- transactions ------------------------------------------------------------------------
+    def _now(self) -> float | None:
+        """The injected clock's time, or None: the database's, read by the statements."""
+        return None if self.clock is None else float(self.clock.now())
+
     def _write(self) -> _Transaction:
         return _Transaction(self, write=True)
 
