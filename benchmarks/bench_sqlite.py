@@ -12,8 +12,10 @@ the sync and the async twin, in 1 and 4 processes on one file (4 processes: all 
 at once, a barrier between turns; a side's rate is all operations over the wall time of its
 turns). Each cell also keeps the median of the per-turn ratios and, in 1 process, the WAL pages
 one operation of the sync twin appends beside the raw write's (what a commit costs the disk,
-whatever the load). Prints a Markdown table and writes ``sqlite.json`` and ``sqlite.png`` (the
-ratios) through ``benchmarks/_report.py`` into ``--out-dir``.
+whatever the load), and, for put_run, patch_run and enqueue, the floor: the same SQL sent
+through bare ``sqlite3`` (no runyard Python) against the raw write, in turns on a new file.
+Prints Markdown tables and writes ``sqlite.json`` and ``sqlite.png`` (the ratios) through
+``benchmarks/_report.py`` into ``--out-dir``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ from benchmarks._report import write_report
 from benchmarks.sqlite_operations import (
     CLAIM_MANY,
     OPERATIONS,
+    SQL_ONLY,
     AsyncOperations,
+    SqlOnly,
     SyncOperations,
 )
 
@@ -250,6 +254,29 @@ def wal_pages(operation: str, n: int) -> tuple[float, float]:
         return pages[0], pages[1]
 
 
+def sql_floor(operation: str, n: int) -> tuple[float, float]:
+    """The store's own SQL for ``operation`` through bare ``sqlite3`` (SqlOnly: no runyard
+    Python) against the raw write, in turns of CHUNK on one new file: its rate over the raw
+    write's (all turns), and the median of the per-turn ratios. What the SQL costs, whatever
+    the Python around it: a twin's ratio cannot pass this one."""
+    with tempfile.TemporaryDirectory(prefix="runyard-bench-") as tmp:
+        path = str(Path(tmp) / "bench.db")
+        _prepare(path, operation, 1, n)
+        raw, sql = _Raw(path, 0), SqlOnly(path, operation, 0)
+        turns = []
+        for start in range(0, n, CHUNK):
+            k = min(CHUNK, n - start)
+            t0 = time.perf_counter()
+            raw.run(k)
+            t1 = time.perf_counter()
+            sql.run(k)
+            turns.append((t1 - t0, time.perf_counter() - t1))
+        sql.close()
+        raw.conn.close()
+        total = sum(t[0] for t in turns) / sum(t[1] for t in turns)
+        return total, statistics.median(t[0] / t[1] for t in turns)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=400, help="operations per process per cell")
@@ -281,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     figures: dict[str, Any] = {"settings": settings}
+    floors: dict[str, tuple[float, float]] = {}
     for workers in args.processes:
         cells = figures[f"{workers} process{'es' if workers > 1 else ''}"] = {}
         for twin in args.twins:
@@ -298,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
                     cell["wal_pages_per_op"], cell["raw_wal_pages_per_op"] = (
                         round(pages, 2) for pages in wal_pages(operation, min(args.ops, 100))
                     )
+                if workers == 1 and twin == "sync" and operation in SQL_ONLY:
+                    floors[operation] = sql_floor(operation, args.ops)
+                    cell["sql_only_ratio"], cell["sql_only_turn_ratio_median"] = (
+                        round(ratio, 3) for ratio in floors[operation]
+                    )
                 if raw_async is not None:
                     cell["raw_aiosqlite_ops_per_second"] = round(raw_async, 1)
                     cell["aiosqlite_ratio"] = round(rate / raw_async, 3)
@@ -311,6 +344,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {twin} | {operation} | {workers} | {rate:,.0f} | {raw:,.0f} "
                     f"| {rate / raw:.2f} | {got.turn_ratio_median:.2f} {versus_async}"
                 )
+    if floors:
+        print(
+            "\nThe floor: each operation's own SQL through bare sqlite3 (same statement, "
+            "parameters and transaction, no runyard Python), 1 process, against the raw write"
+        )
+        print("\n| operation | SQL-only ratio | median turn ratio |\n| --- | --- | --- |")
+        for operation, (total, median) in floors.items():
+            print(f"| {operation} | {total:.2f} | {median:.2f} |")
     for path in write_report("sqlite", figures, out_dir=args.out_dir):
         print(f"wrote {path}")
     return 0

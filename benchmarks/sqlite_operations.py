@@ -1,8 +1,12 @@
 """What one operation of each SQLite twin does in the SQLite benchmark (benchmarks/bench_sqlite.py):
 put_run, patch_run, enqueue, claim+complete, an execution commit, and the batched enqueue_many
-and claim_many+complete_many (BATCH items a call; their figures count items)."""
+and claim_many+complete_many (BATCH items a call; their figures count items); and, for the
+single-statement operations, the store's own SQL sent through bare ``sqlite3`` (SqlOnly)."""
 
 from __future__ import annotations
+
+import sqlite3
+from typing import Any
 
 from runyard import CounterDelta, RunKey
 from runyard.executions.models import Event, Execution
@@ -13,10 +17,22 @@ from runyard.sqlite import (
     AsyncSqliteWorkQueue,
     SqliteStateStore,
     SqliteStore,
+    SqliteTables,
     SqliteWorkQueue,
 )
+from runyard.sqlite.statements_queue import queue_statements
+from runyard.sqlite.statements_state import state_statements
 
-__all__ = ["BATCH", "CLAIM_MANY", "ENQUEUE_MANY", "OPERATIONS", "AsyncOperations", "SyncOperations"]
+__all__ = [
+    "BATCH",
+    "CLAIM_MANY",
+    "ENQUEUE_MANY",
+    "OPERATIONS",
+    "SQL_ONLY",
+    "AsyncOperations",
+    "SqlOnly",
+    "SyncOperations",
+]
 
 BATCH = 16  # items per call of the batched operations (their figures count items)
 ENQUEUE_MANY, CLAIM_MANY = f"enqueue_many ({BATCH})", f"claim_many+complete_many ({BATCH})"
@@ -131,3 +147,65 @@ class AsyncOperations:
     async def close(self) -> None:
         for store in (self.state, self.queue, self.store):
             await store.aclose()
+
+
+SQL_ONLY = ("put_run", "patch_run", "enqueue")
+
+
+class SqlOnly:
+    """``k`` single-statement operations as the sync twin sends them (the same SQL text, the
+    same parameters, ``BEGIN IMMEDIATE`` ... ``COMMIT``, rows fetched) on a bare ``sqlite3``
+    connection with the stores' settings, and nothing of runyard's Python around them: the
+    floor a twin's operation cannot go under."""
+
+    def __init__(self, path: str, operation: str, me: int) -> None:
+        if operation not in SQL_ONLY:
+            raise ValueError(f"no SQL-only form of {operation!r}; one of {SQL_ONLY}")
+        self.operation, self.me, self.done = operation, me, 0
+        self.conn = sqlite3.connect(path, timeout=30, isolation_level="IMMEDIATE")
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        statements = {**state_statements(SqliteTables()), **queue_statements(SqliteTables())}
+        name = {"put_run": "update_run", "patch_run": "patch_run", "enqueue": "enqueue"}
+        self.sql = statements[name[operation]]
+
+    def _params(self, i: int) -> dict[str, Any]:
+        if self.operation == "put_run":
+            return {
+                "tenant": "bench",
+                "run_id": f"run-{self.me}",
+                "blob": f'{{"step":{i}}}',
+                "session_id": None,
+                "now": None,
+                "status": None,
+                "expected": i,
+            }
+        if self.operation == "patch_run":
+            counters = ("input_tokens", "output_tokens", "cost_micros", "iterations", "cursor")
+            delta = dict.fromkeys(counters, 0) | {"input_tokens": 1, "iterations": 1}
+            return {"tenant": "bench", "run_id": f"run-{self.me}", "status": None, "now": None} | (
+                delta
+            )
+        return {
+            "tenant": f"tenant-{i % 16}",
+            "item_id": f"{self.me:04d}{i:028x}",
+            "payload": f'{{"i":{i}}}',
+            "priority": 0,
+            "delay_seconds": 0.0,
+            "run_at": None,
+            "dedupe_key": None,
+            "max_attempts": None,
+            "now": None,
+        }
+
+    def run(self, k: int) -> None:
+        for _ in range(k):
+            self.done += 1
+            if self.operation == "enqueue":  # the queue begins explicitly, the state store not
+                self.conn.execute("BEGIN IMMEDIATE")
+            rows = self.conn.execute(self.sql, self._params(self.done)).fetchall()
+            assert rows
+            self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()

@@ -129,6 +129,9 @@ def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
     assert all(cell["ratio"] > 0 for twin in cells for cell in cells[twin].values())
     assert all("aiosqlite_ratio" in cell for cell in cells["async"].values())
     assert not any("aiosqlite_ratio" in cell for cell in cells["sync"].values())
+    floors = {op for op, cell in cells["sync"].items() if cell.get("sql_only_ratio", 0) > 0}
+    assert floors == {"put_run", "patch_run", "enqueue"} and "| enqueue | " in out
+    assert not any("sql_only_ratio" in cell for cell in cells["async"].values())
     assert (tmp_path / "sqlite.png").read_bytes().startswith(PNG_SIGNATURE)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from runyard import InvalidArgumentError, MemoryWorkQueue
@@ -77,3 +78,11 @@ def test_the_memory_reference_refuses_an_oversized_batch_like_the_others() -> No
     assert queue.stats().ready == 0
     with pytest.raises(InvalidArgumentError, match="leases"):
         queue.complete_many([_lease("acme", "i", 1)] * 10_001)
+
+
+def test_a_minted_item_id_is_a_version_4_uuid_in_32_hex_digits() -> None:
+    ids = [check_item("acme", {}, **ONE).item_id for _ in range(200)]
+    assert len(set(ids)) == len(ids)
+    for minted in ids:
+        as_uuid = uuid.UUID(hex=minted)
+        assert (as_uuid.hex, as_uuid.version, as_uuid.variant) == (minted, 4, uuid.RFC_4122)

@@ -9,7 +9,7 @@ The limits are documented in docs/protocols.md ("Limits and validation"); the co
 from __future__ import annotations
 
 import math
-import uuid
+import os
 from typing import TYPE_CHECKING
 
 from runyard.errors import InvalidArgumentError
@@ -226,11 +226,20 @@ def storable_error_text(text: str) -> str:
     return clean[:MAX_ERROR_BYTES].decode("utf-8", "ignore")
 
 
+def _new_item_id() -> str:
+    """A random (version 4) UUID's 32 hex digits, as ``uuid.uuid4().hex`` gives them, without
+    building a UUID object (half the time of every enqueue's id)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    return raw.hex()
+
+
 def item_id_or_new(item_id: str | None) -> tuple[str, bool]:
     """Return ``(item_id, minted)``: a fresh id when None, else the validated caller's id
     (an empty id is refused like any other bad identifier, never replaced)."""
     if item_id is None:
-        return uuid.uuid4().hex, True
+        return _new_item_id(), True
     return validate_identifier(item_id, "item_id"), False
 
 
