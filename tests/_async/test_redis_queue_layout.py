@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard.errors import ConfigurationError
-from runyard.models import NewItem
+from runyard.models import Lease, NewItem
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.redis.flavours import ResponseError
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, time_key
@@ -244,19 +244,23 @@ async def test_scripts_told_their_items_touch_only_the_keys_they_declare(
         news = [NewItem(payload=1, item_id="b"), NewItem(payload=2, item_id="c")]
         await told(lambda: queue.enqueue_many("acme", news))
         await told(lambda: queue.get_item("acme", "a"))
-        lease = await queue.claim("w")
-        assert lease is not None and lease.item_id == "a"
-        await told(lambda: queue.heartbeat(lease))
-        await told(lambda: queue.complete(lease))
-        lease = await queue.claim("w")
-        assert lease is not None
-        await told(lambda: queue.fail(lease, error="boom"))  # retried at once: back in its line
+
+        async def claim() -> Lease:
+            lease = await queue.claim("w")
+            assert lease is not None
+            return lease
+
+        first = await claim()
+        assert first.item_id == "a"
+        await told(lambda: queue.heartbeat(first))
+        await told(lambda: queue.complete(first))
+        second = await claim()
+        await told(lambda: queue.fail(second, error="boom"))  # retried at once: back in its line
         leases = await queue.claim_many("w", limit=3)
         await told(lambda: queue.heartbeat_many(leases))
         await told(lambda: queue.release_many(leases[:1]))
         await told(lambda: queue.complete_many(leases[1:]))
-        lease = await queue.claim("w")
-        assert lease is not None
-        await told(lambda: queue.fail(lease, retryable=False))
-        await told(lambda: queue.requeue(lease.tenant, lease.item_id))
-        await told(lambda: queue.cancel(lease.tenant, lease.item_id))
+        third = await claim()
+        await told(lambda: queue.fail(third, retryable=False))
+        await told(lambda: queue.requeue(third.tenant, third.item_id))
+        await told(lambda: queue.cancel(third.tenant, third.item_id))

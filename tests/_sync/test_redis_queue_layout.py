@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard.errors import ConfigurationError
-from runyard.models import NewItem
+from runyard.models import Lease, NewItem
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
 from runyard.redis.flavours import ResponseError
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, time_key
@@ -237,19 +237,23 @@ def test_scripts_told_their_items_touch_only_the_keys_they_declare(
         news = [NewItem(payload=1, item_id="b"), NewItem(payload=2, item_id="c")]
         told(lambda: queue.enqueue_many("acme", news))
         told(lambda: queue.get_item("acme", "a"))
-        lease = queue.claim("w")
-        assert lease is not None and lease.item_id == "a"
-        told(lambda: queue.heartbeat(lease))
-        told(lambda: queue.complete(lease))
-        lease = queue.claim("w")
-        assert lease is not None
-        told(lambda: queue.fail(lease, error="boom"))  # retried at once: back in its line
+
+        def claim() -> Lease:
+            lease = queue.claim("w")
+            assert lease is not None
+            return lease
+
+        first = claim()
+        assert first.item_id == "a"
+        told(lambda: queue.heartbeat(first))
+        told(lambda: queue.complete(first))
+        second = claim()
+        told(lambda: queue.fail(second, error="boom"))  # retried at once: back in its line
         leases = queue.claim_many("w", limit=3)
         told(lambda: queue.heartbeat_many(leases))
         told(lambda: queue.release_many(leases[:1]))
         told(lambda: queue.complete_many(leases[1:]))
-        lease = queue.claim("w")
-        assert lease is not None
-        told(lambda: queue.fail(lease, retryable=False))
-        told(lambda: queue.requeue(lease.tenant, lease.item_id))
-        told(lambda: queue.cancel(lease.tenant, lease.item_id))
+        third = claim()
+        told(lambda: queue.fail(third, retryable=False))
+        told(lambda: queue.requeue(third.tenant, third.item_id))
+        told(lambda: queue.cancel(third.tenant, third.item_id))
