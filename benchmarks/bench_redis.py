@@ -5,9 +5,9 @@
    (``claim_many`` + ``complete_many``), in items/s beside the bare redis-py driver doing the
    same round trips at the same concurrency (``LPOP`` of as many entries, then one ``HSET``).
 2. Claim latency p50/p99 (async, one caller) at 1k and 100k queued items in one tenant (1M with
-   ``--large``) and at 10 and 100k tenants of one item each, measured in interleaved rounds,
-   with a bare ``EVALSHA`` round trip timed beside each claim, and the growth ratios
-   (target <= 1.3).
+   ``--large``) and at 10 and 100k tenants of one item each, the populations taking turns every
+   5 claims, with a bare ``EVALSHA`` round trip timed beside each claim and the server's own
+   time per claim script (``INFO commandstats``), and the growth ratios (target <= 1.3).
 3. put_run and patch_run by 16 concurrent callers, both twins, beside a one-line ``EVALSHA``.
 4. Bytes per queued item at 20k items with a 100-byte payload (benchmarks/redis_memory.py).
 
@@ -58,6 +58,7 @@ CLAIMERS = 16
 BATCH = 16
 CHUNK = 1000  # items per enqueue_many while filling a queue
 GROWTH_TARGET = 1.3
+LATENCY_BLOCK = 5  # claims per turn of a population (10 tenants of one item: at most 10)
 
 
 def _free_port() -> int:
@@ -294,19 +295,30 @@ def _sync_state(port: int, ops: int) -> dict[str, dict[str, float]]:
 
 
 # -- claim latency against the queue's size -----------------------------------------------------
+async def _evalsha_stats(client: aioredis.Redis) -> tuple[int, int]:
+    """(calls, microseconds) the server has spent in EVALSHA so far (INFO commandstats)."""
+    row = (await client.info("commandstats")).get("cmdstat_evalsha", {})
+    return int(row.get("calls", 0)), int(row.get("usec", 0))
+
+
 async def _async_latency(
     port: int, populations: dict[str, tuple[int, int]], samples: int, rounds: int
 ) -> dict[str, dict[str, Any]]:
     """p50/p99 of one claim (async twin, one caller) in queues of (tenants, items per tenant),
-    and the bare redis-py round trip (a one-line EVALSHA) timed beside each. The populations
-    are measured in ``rounds`` interleaved rounds of ``samples`` claims; each claimed item is
-    released (untimed), so the queue keeps its size."""
+    the bare redis-py round trip (a one-line EVALSHA) timed beside each claim, and the server's
+    own microseconds per claim script (INFO commandstats).
+
+    The populations take turns every LATENCY_BLOCK claims, ``samples`` claims each per round,
+    so a change of the machine's load falls on all of them alike; after each block its claimed
+    items are released (untimed), so every queue keeps its size.
+    """
     client = aioredis.Redis(port=port, max_connections=64, retry=AsyncRetry(NoBackoff(), 0))
-    sha = await client.script_load("return ARGV[1]")
+    sha = await client.script_load(RAW_SCRIPT)
     queues: dict[str, AsyncRedisWorkQueue] = {}
     timed: dict[str, list[float]] = {name: [] for name in populations}
     medians: dict[str, list[float]] = {name: [] for name in populations}
     raw: dict[str, list[float]] = {name: [] for name in populations}
+    server: dict[str, list[int]] = {name: [0, 0] for name in populations}
     try:
         for name, (tenants, per_tenant) in populations.items():
             queue = queues[name] = AsyncRedisWorkQueue(client, settings=_settings())
@@ -326,19 +338,28 @@ async def _async_latency(
             assert warm is not None
             await queue.release_many([warm])
         for _ in range(rounds):
-            for name, queue in queues.items():
-                got = []
-                for _ in range(samples):
-                    start = time.perf_counter()
-                    await client.evalsha(sha, 0, "x")
-                    raw[name].append(time.perf_counter() - start)
-                    start = time.perf_counter()
-                    lease = await queue.claim("bench")
-                    got.append(time.perf_counter() - start)
-                    assert lease is not None
-                    await queue.release_many([lease])
-                timed[name] += got
-                medians[name].append(_percentile(got, 0.5) * 1000)
+            got: dict[str, list[float]] = {name: [] for name in populations}
+            for _ in range(0, samples, LATENCY_BLOCK):
+                for name, queue in queues.items():
+                    leases = []
+                    calls, usec = await _evalsha_stats(client)
+                    for _ in range(LATENCY_BLOCK):
+                        start = time.perf_counter()
+                        await client.evalsha(sha, 0, "x")
+                        raw[name].append(time.perf_counter() - start)
+                        start = time.perf_counter()
+                        lease = await queue.claim("bench")
+                        got[name].append(time.perf_counter() - start)
+                        assert lease is not None
+                        leases.append(lease)
+                    after_calls, after_usec = await _evalsha_stats(client)
+                    # The block's claims, less the raw EVALSHAs beside them (about 1 us each).
+                    server[name][0] += after_calls - calls - LATENCY_BLOCK
+                    server[name][1] += after_usec - usec
+                    await queue.release_many(leases)
+            for name in populations:
+                timed[name] += got[name]
+                medians[name].append(_percentile(got[name], 0.5) * 1000)
         return {
             name: {
                 "tenants": populations[name][0],
@@ -347,6 +368,7 @@ async def _async_latency(
                 "p99 ms": _percentile(timed[name], 0.99) * 1000,
                 "p50 ms per round": medians[name],
                 "raw EVALSHA p50 ms": _percentile(raw[name], 0.5) * 1000,
+                "server us per claim": server[name][1] / max(server[name][0], 1),
             }
             for name in populations
         }
@@ -356,9 +378,16 @@ async def _async_latency(
 
 
 def _growth(latency: dict[str, dict[str, Any]], small: str, large: str) -> dict[str, Any]:
-    p50 = latency[large]["p50 ms"] / latency[small]["p50 ms"]
-    p99 = latency[large]["p99 ms"] / latency[small]["p99 ms"]
-    return {"from": small, "to": large, "p50 growth ratio": p50, "p99 growth ratio": p99}
+    def grown(figure: str) -> float:
+        return float(latency[large][figure] / latency[small][figure])
+
+    return {
+        "from": small,
+        "to": large,
+        "p50 growth ratio": grown("p50 ms"),
+        "p99 growth ratio": grown("p99 ms"),
+        "server us growth ratio": grown("server us per claim"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -398,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--items must be a multiple of {CLAIMERS * BATCH}")
     sizes = [int(n) for n in args.sizes.split(",")] + ([1_000_000] if args.large else [])
     tenant_counts = [int(n) for n in args.tenants.split(",")]
+    if min(sizes + tenant_counts) < LATENCY_BLOCK:
+        parser.error(f"--sizes and --tenants hold at least {LATENCY_BLOCK} items (one turn)")
     process = workdir = None
     port = args.port
     if port is None:
@@ -451,12 +482,15 @@ def main(argv: list[str] | None = None) -> int:
             f"claim latency (async, one caller, {args.rounds} interleaved rounds of "
             f"{args.samples}; each claimed item released untimed)"
         )
-        print(f"{'queue':<16} {'p50 ms':>7} {'p99 ms':>7} {'raw p50 ms':>10}  p50 per round")
+        print(
+            f"{'queue':<16} {'p50 ms':>7} {'p99 ms':>7} {'raw p50 ms':>10} {'server us':>9}  "
+            "p50 per round"
+        )
         for name, row in latency.items():
             rounds = " ".join(f"{m:.3f}" for m in row["p50 ms per round"])
             print(
                 f"{name:<16} {row['p50 ms']:>7.3f} {row['p99 ms']:>7.3f} "
-                f"{row['raw EVALSHA p50 ms']:>10.3f}  {rounds}"
+                f"{row['raw EVALSHA p50 ms']:>10.3f} {row['server us per claim']:>9.1f}  {rounds}"
             )
         figures["claim latency"] = latency
         growth = {}
@@ -468,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
             verdict = "ok" if row["p50 growth ratio"] <= GROWTH_TARGET else "MISSES"
             print(
                 f"growth {small} -> {large}: p50 x{row['p50 growth ratio']:.2f}, "
-                f"p99 x{row['p99 growth ratio']:.2f} (target p50 <= {GROWTH_TARGET}: {verdict})"
+                f"p99 x{row['p99 growth ratio']:.2f}, server time per claim "
+                f"x{row['server us growth ratio']:.2f} (target p50 <= {GROWTH_TARGET}: {verdict})"
             )
         figures["claim latency growth"] = growth
         memory = bytes_per_item(port, args.memory_items)

@@ -50,7 +50,7 @@ def test_the_benchmark_writes_its_figures_and_chart(
             "--sizes",
             "10,50",
             "--tenants",
-            "2,20",
+            "5,20",
             "--memory-items",
             "50",
             "--out-dir",
@@ -61,7 +61,7 @@ def test_the_benchmark_writes_its_figures_and_chart(
     figures = json.loads((tmp_path / "bench-redis.json").read_text(encoding="utf-8"))
     assert figures["async claim+complete c16 t16 x16"]["ratio"] > 0
     assert figures["sync claim+complete c16 t1 x1"]["ratio"] > 0
-    growth = figures["claim latency growth"]["2 tenants -> 20 tenants"]["p50 growth ratio"]
+    growth = figures["claim latency growth"]["5 tenants -> 20 tenants"]["p50 growth ratio"]
     assert growth > 0
     assert figures["queue memory"]["bytes per item (MEMORY USAGE)"] > 100
     assert (tmp_path / "bench-redis.png").read_bytes().startswith(b"\x89PNG")
