@@ -13,8 +13,8 @@
 
 It starts its own redis-server on a free loopback port (persistence off) and stops it by pid;
 ``--port`` uses a running one, where it writes only under fresh ``bench-`` namespaces and
-deletes them. The figures go to ``<out-dir>/bench-redis.json`` and ``.png``
-(benchmarks/_report.py).
+deletes them. The figures go to ``<out-dir>/redis.json`` and ``redis.png``
+(benchmarks/_report.py; not ``bench-*`` names, which git ignores, so the results are committed).
 """
 
 from __future__ import annotations
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out-dir",
         default="benchmarks/results",
-        help="where bench-redis.json and bench-redis.png go",
+        help="where redis.json and redis.png go",
     )
     args = parser.parse_args(argv)
     if args.items % (CLAIMERS * BATCH):
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
             "bytes per item (MEMORY USAGE)": memory["memory_usage"],
             "bytes per item (used_memory delta)": memory["used_memory"],
         }
-        for path in write_report("bench-redis", figures, out_dir=args.out_dir):
+        for path in write_report("redis", figures, out_dir=args.out_dir):
             print(f"wrote {path}")
     finally:
         if process is not None:

@@ -58,10 +58,10 @@ def test_the_benchmark_writes_its_figures_and_chart(
         ]
     )
     assert code == 0
-    figures = json.loads((tmp_path / "bench-redis.json").read_text(encoding="utf-8"))
+    figures = json.loads((tmp_path / "redis.json").read_text(encoding="utf-8"))
     assert figures["async claim+complete c16 t16 x16"]["ratio"] > 0
     assert figures["sync claim+complete c16 t1 x1"]["ratio"] > 0
     growth = figures["claim latency growth"]["5 tenants -> 20 tenants"]["p50 growth ratio"]
     assert growth > 0
     assert figures["queue memory"]["bytes per item (MEMORY USAGE)"] > 100
-    assert (tmp_path / "bench-redis.png").read_bytes().startswith(b"\x89PNG")
+    assert (tmp_path / "redis.png").read_bytes().startswith(b"\x89PNG")
