@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from runyard.policy import QueuePolicy
+from runyard.redis.items import retry_table
 
 
 def test_backoff_is_capped_exponential_with_full_jitter() -> None:
@@ -75,3 +78,21 @@ def test_lease_expiry_never_passes_max_lease() -> None:
 def test_settings_out_of_range_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         QueuePolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_the_redis_retry_table_draws_what_backoff_draws_row_by_row() -> None:
+    # The table's ceilings are kept per policy settings; every call still draws afresh.
+    policy = QueuePolicy(
+        max_attempts=4, backoff_base=2, backoff_cap=50, random=random.Random(7).random
+    )
+    twin = QueuePolicy(
+        max_attempts=4, backoff_base=2, backoff_cap=50, random=random.Random(7).random
+    )
+    for _ in range(2):
+        table = retry_table(policy)
+        rows = int(table[1])
+        assert table[0] == "4" and rows == 6  # 2 * 2^5 = 64 passes the cap of 50
+        expected = [
+            twin.on_lapse(n, 0.0, max_attempts=rows + 1).retry_at for n in range(1, rows + 1)
+        ]
+        assert [float(row) for row in table[2:]] == expected

@@ -48,11 +48,14 @@ class QueuePolicy:
         if self.max_lease_seconds < self.lease_seconds:
             raise ValueError("max_lease_seconds must be at least lease_seconds")
 
-    def backoff(self, attempts: int) -> float:
-        """Seconds to wait before the next attempt: uniform in [0, min(cap, base * 2^(n-1))]."""
+    def backoff_ceiling(self, attempts: int) -> float:
+        """The longest wait ``backoff(attempts)`` can draw: min(cap, base * 2^(n-1))."""
         # The exponent is capped so a huge attempt count cannot overflow the float.
-        ceiling = min(self.backoff_cap, self.backoff_base * 2.0 ** min(max(attempts - 1, 0), 1000))
-        return float(ceiling * self.random())
+        return min(self.backoff_cap, self.backoff_base * 2.0 ** min(max(attempts - 1, 0), 1000))
+
+    def backoff(self, attempts: int) -> float:
+        """Seconds to wait before the next attempt: uniform in [0, backoff_ceiling(attempts)]."""
+        return float(self.backoff_ceiling(attempts) * self.random())
 
     def attempt_budget(self, max_attempts: int | None) -> int:
         """The attempts an item may use: its own ``max_attempts``, or the policy's when None."""

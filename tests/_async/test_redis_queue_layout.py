@@ -3,14 +3,18 @@ bounded scripts."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 from runyard import ManualClock, QueuePolicy
 from runyard.errors import ConfigurationError
+from runyard.models import Lease, NewItem
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
+from runyard.redis.flavours import ResponseError
 from runyard.redis.keys import QUEUE_LAYOUT, QueueKeys, time_key
 from runyard.redis.scripts import QUEUE_SCRIPTS
 
-from tests.support.redis_commands import counting_commands
+from tests.support.redis_commands import SentCommands, counting_commands
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
 
 
@@ -174,3 +178,89 @@ async def test_a_payload_is_split_only_to_keep_the_item_hash_small(
         assert got is not None and got.payload == payload
         lease = await queue.claim("w")
         assert lease is not None and lease.item.payload == payload
+
+
+@pytest.mark.asyncio
+async def test_a_script_told_an_item_refuses_its_key_when_not_declared(
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    namespace = fresh_namespace()
+    client = AsyncClients.for_target(dedicated_redis_target)
+    keys = QueueKeys(namespace)
+    async with AsyncRedisWorkQueue(
+        client, clock=ManualClock(), settings=_settings(namespace), owns_client=True
+    ) as queue:
+        await queue.enqueue("acme", 1, item_id="a")
+        script = QUEUE_SCRIPTS["get_item"].text
+        # Another item's key declared instead of this one's: refused, nothing read.
+        for declared in ([], [keys.item("acme", "b")]):
+            with pytest.raises(ResponseError, match="RUNYARD_UNDECLARED"):
+                await client.eval(script, 14 + len(declared), *keys.all(), *declared, "acme", "a")
+        reply = await client.eval(script, 15, *keys.all(), keys.item("acme", "a"), "acme", "a")
+        assert reply[1] == b"a"
+
+
+def _declared_and_touched(counted: SentCommands, namespace: str) -> tuple[set[str], set[str]]:
+    """The item and line keys the block's scripts were given, and those their calls touched."""
+    keys = QueueKeys(namespace)
+    wanted = (f"{{{namespace}}}:i:", f"{keys.prefix}:ready:")
+    declared: set[str] = set()
+    for command in counted.sent_with_arguments:
+        name, *rest = command.split(" ")
+        if name.upper() in ("EVALSHA", "EVAL"):
+            declared.update(k for k in rest[2 : 2 + int(rest[1])] if k.startswith(wanted))
+    touched = {
+        token
+        for command in counted.scripted
+        for token in command.split(" ")
+        if token.startswith(wanted)
+    }
+    return declared, touched
+
+
+@pytest.mark.asyncio
+async def test_scripts_told_their_items_touch_only_the_keys_they_declare(
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    namespace = fresh_namespace()
+    clock = ManualClock()
+    client = AsyncClients.for_target(dedicated_redis_target)
+    async with AsyncRedisWorkQueue(
+        client,
+        clock=clock,
+        policy=QueuePolicy(max_attempts=2, backoff_base=0),
+        settings=_settings(namespace),
+        owns_client=True,
+    ) as queue:
+        port = dedicated_redis_target.port
+
+        async def told(operation: Callable[[], Awaitable[object]]) -> None:
+            with counting_commands(port) as counted:
+                await operation()
+            declared, touched = _declared_and_touched(counted, namespace)
+            assert touched and touched <= declared
+
+        await told(lambda: queue.enqueue("acme", 1, item_id="a", dedupe_key="d"))
+        news = [NewItem(payload=1, item_id="b"), NewItem(payload=2, item_id="c")]
+        await told(lambda: queue.enqueue_many("acme", news))
+        await told(lambda: queue.get_item("acme", "a"))
+
+        async def claim() -> Lease:
+            lease = await queue.claim("w")
+            assert lease is not None
+            return lease
+
+        first = await claim()
+        assert first.item_id == "a"
+        await told(lambda: queue.heartbeat(first))
+        await told(lambda: queue.complete(first))
+        second = await claim()
+        await told(lambda: queue.fail(second, error="boom"))  # retried at once: back in its line
+        leases = await queue.claim_many("w", limit=3)
+        await told(lambda: queue.heartbeat_many(leases))
+        await told(lambda: queue.release_many(leases[:1]))
+        await told(lambda: queue.complete_many(leases[1:]))
+        third = await claim()
+        await told(lambda: queue.fail(third, retryable=False))
+        await told(lambda: queue.requeue(third.tenant, third.item_id))
+        await told(lambda: queue.cancel(third.tenant, third.item_id))

@@ -7,6 +7,7 @@ An item's hash has short fields and leaves defaults out (FIELDS). The payload is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -144,29 +145,37 @@ def raise_settle_refusal(reply: Sequence[Any], tenant: str, item_id: str) -> Non
         raise error
 
 
-def _rows(policy: QueuePolicy) -> int:
+@functools.lru_cache(maxsize=64)
+def _retry_rows(
+    max_attempts: int, backoff_base: float, backoff_cap: float
+) -> tuple[list[str], tuple[float, ...]]:
+    """The retry table's fixed head (max_attempts, row count) and each row's backoff ceiling
+    for a policy with these settings; they do not depend on its random, so they are kept."""
+    policy = QueuePolicy(
+        max_attempts=max_attempts, backoff_base=backoff_base, backoff_cap=backoff_cap
+    )
     # Enough rows to cover the policy's attempts and the backoff's growth up to its cap.
     grows = 1
-    while grows < RETRY_ROWS_MAX and policy.backoff_base * 2.0 ** (grows - 1) < policy.backoff_cap:
+    while grows < RETRY_ROWS_MAX and backoff_base * 2.0 ** (grows - 1) < backoff_cap:
         grows += 1
-    return min(RETRY_ROWS_MAX, max(policy.max_attempts, grows))
+    rows = min(RETRY_ROWS_MAX, max(max_attempts, grows))
+    ceilings = tuple(policy.backoff_ceiling(attempts) for attempts in range(1, rows + 1))
+    return [str(max_attempts), str(rows)], ceilings
 
 
-def retry_table(policy: QueuePolicy, *, lapse: bool) -> list[str]:
+def retry_table(policy: QueuePolicy) -> list[str]:
     """The policy's max_attempts, a row count, then the retry delay after attempt 1, 2, ...
-    (QueuePolicy.on_lapse for a lapsed lease, on_failure for a failure), as the queue scripts
-    take them; the script decides dead or retry with the item's own max attempts, if it has
-    one, and adds the delay to its own now."""
-    rows = _rows(policy)
-    out = [str(policy.max_attempts), str(rows)]
-    for attempts in range(1, rows + 1):
-        # The delay even past the policy's budget (an item may allow more attempts).
-        if lapse:
-            decision = policy.on_lapse(attempts, 0.0, max_attempts=rows + 1)
-        else:
-            decision = policy.on_failure(attempts, 0.0, retryable=True, max_attempts=rows + 1)
-        out.append(repr(float(decision.retry_at or 0.0)))
-    return out
+    as the queue scripts take them; the script decides dead or retry with the item's own max
+    attempts, if it has one, and adds the delay to its own now.
+
+    A row is ``policy.backoff(attempts)`` (what QueuePolicy.on_lapse and on_failure add to now
+    for a retry, even past the policy's budget: an item may allow more attempts): its ceiling
+    (kept per policy settings) times one fresh draw of ``policy.random``, so each call costs
+    one draw per row.
+    """
+    head, ceilings = _retry_rows(policy.max_attempts, policy.backoff_base, policy.backoff_cap)
+    draw = policy.random
+    return [*head, *[repr(float(ceiling * draw())) for ceiling in ceilings]]
 
 
 def item_args(item: CheckedItem) -> list[str]:

@@ -131,7 +131,8 @@ class StateKeys:
 
 @dataclass(frozen=True)
 class QueueKeys:
-    """Keys of one work queue (hash tag: the namespace); every queue script gets them all."""
+    """Keys of one work queue (hash tag: the namespace): every queue script gets ``all()``, then
+    the keys of the items (``item()``) and lines (``line()``) it is told about."""
 
     namespace: str
 
@@ -145,7 +146,7 @@ class QueueKeys:
         p = self.prefix
         return [
             f"{p}:meta",  # HASH  layout -> QUEUE_LAYOUT
-            f"{p}:ready",  # ZSET  lex <tenant seg><priority key><seq><item id>
+            f"{p}:ready",  # prefix of the tenants' ready lines (line())
             f"{p}:delayed",  # ZSET  score available_at, member <seq><item>
             f"{p}:leases",  # ZSET  score expires_at, member <token><item>
             f"{p}:workers",  # ZSET  lex <worker seg><token><item>
@@ -169,6 +170,11 @@ class QueueKeys:
     def legacy_items(self) -> str:
         """HASH of layout 1 (``<item>:<column>`` fields); only looked for, to refuse it."""
         return f"{self.prefix}:items"
+
+    def line(self, tenant: str) -> str:
+        """ZSET: one tenant's ready line (lex: priority, due time, seq, item id); declared to the
+        scripts told the tenant, built inside the ones that pick it (lua/queue/prelude.lua)."""
+        return f"{self.prefix}:ready:{segment(tenant)}"
 
     def item(self, tenant: str, item_id: str) -> str:
         """HASH: one item's columns (runyard.redis.items.FIELDS); ``{<ns>}:i:<tenant

@@ -163,7 +163,9 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
         for sends in (2, 1):
             args = [tenant, *scripted[:4], self._now_arg(), *scripted[4:]]
             try:
-                reply = await self._script("enqueue", args, idempotent=False)
+                reply = await self._script(
+                    "enqueue", args, idempotent=False, keys=self._item_keys(tenant, item_id)
+                )
             except ReplyLost as lost:
                 if item.anonymous:
                     raise StoreOutcomeUnknown(f"enqueue to {tenant!r}: {lost}") from lost
@@ -186,7 +188,7 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
         was taken lapses and is reclaimed).
         """
         validate_identifier(worker, "worker")
-        args = [*self._claim_args(worker), *retry_table(self.policy, lapse=True)]
+        args = [*self._claim_args(worker), *retry_table(self.policy)]
         try:
             reply = await self._script("claim", args, idempotent=False)
         except ReplyLost as lost:
@@ -216,7 +218,8 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
         ]
         # Sent again, it extends the same lease once more (never past the cap), so a lost
         # reply is retried.
-        reply = await self._script("heartbeat", args, idempotent=True)
+        keys = [self._queue_keys.item(tenant, item_id)]
+        reply = await self._script("heartbeat", args, idempotent=True, keys=keys)
         raise_settle_refusal(reply, tenant, item_id)
         return decode_lease(reply[1])
 
@@ -236,7 +239,9 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
             timestamp(self.policy.max_lease_seconds),
         ]
         try:
-            reply = await self._script("complete", args, idempotent=False)
+            reply = await self._script(
+                "complete", args, idempotent=False, keys=[self._queue_keys.item(tenant, item_id)]
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"complete of {item_id!r}: {lost}") from lost
         raise_settle_refusal(reply, tenant, item_id)
@@ -265,10 +270,12 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
             "0" if error is None else "1",
             error or "",
             "1" if retryable else "0",
-            *retry_table(self.policy, lapse=False),
+            *retry_table(self.policy),
         ]
         try:
-            reply = await self._script("fail", args, idempotent=False)
+            reply = await self._script(
+                "fail", args, idempotent=False, keys=self._item_keys(tenant, item_id)
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"fail of {item_id!r}: {lost}") from lost
         raise_settle_refusal(reply, tenant, item_id)
@@ -281,7 +288,7 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
         Raises StoreOutcomeUnknown when the reply is lost.
         """
         check_limit(limit)
-        args = [self._now_arg(), limit, *retry_table(self.policy, lapse=True)]
+        args = [self._now_arg(), limit, *retry_table(self.policy)]
         try:
             reply = await self._script("reap", args, idempotent=False)
         except ReplyLost as lost:
@@ -331,7 +338,9 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
         validate_identifier(item_id, "item_id")
         args = [tenant, item_id, self._now_arg()]
         try:
-            reply = await self._script("requeue", args, idempotent=False)
+            reply = await self._script(
+                "requeue", args, idempotent=False, keys=self._item_keys(tenant, item_id)
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"requeue of {item_id!r}: {lost}") from lost
         if text(reply[0]) == "not_found":

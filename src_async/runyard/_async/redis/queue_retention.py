@@ -26,7 +26,9 @@ class AsyncRedisQueueRetention(AsyncRedisQueueReads):
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
         try:
-            reply = await self._script("cancel", [tenant, item_id], idempotent=False)
+            reply = await self._script(
+                "cancel", [tenant, item_id], idempotent=False, keys=self._item_keys(tenant, item_id)
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"cancel of {item_id!r}: {lost}") from lost
         status = text(reply[0])

@@ -165,7 +165,9 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         for sends in (2, 1):
             args = [tenant, *scripted[:4], self._now_arg(), *scripted[4:]]
             try:
-                reply = self._script("enqueue", args, idempotent=False)
+                reply = self._script(
+                    "enqueue", args, idempotent=False, keys=self._item_keys(tenant, item_id)
+                )
             except ReplyLost as lost:
                 if item.anonymous:
                     raise StoreOutcomeUnknown(f"enqueue to {tenant!r}: {lost}") from lost
@@ -188,7 +190,7 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         was taken lapses and is reclaimed).
         """
         validate_identifier(worker, "worker")
-        args = [*self._claim_args(worker), *retry_table(self.policy, lapse=True)]
+        args = [*self._claim_args(worker), *retry_table(self.policy)]
         try:
             reply = self._script("claim", args, idempotent=False)
         except ReplyLost as lost:
@@ -218,7 +220,8 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         ]
         # Sent again, it extends the same lease once more (never past the cap), so a lost
         # reply is retried.
-        reply = self._script("heartbeat", args, idempotent=True)
+        keys = [self._queue_keys.item(tenant, item_id)]
+        reply = self._script("heartbeat", args, idempotent=True, keys=keys)
         raise_settle_refusal(reply, tenant, item_id)
         return decode_lease(reply[1])
 
@@ -238,7 +241,9 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
             timestamp(self.policy.max_lease_seconds),
         ]
         try:
-            reply = self._script("complete", args, idempotent=False)
+            reply = self._script(
+                "complete", args, idempotent=False, keys=[self._queue_keys.item(tenant, item_id)]
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"complete of {item_id!r}: {lost}") from lost
         raise_settle_refusal(reply, tenant, item_id)
@@ -267,10 +272,12 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
             "0" if error is None else "1",
             error or "",
             "1" if retryable else "0",
-            *retry_table(self.policy, lapse=False),
+            *retry_table(self.policy),
         ]
         try:
-            reply = self._script("fail", args, idempotent=False)
+            reply = self._script(
+                "fail", args, idempotent=False, keys=self._item_keys(tenant, item_id)
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"fail of {item_id!r}: {lost}") from lost
         raise_settle_refusal(reply, tenant, item_id)
@@ -283,7 +290,7 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         Raises StoreOutcomeUnknown when the reply is lost.
         """
         check_limit(limit)
-        args = [self._now_arg(), limit, *retry_table(self.policy, lapse=True)]
+        args = [self._now_arg(), limit, *retry_table(self.policy)]
         try:
             reply = self._script("reap", args, idempotent=False)
         except ReplyLost as lost:
@@ -333,7 +340,9 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         validate_identifier(item_id, "item_id")
         args = [tenant, item_id, self._now_arg()]
         try:
-            reply = self._script("requeue", args, idempotent=False)
+            reply = self._script(
+                "requeue", args, idempotent=False, keys=self._item_keys(tenant, item_id)
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"requeue of {item_id!r}: {lost}") from lost
         if text(reply[0]) == "not_found":

@@ -27,6 +27,15 @@ class RedisQueueBatched(RedisQueueReads):
     ``complete_many`` and ``release_many``, one script (one round trip) each, with per-item
     outcomes; at most 10,000 items per call (check_limit)."""
 
+    def _target_keys(self, targets: list[tuple[str, str, int]], *, lines: bool) -> list[str]:
+        """The item keys of ``targets``, then (``lines``) each of their tenants' lines once."""
+        keys = [self._queue_keys.item(tenant, item_id) for tenant, item_id, _ in targets]
+        if lines:
+            keys += [
+                self._queue_keys.line(tenant) for tenant in dict.fromkeys(t[0] for t in targets)
+            ]
+        return keys
+
     def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
 
@@ -38,11 +47,13 @@ class RedisQueueBatched(RedisQueueReads):
         if not checked:
             return []
         args = [value for item in checked for value in item_args(item)]
+        item_keys = [self._queue_keys.item(tenant, item.item_id) for item in checked]
+        keys = [*item_keys, self._queue_keys.line(tenant)]
         identified = not any(item.anonymous for item in checked)
         for sends in (2, 1):
             try:
                 reply = self._script(
-                    "enqueue_many", [tenant, self._now_arg(), *args], idempotent=False
+                    "enqueue_many", [tenant, self._now_arg(), *args], idempotent=False, keys=keys
                 )
             except ReplyLost as lost:
                 if not identified or sends == 1:
@@ -61,7 +72,7 @@ class RedisQueueBatched(RedisQueueReads):
         """
         validate_identifier(worker, "worker")
         check_limit(limit)
-        args = [*self._claim_args(worker), limit, *retry_table(self.policy, lapse=True)]
+        args = [*self._claim_args(worker), limit, *retry_table(self.policy)]
         try:
             reply = self._script("claim_many", args, idempotent=False)
         except ReplyLost as lost:
@@ -82,7 +93,9 @@ class RedisQueueBatched(RedisQueueReads):
             timestamp(self.policy.max_lease_seconds),
             *_flat(targets),
         ]
-        reply = self._script("heartbeat_many", args, idempotent=True)
+        reply = self._script(
+            "heartbeat_many", args, idempotent=True, keys=self._target_keys(targets, lines=False)
+        )
         out: list[Lease | RunyardError] = []
         for (tenant, item_id, _), result in zip(targets, reply, strict=True):
             error = settle_error(result, tenant, item_id)
@@ -95,7 +108,8 @@ class RedisQueueBatched(RedisQueueReads):
             return []
         args = [mode, self._now_arg(), timestamp(self.policy.max_lease_seconds), *_flat(targets)]
         try:
-            reply = self._script("settle_many", args, idempotent=False)
+            keys = self._target_keys(targets, lines=mode == "release")
+            reply = self._script("settle_many", args, idempotent=False, keys=keys)
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"{mode}_many of {len(targets)} items: {lost}") from lost
         return [

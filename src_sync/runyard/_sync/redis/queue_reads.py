@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from runyard._sync.redis.scripts import ScriptRunner
@@ -47,14 +48,23 @@ class RedisQueueReads:
         lease = timestamp(self.policy.lease_seconds)
         return [worker, self._now_arg(), lease, PROMOTE_BATCH, RECLAIM_PER_CLAIM]
 
+    def _item_keys(self, tenant: str, item_id: str) -> list[str]:
+        """An item's hash and its tenant's ready line: the keys a script told one item declares
+        when it may move the item in or out of its line."""
+        return [self._queue_keys.item(tenant, item_id), self._queue_keys.line(tenant)]
+
     def _now_arg(self) -> str:
         """``now`` for a script: the injected clock's reading, or '' for the server's TIME."""
         return "" if self.clock is None else timestamp(self.clock.now())
 
-    def _script(self, name: str, args: list[Any], *, idempotent: bool) -> Any:
+    def _script(
+        self, name: str, args: list[Any], *, idempotent: bool, keys: Sequence[str] = ()
+    ) -> Any:
+        """Run a queue script with the queue's keys, then ``keys``: the item hashes and ready
+        lines it is told about (lua/queue/prelude.lua refuses any other it did not pick)."""
         try:
             reply = self._runner.script(
-                QUEUE_SCRIPTS[name], self._keys, args, idempotent=idempotent
+                QUEUE_SCRIPTS[name], [*self._keys, *keys], args, idempotent=idempotent
             )
         except ResponseError as exc:
             refusal = layout_refusal(str(exc), self.settings.namespace)
@@ -109,7 +119,12 @@ class RedisQueueReads:
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
-        reply = self._script("get_item", [tenant, item_id], idempotent=True)
+        reply = self._script(
+            "get_item",
+            [tenant, item_id],
+            idempotent=True,
+            keys=[self._queue_keys.item(tenant, item_id)],
+        )
         return None if reply is None else decode_item(reply)
 
     def dead_letters(self, tenant: str, *, limit: int = 100) -> list[DeadLetter]:

@@ -28,7 +28,9 @@ class RedisQueueRetention(RedisQueueReads):
         validate_identifier(tenant, "tenant")
         validate_identifier(item_id, "item_id")
         try:
-            reply = self._script("cancel", [tenant, item_id], idempotent=False)
+            reply = self._script(
+                "cancel", [tenant, item_id], idempotent=False, keys=self._item_keys(tenant, item_id)
+            )
         except ReplyLost as lost:
             raise StoreOutcomeUnknown(f"cancel of {item_id!r}: {lost}") from lost
         status = text(reply[0])

@@ -4,6 +4,8 @@
 -- the index until reap takes it) is stepped over. Only entries with a token up to `ceiling`
 -- (the token counter when the first call ran) are read, so re-minted entries are not met
 -- again.
+-- KEYS: the queue's keys only. It builds the keys of the items it picks (from the worker's lease
+--   index) from the namespace's hash tag, in the queue's slot (see the top of the prelude).
 -- ARGV: worker, now ('' server), lease_seconds, max_lease_seconds, limit, after, scan,
 --       ceiling ('' on the first call)
 -- Returns {leases, the last entry read ('' when the worker's index is exhausted), ceiling}.
@@ -31,6 +33,7 @@ while #out < limit and read < scan do
     local token = string.sub(member, #prefix + 1, #prefix + 16)
     local item = string.sub(member, #prefix + 17)
     local tenant, id = split_item(item)
+    chosen_item(item, tenant)
     if not lease_error(item, tostring(tonumber(token)), now, max_lease) then
       local expires = renewed_expiry(item, renew_to, max_lease)
       local fresh = redis.call('HINCRBY', COUNTERS, 'token', 1)

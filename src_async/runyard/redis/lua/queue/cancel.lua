@@ -1,4 +1,5 @@
 -- Deletes a ready, delayed or dead item (its dedupe key freed), as if completed.
+-- KEYS: the queue's keys, then the item's and its tenant's line.
 -- ARGV: tenant, id
 -- Returns {'ok'}, {'missing'} (unknown or completed) or {'leased', worker} (nothing changed).
 local tenant, id = ARGV[1], ARGV[2]

@@ -1,5 +1,7 @@
 -- Adds every item in order, as enqueue does one by one (dedupe included), and pushes one wake
 -- hint per item ready at once (at most the wake key's bound).
+-- KEYS: the queue's keys, then every item's, then the tenant's line (an item a dedupe key
+--   names instead is picked inside, see the prelude).
 -- ARGV: tenant, now ('' server), then per item: id, dedupe ('' none), payload, priority,
 --       delay seconds, run_at ('' none), max_attempts ('' the policy's)
 -- Returns one item reply per item.

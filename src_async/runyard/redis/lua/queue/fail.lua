@@ -1,5 +1,6 @@
 -- Records a failed attempt, fenced on its token (mirrors QueuePolicy.on_failure with the
 -- item's own max attempts): retried after the policy's backoff, or dead.
+-- KEYS: the queue's keys, then the item's and its tenant's line.
 -- ARGV: tenant, id, token, now ('' server), max_lease_seconds, has_error ('1'/'0'), error,
 --       retryable ('1'/'0'), retry table from ARGV[9]
 local tenant, id, token, now = ARGV[1], ARGV[2], ARGV[3], clock(ARGV[4])

@@ -1,4 +1,5 @@
 -- Extends every lease (each fenced on its own token, never past the lease cap).
+-- KEYS: the queue's keys, then every item's.
 -- ARGV: now ('' server), lease_seconds, max_lease_seconds, then tenant, id, token per lease
 -- Returns per lease {'ok', item} or its refusal ({'not_found'}, {'lease_lost', reason}).
 local now, max_lease = clock(ARGV[1]), ARGV[3]

@@ -1,14 +1,38 @@
--- Shared by the queue scripts; every queue script declares the same KEYS (QueueKeys.all()).
--- An item is addressed by "<tenant segment><id segment>" and its columns are fields of one
--- small hash per item, "{<ns>}:i:<item>", in the queue's slot (the namespace is the hash tag).
--- Those keys are built here from the declared wake key's hash tag: a claim picks its item
--- inside the script, so they cannot be declared beforehand. Every value a script reads (state,
--- token, attempts, due time, expiry) is a hash field of its own.
+-- Shared by the queue scripts. KEYS[1..14] are the queue's fixed keys (QueueKeys.all()), in
+-- every script; an item is addressed by "<tenant segment><id segment>" and its columns are
+-- fields of one small hash per item, "{<ns>}:i:<item>"; each tenant's ready line is a sorted set
+-- of its own, "<ready>:<tenant segment>". Every value a script reads (state, token, attempts,
+-- due time, expiry) is a hash field of its own.
+--
+-- Item and line keys are declared: a script told which items it works on (enqueue,
+-- enqueue_many, complete, fail, heartbeat, heartbeat_many, settle_many, cancel, requeue,
+-- get_item) gets their keys, and their tenants' lines where it may touch them, in KEYS[15..]
+-- (QueueKeys.item / QueueKeys.line), and every access checks that its key was declared, so a
+-- key the caller did not declare fails the script ('RUNYARD_UNDECLARED <key>') instead of
+-- being used. Only a script that picks its items inside (claim, claim_many, reap, adopt,
+-- dead_letters, purge_dead, and enqueue's dedupe hit, which finds an existing item) builds
+-- keys, with chosen_item() at the point where it picks: the caller cannot know them before
+-- the call, and one round trip per operation rules out asking first. They are built from the
+-- declared meta key's hash tag (the namespace), so they are in the queue's slot and Redis
+-- Cluster runs the script. BullMQ does the same: moveToActive builds the key of the job it
+-- pops from a key prefix passed in ARGV, while moveToFinished declares the job's key.
 local META, READY, DELAYED, LEASES, WORKERS, DEAD, TURNS, ROTATION, DEDUPE, COUNTERS, LEGACY =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
   KEYS[11]
 local WAKE, TENANTS, IDLE = KEYS[12], KEYS[13], KEYS[14]
 local ITEM_PREFIX = string.match(META, '{[^}]*}') .. ':i:'
+local declared = {}
+for i = 15, #KEYS do
+  declared[KEYS[i]] = true
+end
+
+-- The key, once checked that it was declared (or chosen by the script).
+local function usable(key)
+  if not declared[key] then
+    error({err = 'RUNYARD_UNDECLARED ' .. key})
+  end
+  return key
+end
 
 -- The namespace's layout version (keys.QUEUE_LAYOUT): a namespace written in another layout is
 -- refused, never misread. Layout 1 kept every column in one hash (LEGACY) and had no meta key.
@@ -98,7 +122,7 @@ end
 
 -- The key of an item's hash.
 local function ikey(item)
-  return ITEM_PREFIX .. item
+  return usable(ITEM_PREFIX .. item)
 end
 
 -- Item hash fields (items.py FIELDS mirrors them); a field at its default is left out:
@@ -126,7 +150,19 @@ end
 
 -- One tenant's ready line: a sorted set per tenant (see ready_member).
 local function line(tenant)
-  return READY .. ':' .. seg(tenant)
+  return usable(READY .. ':' .. seg(tenant))
+end
+
+-- Makes the line of a tenant the script picked itself (from the rotation) usable.
+local function chosen_line(tenant)
+  declared[READY .. ':' .. seg(tenant)] = true
+end
+
+-- Makes an item the script picked itself (from an index or the dedupe hash) usable: its hash
+-- and its tenant's line (see the top of this file).
+local function chosen_item(item, tenant)
+  declared[ITEM_PREFIX .. item] = true
+  chosen_line(tenant)
 end
 
 local function attempts_of(item)
@@ -226,12 +262,6 @@ local function set_seq(item, seq)
   set(item, field, string.sub(value, 1, 8) .. bytes(seq, 5) .. string.sub(value, HEADER + 1))
 end
 
-
--- A member of the ready line: tenant, then priority (highest first, 4 bytes), due time (8),
--- readiness seq (5), id; so a tenant's head is its highest-priority item that became due
--- first (mirrors the memory model's (-priority, available_at, seq) order).
-local LINE_ORDER_BYTES = 17
-
 -- A member of a tenant's ready line: priority (highest first, 4 bytes), due time (8),
 -- readiness seq (5), id; so the head is the highest-priority item that became due first
 -- (mirrors the memory model's (-priority, available_at, seq) order). Without `v` the due time
@@ -278,6 +308,7 @@ local function promote(now, batch)
     redis.call('ZREM', DELAYED, member)
     local item = string.sub(member, 6)
     local tenant, id = split_item(item)
+    chosen_item(item, tenant)
     enter_line(item, tenant, id)
   end
 end
@@ -332,7 +363,9 @@ local function enqueue_one(tenant, id, dedupe, payload, priority, now, delay, ru
   if dedupe ~= '' then
     local other = redis.call('HGET', DEDUPE, dedupe_field)
     if other then
-      return 'exists', item_field(tenant, other), tenant, other, false
+      local found = item_field(tenant, other)
+      chosen_item(found, tenant)
+      return 'exists', found, tenant, other, false
     end
     redis.call('HSET', DEDUPE, dedupe_field, id)
     set(item, 'k', dedupe)
@@ -376,6 +409,7 @@ local function claim_one(worker, now, expires)
     return nil
   end
   local tenant = first[1]
+  chosen_line(tenant)
   -- The head and whether another item follows it: one read serves both.
   local heads = redis.call('ZRANGE', line(tenant), 0, 1)
   local member = heads[1]
@@ -383,6 +417,7 @@ local function claim_one(worker, now, expires)
   redis.call('HINCRBY', COUNTERS, 'ready', -1)
   local id = string.sub(member, LINE_ORDER_BYTES + 1)
   local item = item_field(tenant, id)
+  chosen_item(item, tenant)
   local turn = redis.call('HINCRBY', COUNTERS, 'turn', 1)
   redis.call('HSET', TURNS, tenant, turn)
   if heads[2] then
@@ -499,7 +534,7 @@ end
 
 -- Retry and dead-letter decisions (QueuePolicy's, per item): a table from ARGV[first]: the
 -- policy's max_attempts, a row count, then the retry delay (seconds) for attempt 1, 2, ...
--- (attempts past the table use its last row; common.retry_table builds it, with the jitter
+-- (attempts past the table use its last row; items.retry_table builds it, with the jitter
 -- drawn from the policy's random). An item's own max attempts (field m) replaces the policy's.
 local function attempt_limit(item, first)
   return tonumber(get(item, 'm') or ARGV[first])
@@ -532,6 +567,7 @@ local function reclaim(now, limit, first)
   for _, member in ipairs(lapsed) do
     local item = string.sub(member, 17)
     local tenant, id = split_item(item)
+    chosen_item(item, tenant)
     lapse(item, tenant, id, now, first)
     out[#out + 1] = item_reply(item, tenant, id)
   end

@@ -1,4 +1,5 @@
 -- Moves a dead-lettered item back to ready with its attempts reset.
+-- KEYS: the queue's keys, then the item's and its tenant's line.
 -- ARGV: tenant, id, now ('' server)
 local tenant, id, now = ARGV[1], ARGV[2], clock(ARGV[3])
 local item = item_field(tenant, id)

@@ -1,5 +1,6 @@
 -- Completes (or releases: back to ready at once, the attempt not counted) every item, each
 -- fenced on its own token; released items push wake hints.
+-- KEYS: the queue's keys, then every item's, then (release) each of their tenants' lines.
 -- ARGV: 'complete' or 'release', now ('' server), max_lease_seconds, then tenant, id, token
 --       per item
 -- Returns per item {'ok'} or its refusal ({'not_found'}, {'lease_lost', reason}).

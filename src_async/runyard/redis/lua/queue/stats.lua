@@ -1,4 +1,5 @@
 -- Counts items by state; due items not yet promoted count as ready.
+-- KEYS: the queue's keys only (it reads no item).
 -- ARGV: now ('' server), scan (how many due items at most are read to find their tenants)
 -- Due items are counted with ZCOUNT, never fetched; only the first `scan` of them are read to
 -- count the tenants that have ready work only through them (claims promote due items in

@@ -7,17 +7,14 @@
 local members_key, index_key = KEYS[1], KEYS[2]
 local live = 0
 for i = 3, #ARGV do
-  local run_id = ARGV[i]
-  local run_key = KEYS[3 * (i - 3) + 3]
-  if redis.call('HGET', run_key, 'session') == ARGV[2] then
+  local run_id, at = ARGV[i], 3 * (i - 3) + 3
+  if still_in_session(members_key, KEYS[at], ARGV[2], run_id) then
     live = live + 1
     if ARGV[1] == '1' then
-      redis.call('DEL', run_key, KEYS[3 * (i - 3) + 4], KEYS[3 * (i - 3) + 5])
+      redis.call('DEL', KEYS[at], KEYS[at + 1], KEYS[at + 2])
       redis.call('ZREM', index_key, run_id)
       redis.call('SREM', members_key, run_id)
     end
-  else
-    redis.call('SREM', members_key, run_id)
   end
 end
 return live

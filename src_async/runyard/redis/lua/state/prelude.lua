@@ -44,3 +44,14 @@ local function record(run_key)
   end
   return out
 end
+
+-- Shared by delete_session_runs and prune_session_runs: a member of a session's run set
+-- (members_key) whose run no longer names the session (deleted, or moved to another session)
+-- leaves the set. Returns true when the run still names the session (it stays).
+local function still_in_session(members_key, run_key, session, run_id)
+  if redis.call('HGET', run_key, 'session') == session then
+    return true
+  end
+  redis.call('SREM', members_key, run_id)
+  return false
+end
