@@ -265,7 +265,7 @@ def _summary(
         first = next((w for w in woke if sent <= w <= start), None)
         if first is not None:
             hinted.append(first - done)
-    if len(hinted) > 1:
+    if hinted:
         out["hint from enqueue return"] = _cuts(hinted)
     if claims:
         out["claim call"] = _cuts(claims)
