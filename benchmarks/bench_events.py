@@ -7,9 +7,13 @@ the ``append_event`` call) to the follower yielding that event, p50/p99, with li
 (``poll_seconds`` 0.5, so a hint, not a poll, delivers it) and polling only (``--poll``, 0.5 s
 by default: the bar live updates must beat; each write then waits a seeded random part of a
 poll first), the writer waiting for each event to arrive before the next; their ratio (polling
-p50 / live p50) is the live speed-up. Async twin, on the machine's Redis (a fresh namespace,
-purged) and PostgreSQL (a fresh schema, dropped). Writes ``bench-events.json`` and
-``bench-events.png`` (the ratios as bars) into ``--out-dir``.
+p50 / live p50) is the live speed-up. The live figure is also split: the append call itself
+(its commit included: no follower can see the event sooner), the hint's delivery to the
+listener and the follower's yield, both counted from the moment the append returned, and the
+follower's part after the hint (its wake-up and its ``read_events``). Async twin, on the
+machine's Redis (a fresh namespace, purged) and PostgreSQL (a fresh schema, dropped). Writes
+``bench-events.json`` and ``bench-events.png`` (the ratios as bars) into ``--out-dir``
+(``benchmarks/results``).
 """
 
 from __future__ import annotations
@@ -51,16 +55,45 @@ async def _rate(n: int, op: Callable[[int], Awaitable[object]]) -> float:
     return n / (time.perf_counter() - start)
 
 
-async def _follow_delays(
+class _Sample:
+    """The moments (perf_counter seconds) of one live sample: the append called and returned
+    (its commit included), the first hint the listener read after the call, the follower's
+    yield."""
+
+    __slots__ = ("arrived", "committed", "hinted", "sent")
+
+    def __init__(self, sent: float, committed: float, hinted: float | None, arrived: float):
+        self.sent, self.committed, self.hinted, self.arrived = sent, committed, hinted, arrived
+
+
+def _hint_times(store: Any) -> list[float]:
+    """The moments the store's updates instance reads a hint for a followed run (its reader
+    calling the hub's ``_wake``); empty for a store without live updates."""
+    times: list[float] = []
+    updates = getattr(store, "live_updates", None)
+    if updates is not None:
+        wake = updates._wake
+
+        def timed(name: tuple[str, str]) -> None:
+            times.append(time.perf_counter())
+            wake(name)
+
+        updates._wake = timed
+    return times
+
+
+async def _follow_samples(
     store: AsyncEventLogStore, samples: int, poll: float, pause: bool = False
-) -> list[float]:
-    """Seconds from just before append_event is called to the follower yielding that event,
-    one event at a time; with ``pause``, each write waits a (seeded) random part of ``poll``
-    first, so that writes land anywhere in the follower's polling cycle, not in lockstep."""
+) -> list[_Sample]:
+    """One event at a time: the moments before append_event is called, when it returned,
+    when the listener read its hint (live updates only) and when the follower yielded it;
+    with ``pause``, each write waits a (seeded) random part of ``poll`` first, so that writes
+    land anywhere in the follower's polling cycle, not in lockstep."""
     pauses = random.Random(7)
     key = RunKey("bench", uuid.uuid4().hex[:10])
     await store.put_run(key, {}, expected_version=0)
     arrived: asyncio.Queue[float] = asyncio.Queue()
+    hints = _hint_times(store)
 
     async def follower() -> None:
         async for event in store.follow(key, poll_seconds=poll):
@@ -68,21 +101,45 @@ async def _follow_delays(
                 arrived.put_nowait(time.perf_counter())
 
     task = asyncio.create_task(follower())
-    delays = []
+    out = []
     for i in range(samples):
         if pause:
             await asyncio.sleep(pauses.uniform(0, poll))
+        hints.clear()
         sent = time.perf_counter()
         await store.append_event(key, "step", {"i": i})
-        delays.append(await asyncio.wait_for(arrived.get(), 30) - sent)
+        committed = time.perf_counter()
+        got = await asyncio.wait_for(arrived.get(), 30)
+        out.append(_Sample(sent, committed, hints[0] if hints else None, got))
     await store.finalize(key, status="completed", event_type="done", event_data={})
     await asyncio.wait_for(task, 30)
-    return delays
+    return out
 
 
 def _percentiles(delays: list[float]) -> dict[str, float]:
     cuts = statistics.quantiles(delays, n=100, method="inclusive")
     return {"p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
+
+
+def _live_figures(samples: list[_Sample]) -> dict[str, Any]:
+    """The live follow latency from before the append call (the headline figure), and split:
+    the append call itself (its commit included), the hint's delivery to the listener counted
+    from the append's return (below zero when the notification was read before the writer had
+    read the commit's reply), the follower's yield counted from the append's return, and from
+    the hint (the follower's wake-up and its read_events)."""
+    hinted = [s for s in samples if s.hinted is not None]
+    out = _percentiles([s.arrived - s.sent for s in samples])
+    out["append call"] = _percentiles([s.committed - s.sent for s in samples])
+    out["from append return"] = _percentiles([s.arrived - s.committed for s in samples])
+    if len(hinted) > 1:
+        out["hint delivery from append return"] = _percentiles(
+            [s.hinted - s.committed for s in hinted if s.hinted is not None]
+        )
+        out["hint to follower"] = _percentiles(
+            [s.arrived - s.hinted for s in hinted if s.hinted is not None]
+        )
+    out["samples with a hint"] = len(hinted)
+    return out
 
 
 @asynccontextmanager
@@ -142,10 +199,9 @@ async def _backend(
         )
         out["ratio"] = out["append ops/s"] / out["raw ops/s"]
         # A follower that has subscribed and read once, so the samples time hints alone.
-        out["follow live"] = _percentiles(await _follow_delays(live, samples, 0.5))
-        out["follow polling"] = _percentiles(
-            await _follow_delays(polled, poll_samples, poll, pause=True)
-        )
+        out["follow live"] = _live_figures(await _follow_samples(live, samples, 0.5))
+        polling = await _follow_samples(polled, poll_samples, poll, pause=True)
+        out["follow polling"] = _percentiles([s.arrived - s.sent for s in polling])
         out["follow speed-up"] = {
             "ratio": out["follow polling"]["p50_ms"] / out["follow live"]["p50_ms"]
         }
@@ -165,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         "--poll-samples", type=int, default=60, help="follow latency samples when polling only"
     )
     parser.add_argument(
-        "--out-dir", default=".", help="where bench-events.json and bench-events.png go"
+        "--out-dir",
+        default="benchmarks/results",
+        help="where bench-events.json and bench-events.png go",
     )
     args = parser.parse_args(argv)
     print(
@@ -179,13 +237,26 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = r = asyncio.run(
             _backend(name, opened, args.appends, args.samples, args.poll, args.poll_samples)
         )
+        live = r["follow live"]
         print(
             f"| {name} | append {r['append ops/s']:.0f}/s | raw {r['raw ops/s']:.0f}/s | "
-            f"ratio {r['ratio']:.2f} | follow live p50 {r['follow live']['p50_ms']:.2f} ms "
-            f"p99 {r['follow live']['p99_ms']:.2f} ms | follow polling p50 "
+            f"ratio {r['ratio']:.2f} | follow live p50 {live['p50_ms']:.2f} ms "
+            f"p99 {live['p99_ms']:.2f} ms | follow polling p50 "
             f"{r['follow polling']['p50_ms']:.2f} ms p99 {r['follow polling']['p99_ms']:.2f} ms | "
             f"polling/live p50 {r['follow speed-up']['ratio']:.0f}x |"
         )
+        for part in (
+            "append call",
+            "from append return",
+            "hint delivery from append return",
+            "hint to follower",
+        ):
+            if part in live:
+                print(
+                    f"    live {part}: p50 {live[part]['p50_ms']:.2f} ms, "
+                    f"p99 {live[part]['p99_ms']:.2f} ms"
+                )
+        print(f"    live samples with a hint: {live['samples with a hint']} of {args.samples}")
     for path in write_report("bench-events", results, out_dir=args.out_dir):
         print(f"wrote {path}")
     return 0

@@ -5,23 +5,27 @@ at concurrency C with the bare loop (C tasks or threads doing claim -> complete)
 worker unbatched and batched (batched only where the queue declares ``batched_operations``);
 jobs/s, CPU per job and the ratio to the bare loop of the same run. Then, with an idle worker
 (default settings, woken by the queue's hint), the delay from ``enqueue`` to the handler's start
-(p50/p99) and the calls the idle worker makes per second (queue calls and wake-up waits: on
-Redis each is one command; a PostgreSQL wake-up wait sends nothing, it reads its LISTEN
-connection). Where the queue's enqueue does not send its wake-up hint yet, the benchmark sends
-it right after each enqueue (one extra command) and says so. Writes ``worker.json`` and
-``worker.png`` (the ratios) into ``--out-dir`` through ``benchmarks/_report.py``.
+(p50/p99; measured from before the enqueue call, and split: the enqueue call itself, its commit
+included; the start and the hint's arrival at the worker's wake-up counted from the enqueue's
+return; the claim round trips) and the calls the idle worker makes per second (queue calls and
+wake-up waits: on Redis each is one command; a PostgreSQL wake-up wait sends nothing, it reads
+its LISTEN connection). Where the queue's enqueue does not send its wake-up hint yet, the
+benchmark sends it right after each enqueue (one extra command) and says so. Writes
+``worker.json`` and ``worker.png`` (the ratios) into ``--out-dir`` through
+``benchmarks/_report.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import statistics
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -52,10 +56,13 @@ PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c stateme
 
 
 class Counting:
-    """Delegates to a queue or wake-up and counts the calls the worker makes."""
+    """Delegates to a queue or wake-up and counts the calls the worker makes; notes when a
+    wake-up wait returned with a hint, and how long each claim took."""
 
     def __init__(self, inner: Any) -> None:
         self._inner, self.calls = inner, 0
+        self.woke: list[float] = []
+        self.claims: list[float] = []
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -64,9 +71,25 @@ class Counting:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.calls += 1
-            return attr(*args, **kwargs)
+            start = time.perf_counter()
+            result = attr(*args, **kwargs)
+            if inspect.isawaitable(result):
+                return self._noted(name, start, result)
+            self._note(name, start, result)
+            return result
 
         return counted
+
+    async def _noted(self, name: str, start: float, result: Awaitable[Any]) -> Any:
+        value = await result
+        self._note(name, start, value)
+        return value
+
+    def _note(self, name: str, start: float, value: Any) -> None:
+        if name == "wait" and value:
+            self.woke.append(time.perf_counter())
+        elif name in ("claim", "claim_many"):
+            self.claims.append(time.perf_counter() - start)
 
 
 class Lane:
@@ -214,13 +237,40 @@ def _sync_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, float] | N
     return out
 
 
-def _summary(delays: list[float], calls: int, idle_seconds: float) -> dict[str, float]:
-    delays.sort()
+def _cuts(delays: list[float]) -> dict[str, float]:
+    delays = sorted(delays)
     return {
         "p50_ms": statistics.median(delays) * 1e3,
         "p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1e3,
-        "idle_calls_per_s": calls / idle_seconds,
     }
+
+
+def _summary(
+    moments: list[tuple[float, float, float]],
+    woke: list[float],
+    claims: list[float],
+    calls: int,
+    idle_seconds: float,
+) -> dict[str, Any]:
+    """The enqueue -> handler start latency (from before the enqueue call), and split: the
+    enqueue call itself (its commit included), the handler start counted from the enqueue's
+    return, the hint read by the worker's wake-up counted from the enqueue's return (below
+    zero when it was read before the producer had read the commit's reply), and the claim
+    round trips of the latency phase; then the idle worker's calls per second."""
+    out: dict[str, Any] = _cuts([start - sent for sent, _, start in moments])
+    out["enqueue call"] = _cuts([done - sent for sent, done, _ in moments])
+    out["start from enqueue return"] = _cuts([start - done for _, done, start in moments])
+    hinted = []
+    for sent, done, start in moments:
+        first = next((w for w in woke if sent <= w <= start), None)
+        if first is not None:
+            hinted.append(first - done)
+    if hinted:
+        out["hint from enqueue return"] = _cuts(hinted)
+    if claims:
+        out["claim call"] = _cuts(claims)
+    out["idle_calls_per_s"] = calls / idle_seconds
+    return out
 
 
 def _idle_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float]:
@@ -239,17 +289,19 @@ def _idle_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float
     runner.start()
     hint = lane.hint()
     producer = queue if lane.name == "memory" else lane.open_sync()[0]
-    delays = []
+    moments = []
     for i in range(samples):
         started.clear()
         time.sleep(0.005)  # let the worker go idle again
         t0 = time.perf_counter()
         producer.enqueue("bench", {"i": i})
+        t1 = time.perf_counter()
         if hint is not None:
             hint()
         started.wait(10)
-        delays.append(seen[-1] - t0)
+        moments.append((t0, t1, seen[-1]))
     time.sleep(0.05)
+    woke, claims = list(counted_wakeup.woke if counted_wakeup else []), list(counted.claims)
     counted.calls = 0
     if counted_wakeup is not None:
         counted_wakeup.calls = 0
@@ -260,7 +312,7 @@ def _idle_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float
     if producer is not queue:
         producer.close()
     queue.close()
-    return _summary(delays, calls, idle_seconds)
+    return _summary(moments, woke, claims, calls, idle_seconds)
 
 
 async def _idle_async(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float]:
@@ -278,17 +330,19 @@ async def _idle_async(lane: Lane, samples: int, idle_seconds: float) -> dict[str
     runner = asyncio.create_task(worker.run())
     hint = lane.hint()
     producer = queue if lane.name == "memory" else (await lane.open_async())[0]
-    delays = []
+    moments = []
     for i in range(samples):
         started.clear()
         await asyncio.sleep(0.005)  # let the worker go idle again
         t0 = time.perf_counter()
         await producer.enqueue("bench", {"i": i})
+        t1 = time.perf_counter()
         if hint is not None:
             hint()
         await asyncio.wait_for(started.wait(), 10)
-        delays.append(seen[-1] - t0)
+        moments.append((t0, t1, seen[-1]))
     await asyncio.sleep(0.05)
+    woke, claims = list(counted_wakeup.woke if counted_wakeup else []), list(counted.claims)
     counted.calls = 0
     if counted_wakeup is not None:
         counted_wakeup.calls = 0
@@ -299,7 +353,7 @@ async def _idle_async(lane: Lane, samples: int, idle_seconds: float) -> dict[str
     if producer is not queue:
         await producer.aclose()
     await queue.aclose()
-    return _summary(delays, calls, idle_seconds)
+    return _summary(moments, woke, claims, calls, idle_seconds)
 
 
 def _lane(lane: Lane, args: argparse.Namespace) -> dict[str, Any]:
@@ -332,6 +386,17 @@ def _lane(lane: Lane, args: argparse.Namespace) -> dict[str, Any]:
             f"{lane.name:<9}{twin:<6}idle worker: enqueue->start p50 {idle['p50_ms']:.2f} ms, "
             f"p99 {idle['p99_ms']:.2f} ms; {idle['idle_calls_per_s']:.1f} calls/s{hinted}"
         )
+        for part in (
+            "enqueue call",
+            "start from enqueue return",
+            "hint from enqueue return",
+            "claim call",
+        ):
+            if part in idle:
+                print(
+                    f"{'':<15}{part}: p50 {idle[part]['p50_ms']:.2f} ms, "
+                    f"p99 {idle[part]['p99_ms']:.2f} ms"
+                )
         figures[twin] = cells
     return figures
 

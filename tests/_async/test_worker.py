@@ -30,6 +30,7 @@ class SpyQueue(AsyncMemoryWorkQueue):
         super().__init__(**options)
         self.beats = AsyncEvent()
         self.claimed_nothing = AsyncEvent()
+        self.empty_claims = 0
         self.outages = 0
         self.lose_next_claim_reply = False
 
@@ -62,6 +63,7 @@ class SpyQueue(AsyncMemoryWorkQueue):
 
     def _after_claim(self, leases: list[Lease]) -> None:
         if not leases:
+            self.empty_claims += 1
             self.claimed_nothing.set()
         if leases and self.lose_next_claim_reply:
             self.lose_next_claim_reply = False
@@ -351,6 +353,46 @@ async def test_an_idle_worker_is_woken_by_an_enqueue_not_by_its_backstop() -> No
     await async_gather([worker.run, drive])
     stats = worker.stats()
     assert stats.completed == 1
+
+
+@pytest.mark.asyncio
+async def test_a_woken_worker_claims_on_hints_not_after_each_job() -> None:
+    # A claim that took fewer items than it asked for found nothing more: the job's end and
+    # its settle send no claim (it would find nothing, and delay the one the next hint asks
+    # for); only the next enqueue's hint does.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    started: list[int] = []
+    second, settled = AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        started.append(job.payload["n"])
+        if len(started) == 2:
+            second.set()
+
+    hooks = WorkerHooks(on_job_end=lambda job, outcome: settled.set())
+    worker = AsyncWorker(
+        queue,
+        handler,
+        clock=clock,
+        concurrency=2,
+        hooks=hooks,
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    async def drive() -> None:
+        assert await queue.claimed_nothing.wait(SAFETY)
+        await queue.enqueue("acme", {"n": 1})
+        assert await settled.wait(SAFETY)
+        await queue.enqueue("acme", {"n": 2})
+        assert await second.wait(SAFETY)
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    assert started == [1, 2]
+    assert queue.empty_claims == 1  # the first claim only, before anything was enqueued
+    assert worker.stats().claim_round_trips == 3
 
 
 @pytest.mark.asyncio

@@ -14,6 +14,7 @@ from runyard import (
     RunKey,
     StatePersistenceError,
 )
+from runyard._flavours import sleep
 from runyard.postgres import (
     PostgresStateStore,
     PostgresWorkQueue,
@@ -177,5 +178,34 @@ def test_an_oversized_value_is_refused_before_sending(pg_tables: StateTables) ->
         with pytest.raises(StatePersistenceError) as caught:
             store.put_run(RunKey("acme", "r"), {"x": "y" * 2_000}, expected_version=0)
         assert caught.value.reason == "too_large" and executor.sent == 0
+    finally:
+        pool.close()
+
+
+class SlowFirstReply(CountingExecutor):
+    """The real executor, whose first reply comes back ``delay`` seconds late."""
+
+    delay = 0.2
+
+    def fetch(self, statement: str, *args: Any) -> Any:
+        reply = super().fetch(statement, *args)
+        if self.sent == 1:
+            sleep(self.delay)
+        return reply
+
+
+def test_the_clock_offset_comes_from_the_fastest_of_several_reads(
+    pg_tables: StateTables,
+) -> None:
+    # This machine's clock is the server's (same host): the offset is 0. Measured from the
+    # first round trip alone (its reply 0.2 s late) it came out near -0.1 s, so a claim's
+    # "now" ran behind the enqueue's and a just-enqueued item (its hint just read) was not due.
+    pool = open_pool()
+    executor = SlowFirstReply(PsycopgExecutor(pool))
+    queue = PostgresWorkQueue(executor, tables=pg_tables)
+    try:
+        queue.verify()
+        assert executor.sent > 2  # verify_relations, then more reads of the server's clock
+        assert abs(queue.clock_offset) < SlowFirstReply.delay / 4
     finally:
         pool.close()

@@ -32,6 +32,7 @@ class SpyQueue(MemoryWorkQueue):
         super().__init__(**options)
         self.beats = Event()
         self.claimed_nothing = Event()
+        self.empty_claims = 0
         self.outages = 0
         self.lose_next_claim_reply = False
 
@@ -64,6 +65,7 @@ class SpyQueue(MemoryWorkQueue):
 
     def _after_claim(self, leases: list[Lease]) -> None:
         if not leases:
+            self.empty_claims += 1
             self.claimed_nothing.set()
         if leases and self.lose_next_claim_reply:
             self.lose_next_claim_reply = False
@@ -338,6 +340,45 @@ def test_an_idle_worker_is_woken_by_an_enqueue_not_by_its_backstop() -> None:
     gather([worker.run, drive])
     stats = worker.stats()
     assert stats.completed == 1
+
+
+def test_a_woken_worker_claims_on_hints_not_after_each_job() -> None:
+    # A claim that took fewer items than it asked for found nothing more: the job's end and
+    # its settle send no claim (it would find nothing, and delay the one the next hint asks
+    # for); only the next enqueue's hint does.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    started: list[int] = []
+    second, settled = Event(), Event()
+
+    def handler(job: Job) -> None:
+        started.append(job.payload["n"])
+        if len(started) == 2:
+            second.set()
+
+    hooks = WorkerHooks(on_job_end=lambda job, outcome: settled.set())
+    worker = Worker(
+        queue,
+        handler,
+        clock=clock,
+        concurrency=2,
+        hooks=hooks,
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        assert queue.claimed_nothing.wait(SAFETY)
+        queue.enqueue("acme", {"n": 1})
+        assert settled.wait(SAFETY)
+        queue.enqueue("acme", {"n": 2})
+        assert second.wait(SAFETY)
+        worker.stop()
+
+    gather([worker.run, drive])
+    assert started == [1, 2]
+    assert queue.empty_claims == 1  # the first claim only, before anything was enqueued
+    assert worker.stats().claim_round_trips == 3
 
 
 def test_store_errors_are_waited_out() -> None:

@@ -33,6 +33,7 @@ from runyard.postgres.connecting import connect_refusal
 from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error
 from runyard.postgres.flavours import AsyncConnection, AsyncConnectionPool
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
+from runyard.postgres.server_clock import CLOCK_SAMPLES, ClockSample, closest_sample
 from runyard.postgres.settings import PostgresStoreSettings
 from runyard.postgres.statements import Statements, statements
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
@@ -228,9 +229,10 @@ class _AsyncPostgresAdapter(AsyncClosing):
         """
         sent = time.time()
         rows = await self._fetch("verify_relations", list(self._relations()), idempotent=True)
-        local = (sent + time.time()) / 2
+        received = time.time()
         timeout, missing, server = rows[0][0], list(rows[0][1] or []), float(rows[0][2])
-        self._measure_offset(local, server)
+        clock = await self._sample_clock(ClockSample(sent, received, server))
+        self._measure_offset(clock.local, clock.server)
         if missing:
             raise ConfigurationError(f"table {missing[0]} does not exist: {FIX_SCHEMA}")
         versions = {str(r[0]): int(r[1]) for r in await self._fetch("verify_versions")}
@@ -253,6 +255,17 @@ class _AsyncPostgresAdapter(AsyncClosing):
                 "hold its locks forever; set one, e.g. options='-c statement_timeout=5s' in the "
                 "DSN or ALTER ROLE ... SET statement_timeout = '5s'"
             )
+
+    async def _sample_clock(self, first: ClockSample) -> ClockSample:
+        """``first`` and more reads of the server's clock (with the machine's clock only:
+        an injected Clock needs no offset); the one with the shortest round trip."""
+        samples = [first]
+        if self._server_time:
+            for _ in range(CLOCK_SAMPLES - 1):
+                sent = time.time()
+                rows = await self._fetch("server_clock")
+                samples.append(ClockSample(sent, time.time(), float(rows[0][0])))
+        return closest_sample(samples)
 
     def _measure_offset(self, local: float, server: float) -> None:
         """Adopt the server's time (unless a Clock was injected); warn when the clocks differ."""

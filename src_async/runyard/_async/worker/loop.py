@@ -91,6 +91,12 @@ class AsyncWorker(AsyncWorkerRounds):
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0
+        # Whether a claim may find work: set by a hint, a full claim, a reap or a retry, and
+        # cleared as a claim is sent. A worker woken by hints claims only then (or once per
+        # backstop_seconds): a job that ends, or a settle, does not make work due.
+        self._claim_due = True
+        self._last_claim = 0.0
+        self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
         self._jobs = AsyncJobRunner()
         self._listener = AsyncJobRunner()
@@ -116,6 +122,7 @@ class AsyncWorker(AsyncWorkerRounds):
 
     def wake(self) -> None:
         """Make the loop look at its work now (as a wake-up hint does)."""
+        self._claim_due = True
         self._nudge.set()
 
     def stats(self) -> WorkerStats:
@@ -132,7 +139,7 @@ class AsyncWorker(AsyncWorkerRounds):
 
     # -- the loop --------------------------------------------------------------------------
     async def _serve(self, *, until_idle: bool) -> WorkerStats:
-        self._serving = True
+        self._serving, self._until_idle = True, until_idle
         if self._wakeup is not None:
             self._listener.start(self._listen)
         try:
@@ -181,7 +188,7 @@ class AsyncWorker(AsyncWorkerRounds):
                 continue
             failures = 0
             if woke:
-                self._nudge.set()
+                self.wake()
 
     def _wait_seconds(self) -> float:
         """How long the loop may sleep before something falls due (unless nudged)."""
@@ -201,7 +208,7 @@ class AsyncWorker(AsyncWorkerRounds):
         else:
             waits.append(self._next_reap - now)  # busy or idle: a dead worker's items return
             if len(self._running) < self.settings.concurrency:
-                waits.append(self.settings.backstop_seconds)
+                waits.append(self._last_claim + self.settings.backstop_seconds - mono)
         return max(0.0, min(waits, default=self.settings.backstop_seconds))
 
     # -- jobs ------------------------------------------------------------------------------
@@ -214,10 +221,26 @@ class AsyncWorker(AsyncWorkerRounds):
         free = self.settings.concurrency - len(self._running)
         if free > 0 and not self._store.batched:
             free = 1  # one at a time: each job starts as soon as its claim returns
-        if free <= 0:
+        if free <= 0 or not self._claim_wanted():
             return 0, False
+        self._claim_due, self._last_claim = False, time.monotonic()
         started = self._take(await self._store.claim(free))
+        if started == free:
+            self._claim_due = True
         return started, started == free
+
+    def _claim_wanted(self) -> bool:
+        """Whether to claim now: always without wake-ups (the worker polls) and when working
+        until idle; with them, after a hint (one that came while every slot was busy too), a
+        full claim, a reap or a retry, and once per ``backstop_seconds`` (hints are lossy).
+        Not merely because a job ended: that empty round trip would delay the claim the next
+        hint asks for."""
+        return (
+            self._wakeup is None
+            or self._until_idle
+            or self._claim_due
+            or time.monotonic() >= self._last_claim + self.settings.backstop_seconds
+        )
 
     def _take(self, leases: list[Lease]) -> int:
         """Start a job on each lease the worker does not hold yet; how many."""

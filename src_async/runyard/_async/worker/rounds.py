@@ -37,6 +37,7 @@ class AsyncWorkerRounds:
     _grace_deadline: float | None
     _next_heartbeat: float | None
     _next_reap: float
+    _claim_due: bool
 
     def _give_up(self, slot: Slot) -> None:
         slot.job.cancelled = True
@@ -72,7 +73,10 @@ class AsyncWorkerRounds:
         if self._stopping or now < self._next_reap:
             return
         self._next_reap = now + self.settings.reap_seconds
-        self._stats.reaped += await self._store.reap()
+        reaped = await self._store.reap()
+        self._stats.reaped += reaped
+        if reaped:
+            self._claim_due = True
 
     def _lost(self, slot: Slot, why: BaseException) -> None:
         self._stats.lost += 1
@@ -130,6 +134,7 @@ class AsyncWorkerRounds:
             self._hook(self.hooks.on_job_end, slot.job, "dead")
         else:
             self._stats.retried += 1
+            self._claim_due = True  # due again once its backoff passes
             log.warning(
                 "item %s failed on attempt %d, will retry: %r",
                 slot.lease.item_id,

@@ -228,6 +228,9 @@ RETURNING l.epoch""",
 SELECT current_setting('statement_timeout'),
        ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NULL),
        extract(epoch FROM clock_timestamp())::float8""",
+    # the server's clock alone: verify() samples it to measure the offset to this machine's
+    "server_clock": """
+SELECT extract(epoch FROM clock_timestamp())::float8""",
     "verify_versions": """
 SELECT v.component, v.version FROM {schema_table} v""",
 }

@@ -1,0 +1,44 @@
+"""The offset between this machine's clock and the PostgreSQL server's, from timed samples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["CLOCK_SAMPLES", "ClockSample", "closest_sample"]
+
+# How many times verify() reads the server's clock: the sample with the shortest round trip
+# bounds the offset's error best (a slow round trip, on a loaded machine, skews it by up to
+# half its length: enough for a claim made right after an enqueue's hint to miss the item).
+CLOCK_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class ClockSample:
+    """One read of the server's clock: this machine's time before ``sent`` and after
+    ``received`` the round trip, and the server's ``server`` time read during it (seconds)."""
+
+    sent: float
+    received: float
+    server: float
+
+    @property
+    def round_trip(self) -> float:
+        """Seconds the round trip took."""
+        return self.received - self.sent
+
+    @property
+    def local(self) -> float:
+        """This machine's time at the middle of the round trip."""
+        return (self.sent + self.received) / 2
+
+    @property
+    def offset(self) -> float:
+        """How far the server's clock is ahead of this machine's (error: half the round trip)."""
+        return self.server - self.local
+
+
+def closest_sample(samples: Iterable[ClockSample]) -> ClockSample:
+    """The sample with the shortest round trip (the first of equals). Raises ValueError when
+    there is none."""
+    return min(samples, key=lambda sample: sample.round_trip)
