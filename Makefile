@@ -51,16 +51,16 @@ bench-redis: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_redis
 
 bench-postgres: $(STAMP)
-	$(PYTHON) -m benchmarks.bench_postgres --out-dir .
+	$(PYTHON) -m benchmarks.bench_postgres
 
 bench-executions: $(STAMP)
 	$(PYTHON) benchmarks/bench_executions.py
 
 bench-events: $(STAMP)
-	$(PYTHON) -m benchmarks.bench_events --out-dir benchmarks/results
+	$(PYTHON) -m benchmarks.bench_events
 
 bench-sqlite: $(STAMP)
-	$(PYTHON) -m benchmarks.bench_sqlite --out-dir benchmarks/results
+	$(PYTHON) -m benchmarks.bench_sqlite
 
 bench-worker: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_worker

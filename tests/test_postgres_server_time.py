@@ -78,3 +78,84 @@ def test_a_worker_forty_seconds_ahead_leaves_a_live_lease_alone(
         assert item is not None and (item.state, item.attempts) == ("leased", 1)
         queue.complete(lease)
         assert queue.get_item("acme", "job-1") is None
+
+
+STEPPING_WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    from psycopg_pool import ConnectionPool
+    from runyard.postgres import PostgresWorkQueue, StateTables
+
+    dsn, schema = sys.argv[1], sys.argv[2]
+    with ConnectionPool(dsn, min_size=1, max_size=1, open=True) as pool:
+        queue = PostgresWorkQueue.open(pool, tables=StateTables(schema=schema))
+        opened = time.time()
+        print("opened", flush=True)
+        sys.stdin.readline()  # the test steps this process's wall clock meanwhile
+        stepped = time.time() - opened
+        reaped = queue.reap()
+        lease = queue.claim("stepped")
+        print(json.dumps({"offset": queue.clock_offset, "stepped": stepped,
+                          "reaped": len(reaped), "claimed": lease is not None}))
+    """
+)
+
+
+def _libfaketime() -> str:
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    if not found:
+        _faketime()  # fails in CI, skips elsewhere, with the install hint
+        pytest.fail("faketime is installed but libfaketime.so.1 is not under /usr/lib/*/faketime")
+    return str(found[0])
+
+
+def test_a_worker_whose_clock_steps_forty_seconds_after_open_leaves_a_live_lease_alone(
+    pg_tables: StateTables, tmp_path: Path
+) -> None:
+    # The wall clock of the worker process reads the server's time at open() and jumps 40 s
+    # ahead afterwards (an NTP step, an operator, a VM resumed); its monotonic clock does not.
+    library = _libfaketime()
+    script = tmp_path / "worker_stepping.py"
+    script.write_text(STEPPING_WORKER, encoding="utf-8")
+    shift = tmp_path / "faketime.rc"
+    shift.write_text("+0\n", encoding="utf-8")
+    with ConnectionPool(PG_DSN, min_size=1, max_size=2, open=True) as pool:
+        queue = PostgresWorkQueue.open(pool, tables=pg_tables, policy=QueuePolicy(lease_seconds=10))
+        queue.enqueue("acme", {"job": 1}, item_id="job-1")
+        lease = queue.claim("steady")
+        assert lease is not None
+        env = {
+            **os.environ,
+            "LD_PRELOAD": library,
+            "FAKETIME_TIMESTAMP_FILE": str(shift),
+            "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        }
+        worker = subprocess.Popen(
+            [sys.executable, str(script), PG_DSN, str(pg_tables.schema)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert worker.stdout is not None and worker.stdin is not None
+            assert worker.stdout.readline().strip() == "opened"
+            shift.write_text("+40s\n", encoding="utf-8")
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+            out, err = worker.communicate(timeout=120)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        assert worker.returncode == 0, err
+        report = json.loads(out.strip().splitlines()[-1])
+        assert abs(report["offset"]) < 5  # at open() the two clocks agreed
+        assert report["stepped"] > 30  # afterwards its wall clock ran 40 s ahead
+        assert (report["reaped"], report["claimed"]) == (0, False)
+        item = queue.get_item("acme", "job-1")
+        assert item is not None and (item.state, item.attempts) == ("leased", 1)
+        queue.complete(lease)
+        assert queue.get_item("acme", "job-1") is None

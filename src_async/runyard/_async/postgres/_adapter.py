@@ -33,7 +33,7 @@ from runyard.postgres.connecting import connect_refusal
 from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error
 from runyard.postgres.flavours import AsyncConnection, AsyncConnectionPool
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
-from runyard.postgres.server_clock import CLOCK_SAMPLES, ClockSample, closest_sample
+from runyard.postgres.server_clock import CLOCK_SAMPLES, ClockSample, closest_sample, take_sample
 from runyard.postgres.settings import PostgresStoreSettings
 from runyard.postgres.statements import Statements, statements
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
@@ -90,9 +90,12 @@ class _AsyncPostgresAdapter(AsyncClosing):
             )
         self.tables = tables or StateTables()
         self.clock: Clock = clock or SystemClock()
-        # With the machine's clock (no injected Clock), time is the server's: verify() measures
-        # the offset between the two and _now() applies it. An injected Clock is used as is.
+        # With the machine's clock (no injected Clock), time is the server's: verify() reads
+        # the server's clock, and _now() is that reading plus the monotonic seconds since, so
+        # a step of this machine's wall clock after open() does not move it. An injected Clock
+        # is used as is.
         self._server_time = isinstance(self.clock, SystemClock)
+        self._server_clock: ClockSample | None = None
         self.clock_offset = 0.0
         self.max_value_bytes = max_value_bytes
         self.retry_attempts = retry_attempts
@@ -227,12 +230,12 @@ class _AsyncPostgresAdapter(AsyncClosing):
         Raises ConfigurationError for a missing table or sequence, a schema version this
         runyard was not written for, or a connection whose ``statement_timeout`` is 0.
         """
-        sent = time.time()
+        sent, monotonic_sent = time.time(), time.monotonic()
         rows = await self._fetch("verify_relations", list(self._relations()), idempotent=True)
-        received = time.time()
+        received, monotonic_received = time.time(), time.monotonic()
         timeout, missing, server = rows[0][0], list(rows[0][1] or []), float(rows[0][2])
-        clock = await self._sample_clock(ClockSample(sent, received, server))
-        self._measure_offset(clock.local, clock.server)
+        first = take_sample(sent, received, server, monotonic_sent, monotonic_received)
+        self._measure_offset(await self._sample_clock(first))
         if missing:
             raise ConfigurationError(f"table {missing[0]} does not exist: {FIX_SCHEMA}")
         versions = {str(r[0]): int(r[1]) for r in await self._fetch("verify_versions")}
@@ -262,14 +265,18 @@ class _AsyncPostgresAdapter(AsyncClosing):
         samples = [first]
         if self._server_time:
             for _ in range(CLOCK_SAMPLES - 1):
-                sent = time.time()
+                sent, monotonic_sent = time.time(), time.monotonic()
                 rows = await self._fetch("server_clock")
-                samples.append(ClockSample(sent, time.time(), float(rows[0][0])))
+                received, monotonic_received = time.time(), time.monotonic()
+                server = float(rows[0][0])
+                samples.append(
+                    take_sample(sent, received, server, monotonic_sent, monotonic_received)
+                )
         return closest_sample(samples)
 
-    def _measure_offset(self, local: float, server: float) -> None:
+    def _measure_offset(self, clock: ClockSample) -> None:
         """Adopt the server's time (unless a Clock was injected); warn when the clocks differ."""
-        offset = server - local
+        local, server, offset = clock.local, clock.server, clock.offset
         if abs(offset) > CLOCK_OFFSET_WARNING_SECONDS:
             logger.warning(
                 "this machine's clock reads %.3f and the PostgreSQL server's clock_timestamp() "
@@ -283,10 +290,15 @@ class _AsyncPostgresAdapter(AsyncClosing):
             )
         if self._server_time:
             self.clock_offset = offset
+            self._server_clock = clock
 
     # -- statements --------------------------------------------------------------------------
     def _now(self) -> float:
-        return float(self.clock.now()) + self.clock_offset
+        """The time statements are given: the server's (from the sample verify() took) or the
+        injected Clock's; the machine's own clock before verify() has run."""
+        if self._server_clock is not None:
+            return self._server_clock.server_now(time.monotonic())
+        return float(self.clock.now())
 
     async def _fetch(
         self, name: str, *args: Any, idempotent: bool = True
