@@ -51,7 +51,7 @@ bench-redis: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_redis
 
 bench-postgres: $(STAMP)
-	$(PYTHON) -m benchmarks.bench_postgres --out-dir .
+	$(PYTHON) -m benchmarks.bench_postgres
 
 bench-executions: $(STAMP)
 	$(PYTHON) benchmarks/bench_executions.py

@@ -57,8 +57,19 @@ def _analyze(conn: Conn, tables: StateTables) -> None:
 
 
 # The claim's arguments: now, worker, lease expiry, tenants passed over, the reclaim jitters
-# (RECLAIM_PER_CLAIM of them), backoff base and cap, the policy's max_attempts.
-CLAIM_ARGS: tuple[object, ...] = (NOW, "w1", NOW + 30, [], [0.5] * 8, 1.0, 300.0, 5)
+# (RECLAIM_PER_CLAIM of them), backoff base and cap, the policy's max_attempts, the tenants
+# earlier claims drained (one with ready items, which stays, and one without a row).
+CLAIM_ARGS: tuple[object, ...] = (
+    NOW,
+    "w1",
+    NOW + 30,
+    [],
+    [0.5] * 8,
+    1.0,
+    300.0,
+    5,
+    ["tenant-7", "gone"],
+)
 # claim_many's: the same with the batch size after the tenants passed over.
 CLAIM_MANY_ARGS: tuple[object, ...] = (*CLAIM_ARGS[:4], 16, *CLAIM_ARGS[4:])
 

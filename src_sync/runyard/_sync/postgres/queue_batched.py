@@ -99,6 +99,8 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         while len(leases) < limit and len(passed_over) <= MAX_TENANTS_PASSED_OVER:
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
+            drained = self._take_drained()
+            reclaim = self._reclaim_args(now)
             try:
                 rows = self._fetch(
                     "claim_many",
@@ -107,22 +109,28 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
                     expires,
                     passed_over,
                     limit - len(leases),
-                    *self._reclaim_args(),
+                    *reclaim,
+                    drained,
                     idempotent=False,
                 )
             except StoreOutcomeUnknown as exc:
+                self._drained.update(drained or ())
                 raise StoreOutcomeUnknown(
                     f"{exc}; leases it took are returned by adopt({worker!r}) or reaped "
                     "when they lapse"
                 ) from None
+            except RunyardError:
+                self._drained.update(drained or ())
+                raise
+            self._reclaimed(reclaim[0], int(rows[0][3]) if rows else None)
             claimed = [row for row in rows if row[0] is not None]
-            leases += [decode_lease(row[3:]) for row in claimed]
+            leases += [decode_lease(row[4:]) for row in claimed]
             near_empty |= {str(row[1]) for row in claimed if row[2]}
             if claimed or not rows:
                 break
             passed_over += [str(row[1]) for row in rows]
         for tenant in sorted(near_empty):
-            self._retire(tenant)
+            self._note_drained(tenant)
         return leases
 
     def _refusals(
