@@ -61,11 +61,10 @@ LIMIT 1""",
     # without advancing its turn. Its head row is locked SKIP LOCKED, every predicate repeated
     # on the locked row (found by its ctid, a plan statistics cannot change), the claim
     # written and the turn advanced. "Anything due?" is DUE_TENANT, one index entry. The
-    # tenants in $9 leave the rotation if they have no ready item (see retire_drained()). The
-    # reply says whether fewer than 16 other ready items were seen (the client passes the
-    # tenant in $9 of its next claim) and how many lapsed leases were taken back, and a row
-    # with a tenant and no item means "that tenant's heads were all locked". A NULL $5 takes
-    # back none (the client skips the reclaim between its periodic ones).
+    # tenants in $9 (those of the client's earlier claims) leave the rotation if they have no
+    # ready item (see retire_drained()). The reply says how many lapsed leases were taken
+    # back, and a row with a tenant and no item means "that tenant's heads were all locked".
+    # A NULL $5 takes back none (the client skips the reclaim between its periodic looks).
     "claim": "WITH "
     + reclaim(5, 6, 7, 8)
     + ", "
@@ -93,13 +92,7 @@ LIMIT 1""",
     + CLAIM_TALLY
     + retire_drained(9)
     + """
-SELECT p.tenant,
-       (SELECT count(*) FROM claimed k, LATERAL (
-            SELECT 1 FROM {work} x
-            WHERE x.tenant = k.tenant AND x.state = 'ready' AND x.item_id <> k.item_id
-            ORDER BY x.available_at LIMIT 16) AS others) < 16,
-       (SELECT count(*) FROM reclaimed r),
-       c.*
+SELECT p.tenant, (SELECT count(*) FROM reclaimed r), c.*
 FROM pick p LEFT JOIN claimed c ON true"""
     + RETIRED_FIRST,
     # $1 tenant: leave the rotation if the tenant has no item in state 'ready' (skipping a

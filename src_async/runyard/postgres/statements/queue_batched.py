@@ -61,8 +61,8 @@ SELECT false, {work_cols_w} FROM {work} w
 WHERE w.tenant = $1::text
   AND (w.item_id = ANY ($2::text[]) OR w.dedupe_key = ANY ($7::text[]))""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over $5 limit $6 reclaim jitters
-    # $7 backoff_base $8 backoff_cap $9 policy max_attempts $10 tenants that earlier claims
-    # drained (NULL for none, see retire_drained()). The batch form of "claim",
+    # $7 backoff_base $8 backoff_cap $9 policy max_attempts $10 tenants of earlier claims (NULL
+    # for none, see retire_drained()). The batch form of "claim",
     # lapsed leases reclaimed first the same way: up to $5 tenants with due work in turn
     # order (their rotation rows locked SKIP LOCKED; when every such row is held, the same
     # tenants unlocked, turns not advanced), due heads of each locked SKIP LOCKED (no more
@@ -70,8 +70,8 @@ WHERE w.tenant = $1::text
     # the first $5 by (rank in the tenant, turn): the order $5 single claims serve them in.
     # Each served tenant's turn is advanced in the order of its last claim. One row per
     # claimed item (pos set), and one per picked tenant that got none (its heads were all
-    # locked, or the batch was full); each says whether its tenant was nearly drained and how
-    # many lapsed leases the statement took back.
+    # locked, or the batch was full); each says how many lapsed leases the statement took
+    # back.
     "claim_many": "WITH "
     + reclaim(6, 7, 8, 9)
     + ", "
@@ -116,12 +116,6 @@ WHERE w.tenant = $1::text
     + retire_drained(10)
     + """
 SELECT c.pos, p.tenant,
-       (SELECT count(*) FROM (
-            SELECT 1 FROM {work} x
-            WHERE x.tenant = p.tenant AND x.state = 'ready'
-            ORDER BY x.available_at
-            LIMIT 16 + (SELECT count(*) FROM claimed k WHERE k.tenant = p.tenant)) AS n)
-         < 16 + (SELECT count(*) FROM claimed k WHERE k.tenant = p.tenant),
        (SELECT count(*) FROM reclaimed r),
        c.tenant, c.item_id, c.payload, c.priority, c.state, c.attempts, c.available_at,
        c.enqueued_at, c.dedupe_key, c.worker, c.lease_expires_at, c.last_error, c.token,

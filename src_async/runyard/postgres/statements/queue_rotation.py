@@ -103,16 +103,20 @@ def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
 
 
 def retire_drained(tenants: int) -> str:
-    """The CTE "retired": the tenants in ``$tenants`` (text[], NULL for none), which earlier
-    claims of this client drained or nearly drained, leave the rotation if they have no item
-    in state 'ready' ({turns_retire}: a fresh snapshot, so it sees what committed after this
-    statement began; a row another session holds is skipped, never waited on). The tenants
-    this statement picked are left alone: their rows are locked and advanced here, and the
-    claim reports again whether they need retiring. Reading "pick" first orders the two. The
-    final SELECT runs it with RETIRED_FIRST, whether or not anything is due."""
+    """The CTE "retired": of the tenants in ``$tenants`` (text[], NULL for none), those the
+    client's earlier claims served, each one that this statement's snapshot shows without an
+    item in state 'ready' (DUE_TENANT's probe, one index entry) is handed to {turns_retire},
+    which leaves the rotation if the tenant still has none in a fresh snapshot (so it sees
+    what committed after this statement began; a row another session holds is skipped, never
+    waited on). The tenants this statement picked are left alone: their rows are locked and
+    advanced here, and the client passes them again. Reading "pick" first orders the two.
+    The final SELECT runs it with RETIRED_FIRST, whether or not anything is due."""
     return f""", retired AS (
     SELECT {{turns_retire}}(r.tenant) AS gone FROM unnest(${tenants}::text[]) AS r(tenant)
     WHERE r.tenant <> ALL (ARRAY(SELECT p.tenant FROM pick p))
+      AND (SELECT d.available_at FROM {{work}} d
+           WHERE d.tenant = r.tenant AND d.state = 'ready'
+           ORDER BY d.available_at LIMIT 1) IS NULL
 )"""
 
 

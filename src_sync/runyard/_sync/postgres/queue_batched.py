@@ -95,7 +95,6 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         check_limit(limit)
         leases: list[Lease] = []
         passed_over: list[str] = []
-        near_empty: set[str] = set()
         while len(leases) < limit and len(passed_over) <= MAX_TENANTS_PASSED_OVER:
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
@@ -122,15 +121,13 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
             except RunyardError:
                 self._drained.update(drained or ())
                 raise
-            self._reclaimed(reclaim[0], int(rows[0][3]) if rows else None)
+            self._reclaimed(reclaim[0], int(rows[0][2]) if rows else None)
             claimed = [row for row in rows if row[0] is not None]
-            leases += [decode_lease(row[4:]) for row in claimed]
-            near_empty |= {str(row[1]) for row in claimed if row[2]}
+            leases += [decode_lease(row[3:]) for row in claimed]
             if claimed or not rows:
                 break
             passed_over += [str(row[1]) for row in rows]
-        for tenant in sorted(near_empty):
-            self._note_drained(tenant)
+        self._served(sorted({lease.tenant for lease in leases}))
         return leases
 
     def _refusals(

@@ -37,7 +37,7 @@ __all__ = ["MAX_TENANTS_PASSED_OVER", "RECLAIM_EVERY_SECONDS", "RETIRE_PER_CLAIM
 
 # How many tenants one claim passes over when their due heads are all locked by other claims.
 MAX_TENANTS_PASSED_OVER = 32
-# How many drained tenants one claim takes out of the rotation (those earlier claims noted).
+# How many tenants served by earlier claims one claim checks for retiring (drained ones).
 RETIRE_PER_CLAIM = 16
 # How often (server time) this client's claims look for lapsed leases while the last look
 # found fewer than RECLAIM_PER_CLAIM and its claim found work: at most this long after a
@@ -63,7 +63,7 @@ class _PostgresQueueCore(_PostgresAdapter):
         except ConfigurationError:
             self._wake = None  # no worker can LISTEN on it either: enqueue wakes no one
         self._prune_after = ""  # the last rotation row prune() looked at
-        # Tenants that claims of this adapter drained (or nearly): its next claim retires them.
+        # Tenants that claims of this adapter served: its next claim retires the drained ones.
         self._drained: set[str] = set()
         self._reclaim_at = float("-inf")  # when this adapter's next claim looks for lapses
 
@@ -137,11 +137,9 @@ class _PostgresQueueCore(_PostgresAdapter):
         One statement, waiting on no lock, first reclaims up to RECLAIM_PER_CLAIM lapsed leases
         (as reap() does: retried after the backoff, or dead-lettered; every
         RECLAIM_EVERY_SECONDS, and at once again after a full batch or an idle poll), then
-        picks the tenant
-        with the oldest turn whose rotation row is free (or, when all are held, any with due
-        work), locks its head item
-        (``FOR UPDATE SKIP LOCKED``), writes the claim and advances the turn. A tenant that a
-        claim nearly drained leaves the rotation (if it has no ready item left by then) in
+        picks the tenant with the oldest turn whose rotation row is free (or, when all are
+        held, any with due work), locks its head item (``FOR UPDATE SKIP LOCKED``), writes
+        the claim and advances the turn. A tenant that a claim drained leaves the rotation in
         this adapter's next claim statement; a bound claim retires it at once, in the
         caller's transaction. Raises StoreOutcomeUnknown when the reply was lost (adopt()
         recovers such a lease).
@@ -173,22 +171,21 @@ class _PostgresQueueCore(_PostgresAdapter):
             except RunyardError:
                 self._drained.update(drained or ())
                 raise
-            self._reclaimed(reclaim[0], int(rows[0][2]) if rows else None)
+            self._reclaimed(reclaim[0], int(rows[0][1]) if rows else None)
             if not rows:
                 return None
-            tenant, near_empty = rows[0][0], rows[0][1]
-            if rows[0][3] is None:
-                passed_over.append(tenant)
+            if rows[0][2] is None:
+                passed_over.append(rows[0][0])
                 continue
-            lease = decode_lease(rows[0][3:])
-            if near_empty:
-                self._note_drained(tenant)
+            lease = decode_lease(rows[0][2:])
+            self._served([lease.tenant])
             return lease
         return None
 
     def _take_drained(self) -> list[str] | None:
-        """Up to RETIRE_PER_CLAIM tenants noted as drained, for the next claim statement to
-        retire (None for none). ``set.pop`` keeps threads sharing the sync twin apart."""
+        """Up to RETIRE_PER_CLAIM tenants that claims served, for the next claim statement to
+        retire if drained (None for none). ``set.pop`` keeps threads sharing the sync twin
+        apart."""
         taken: list[str] = []
         while len(taken) < RETIRE_PER_CLAIM:
             try:
@@ -197,13 +194,15 @@ class _PostgresQueueCore(_PostgresAdapter):
                 break
         return taken or None
 
-    def _note_drained(self, tenant: str) -> None:
-        """A claim left ``tenant`` with fewer than 16 other ready items: retire it (when it
-        has none) at once in a bound adapter, else in this adapter's next claim statement."""
-        if self._bound:
+    def _served(self, tenants: Sequence[str]) -> None:
+        """A claim served ``tenants``: each leaves the rotation if it has no ready item left,
+        checked in this adapter's next claim statement, or at once (one statement each, in
+        the caller's transaction, which sees this claim) when bound."""
+        if not self._bound:
+            self._drained.update(tenants)
+            return
+        for tenant in tenants:
             self._retire(tenant)
-        else:
-            self._drained.add(tenant)
 
     def _reclaim_args(self, now: float) -> tuple[list[float] | None, float, float, int]:
         """What a claim needs to reclaim lapsed leases as reap does: one jitter draw per lease
