@@ -9,13 +9,15 @@ dropped at the end. Each measurement runs for --seconds (default 2). Prints Mark
    measured in the same run at the same concurrency, and the ratio;
 2. the latency of one claim (sync twin, concurrency 1) by queue depth (1k and 100k items in one
    tenant; 1M with --large) and by tenant count (100k items over 10 and over 100k tenants),
-   each on tables never analyzed and after ANALYZE, in a fresh schema per case.
+   each on tables never analyzed and after ANALYZE, in a fresh schema per case; then how the
+   p50 and p99 grow from the shallowest to the deepest queue of one tenant and from the
+   fewest to the most tenants holding the same items (target: at most 1.3x);
 
 3. the batched calls: claim_many(limit=16)+complete_many at concurrency 16, items/s, one tenant
    and 16 tenants, beside the same baseline.
 
 The figures go to ``bench-postgres.json`` and the ratios to ``bench-postgres.png`` in
-``--out-dir`` (benchmarks/_report.py).
+``--out-dir`` (default benchmarks/results; benchmarks/_report.py).
 """
 
 from __future__ import annotations
@@ -303,6 +305,48 @@ def claim_latency(cases: list[tuple[int, int]], samples: int) -> list[list[str]]
     return rows
 
 
+def growth(latency: list[list[str]]) -> list[list[str]]:
+    """How the claim latency grows: by depth (one tenant, fewest to most items) and by tenant
+    count (the same items, fewest to most tenants), never analyzed and analyzed."""
+    cases = [
+        (int(r[0].replace(",", "")), int(r[1].replace(",", "")), r[2], float(r[3]), float(r[4]))
+        for r in latency
+    ]
+    rows: list[list[str]] = []
+    for analyzed in ("never", "yes"):
+        depth = sorted(c for c in cases if c[1] == 1 and c[2] == analyzed)
+        if len(depth) >= 2:
+            low, high = depth[0], depth[-1]
+            rows.append(_growth_row("items, 1 tenant", low[0], high[0], analyzed, low, high))
+        for items in sorted({c[0] for c in cases}):
+            spread = sorted(
+                (c for c in cases if c[0] == items and c[1] > 1 and c[2] == analyzed),
+                key=lambda c: c[1],
+            )
+            if len(spread) >= 2:
+                low, high = spread[0], spread[-1]
+                label = f"tenants, {items:,} items"
+                rows.append(_growth_row(label, low[1], high[1], analyzed, low, high))
+    return rows
+
+
+def _growth_row(
+    label: str,
+    start: int,
+    end: int,
+    analyzed: str,
+    low: tuple[int, int, str, float, float],
+    high: tuple[int, int, str, float, float],
+) -> list[str]:
+    return [
+        label,
+        f"{start:,} -> {end:,}",
+        analyzed,
+        f"{high[3] / low[3]:.2f}x",
+        f"{high[4] / low[4]:.2f}x",
+    ]
+
+
 def table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -311,13 +355,14 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 OPS_HEADER = ["twin", "operation", "concurrency", "ops/s", "raw UPDATE+COMMIT/s", "ratio"]
 LATENCY_HEADER = ["items", "tenants", "analyzed", "claim p50 ms", "claim p99 ms", "claim max ms"]
+GROWTH_HEADER = ["growth by", "from -> to", "analyzed", "p50 growth", "p99 growth"]
 
 
 def figures(
     server: str, seconds: float, ops: list[list[str]], latency: list[list[str]]
 ) -> dict[str, Any]:
     """The report: each operation's ops/s, the baseline's and their ratio, by twin and
-    concurrency; the claim latencies."""
+    concurrency; the claim latencies and their growth."""
     operations: dict[str, dict[str, dict[str, float]]] = {}
     for twin, name, concurrency, rate, raw, ratio in ops:
         operations.setdefault(f"{twin} {name}", {})[f"c={concurrency}"] = {
@@ -331,6 +376,7 @@ def figures(
         "seconds": seconds,
         "operations": operations,
         "claim_latency": [dict(zip(LATENCY_HEADER, r, strict=True)) for r in latency],
+        "claim_latency_growth": [dict(zip(GROWTH_HEADER, r, strict=True)) for r in growth(latency)],
     }
 
 
@@ -345,7 +391,9 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="add 1M items in one tenant")
     parser.add_argument("--samples", type=int, default=300, help="claims timed per case")
     parser.add_argument(
-        "--out-dir", default=".", help="where bench-postgres.json and bench-postgres.png go"
+        "--out-dir",
+        default="benchmarks/results",
+        help="where bench-postgres.json and bench-postgres.png go",
     )
     args = parser.parse_args()
     cases = [(int(c.split(":")[0]), int(c.split(":")[1])) for c in args.cases.split(",")]
@@ -370,6 +418,8 @@ def main() -> None:
     print(table(OPS_HEADER, ops))
     print()
     print(table(LATENCY_HEADER, latency))
+    print()
+    print(table(GROWTH_HEADER, growth(latency)))
     report = figures(server, args.seconds, ops, latency)
     for path in write_report("bench-postgres", report, out_dir=args.out_dir):
         print(f"wrote {path}")

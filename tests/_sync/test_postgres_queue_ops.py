@@ -9,12 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 from runyard import ManualClock, QueuePolicy
+from runyard._sync.postgres.queue_core import RECLAIM_EVERY_SECONDS
 from runyard.errors import ItemLeasedError, LeaseLostError
 from runyard.models import NewItem
 from runyard.policy import RECLAIM_PER_CLAIM
-from runyard.postgres import PostgresWorkQueue, StateTables
+from runyard.postgres import PostgresWorkQueue, PsycopgExecutor, StateTables
 
-from tests._sync.postgres_support import open_queue
+from tests._sync.postgres_support import CountingExecutor, open_pool, open_queue
 from tests.support.postgres_plugin import admin_connection
 
 # Backoff of exactly half the ceiling: retries are due at a known time.
@@ -115,6 +116,105 @@ def test_prune_forgets_empty_tenants_and_a_later_enqueue_serves_them_again(
     queue.enqueue("gone", {}, item_id="g2")
     leases = [queue.claim("w1"), queue.claim("w1")]
     assert sorted(lease.tenant for lease in leases if lease) == ["busy", "gone"]
+
+
+def test_a_busy_claimer_takes_back_a_lapse_within_the_reclaim_interval(
+    queue: PostgresWorkQueue, clock: ManualClock
+) -> None:
+    """Claims between the periodic looks skip the reclaim, yet a lease that lapses while
+    claims keep finding work is taken back no later than RECLAIM_EVERY_SECONDS after."""
+    queue.enqueue("acme", {}, item_id="crashed")
+    crashed = queue.claim("crashed-worker")
+    assert crashed is not None
+    for n in range(400):
+        queue.enqueue("busy", {}, item_id=f"b{n}")
+    step = RECLAIM_EVERY_SECONDS / 5
+    clock.advance(crashed.expires_at - crashed.claimed_at - 1)
+    while True:
+        clock.advance(step)
+        lease = queue.claim("w1")
+        assert lease is not None and lease.tenant == "busy"  # claims keep finding work
+        queue.complete(lease)
+        item = queue.get_item("acme", "crashed")
+        assert item is not None
+        if item.state == "ready":
+            break
+    assert crashed.expires_at < clock.now() <= crashed.expires_at + RECLAIM_EVERY_SECONDS + step
+    assert item.attempts == 1 and item.worker is None
+
+
+def test_a_claim_after_a_full_reclaim_batch_looks_again_at_once(
+    queue: PostgresWorkQueue, clock: ManualClock
+) -> None:
+    held = RECLAIM_PER_CLAIM + 2
+    for n in range(held):
+        queue.enqueue("acme", {}, item_id=f"i{n}")
+        assert queue.claim("crashed-worker") is not None
+    queue.enqueue("busy", {}, item_id="b1")
+    queue.enqueue("busy", {}, item_id="b2")
+    clock.advance(POLICY.lease_seconds + 1)
+    first = queue.claim("w1")  # takes back a full batch and serves b1
+    assert first is not None and first.item_id == "b1"
+    assert (queue.stats()).leased == 2 + 1
+    second = queue.claim("w1")  # same instant: looks again, takes back the other 2
+    assert second is not None and second.item_id == "b2"
+    assert (queue.stats()).leased == 2
+
+
+def _rotation(tables: StateTables) -> set[str]:
+    with admin_connection() as conn:
+        return {
+            str(r[0]) for r in conn.execute(f"SELECT tenant FROM {tables.qualified(tables.turns)}")
+        }
+
+
+def test_a_drained_tenant_leaves_the_rotation_in_the_next_claim_statement(
+    pg_tables: StateTables, clock: ManualClock
+) -> None:
+    """No second round trip: the claim that drains a tenant notes it, the next claim (even
+    one that finds nothing due) retires it; a noted tenant that got new work stays."""
+    executor = CountingExecutor(PsycopgExecutor(open_pool()))
+    queue = PostgresWorkQueue(executor, tables=pg_tables, clock=clock, policy=POLICY)
+    try:
+        queue.enqueue("z", {}, item_id="z1")
+        sent = executor.sent
+        first = queue.claim("w1")
+        assert first is not None and first.item_id == "z1"
+        assert executor.sent == sent + 1
+        assert _rotation(pg_tables) == {"z"}  # noted, not yet retired
+        queue.enqueue("b", {}, item_id="b1")  # same turn as z: served first by name
+        queue.enqueue("z", {}, item_id="z2")  # z has ready work again
+        sent = executor.sent
+        second = queue.claim("w1")
+        assert second is not None and second.item_id == "b1"
+        assert executor.sent == sent + 1
+        assert _rotation(pg_tables) == {"b", "z"}  # z kept its row: it has z2
+        third = queue.claim("w1")
+        assert third is not None and third.item_id == "z2"
+        assert _rotation(pg_tables) == {"z"}  # b retired by this claim
+        sent = executor.sent
+        assert queue.claim("w1") is None
+        assert executor.sent == sent + 1
+        assert _rotation(pg_tables) == set()  # retired by a claim that found nothing due
+        queue.enqueue("z", {}, item_id="z3")  # joins the rotation again
+        fourth = queue.claim("w1")
+        assert fourth is not None and fourth.item_id == "z3"
+    finally:
+        executor.inner.close()
+
+
+def test_a_bound_claim_retires_its_drained_tenant_in_the_callers_transaction(
+    queue: PostgresWorkQueue, pg_tables: StateTables
+) -> None:
+    queue.enqueue("solo", {}, item_id="s1")
+    pool = open_pool(1)
+    try:
+        with pool.connection() as conn, conn.transaction():
+            lease = queue.bound(conn).claim("w1")
+            assert lease is not None and lease.item_id == "s1"
+        assert _rotation(pg_tables) == set()
+    finally:
+        pool.close()
 
 
 def test_adopt_mints_a_new_token_and_the_old_one_is_refused(

@@ -7,7 +7,7 @@ so the sync twin names the right-hand one (``AsyncConnectionPool`` -> ``Connecti
 from __future__ import annotations
 
 from psycopg import AsyncConnection, AsyncRawCursor, Connection, RawCursor
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "AsyncRawCursor",
     "Connection",
     "ConnectionPool",
+    "ExecStatus",
     "RawCursor",
     "TransactionStatus",
 ]

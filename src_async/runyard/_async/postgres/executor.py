@@ -12,6 +12,7 @@ from runyard.postgres.flavours import (
     AsyncConnection,
     AsyncConnectionPool,
     AsyncRawCursor,
+    ExecStatus,
     TransactionStatus,
 )
 
@@ -37,7 +38,10 @@ async def _run(
     cursor = AsyncRawCursor(conn)
     try:
         await cursor.execute(statement, args, prepare=prepare)
-        if cursor.description is None:
+        # The result's status, not cursor.description: that builds a Column object per column
+        # on every call (about 7 us each, 70 us for a claim's reply, measured).
+        result = cursor.pgresult
+        if result is None or result.status != ExecStatus.TUPLES_OK:
             return []
         return await cursor.fetchall()
     finally:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from typing_extensions import Self
+
 from runyard._async.postgres._adapter import Source, _AsyncPostgresAdapter
 from runyard._sql import settle_refusal
 from runyard.errors import (
@@ -17,6 +19,7 @@ from runyard.errors import (
 from runyard.keys import validate_identifier
 from runyard.models import Lease, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM, QueuePolicy
+from runyard.postgres.flavours import AsyncConnection
 from runyard.postgres.rows import (
     decode_item,
     decode_lease,
@@ -29,10 +32,17 @@ from runyard.validation import (
     settle_target,
 )
 
-__all__ = ["MAX_TENANTS_PASSED_OVER"]
+__all__ = ["MAX_TENANTS_PASSED_OVER", "RECLAIM_EVERY_SECONDS", "RETIRE_PER_CLAIM"]
 
 # How many tenants one claim passes over when their due heads are all locked by other claims.
 MAX_TENANTS_PASSED_OVER = 32
+# How many tenants served by earlier claims one claim checks for retiring (drained ones).
+RETIRE_PER_CLAIM = 16
+# How often (server time) this client's claims look for lapsed leases while the last look
+# found fewer than RECLAIM_PER_CLAIM and its claim found work: at most this long after a
+# lease lapses, a claim of every busy client takes it back. In between, a claim skips the
+# reclaim (its probe and writes, a tenth of the statement's time).
+RECLAIM_EVERY_SECONDS = 0.5
 
 
 class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
@@ -52,6 +62,16 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
         except ConfigurationError:
             self._wake = None  # no worker can LISTEN on it either: enqueue wakes no one
         self._prune_after = ""  # the last rotation row prune() looked at
+        # Tenants that claims of this adapter served: its next claim retires the drained ones.
+        self._drained: set[str] = set()
+        self._reclaim_at = float("-inf")  # when this adapter's next claim looks for lapses
+
+    def bound(self, session: AsyncConnection[Any]) -> Self:
+        """Return this queue working inside the transaction the caller opened on ``session``
+        (see the adapter's ``bound``); its claims retire drained tenants in that transaction."""
+        twin = super().bound(session)
+        twin._drained = set()
+        return twin
 
     def _relations(self) -> Sequence[str]:
         return self.tables.queue_relations()
@@ -114,18 +134,22 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
         """Lease the next due item, tenants served in rotation; None when nothing is due.
 
         One statement, waiting on no lock, first reclaims up to RECLAIM_PER_CLAIM lapsed leases
-        (as reap() does: retried after the backoff, or dead-lettered), then picks the tenant
-        with the oldest turn whose rotation row is free (or, when all are held, any with due
-        work), locks its head item
-        (``FOR UPDATE SKIP LOCKED``), writes the claim and advances the turn; a claim that
-        nearly drained its tenant then asks for the tenant's retirement. Raises
-        StoreOutcomeUnknown when the reply was lost (adopt() recovers such a lease).
+        (as reap() does: retried after the backoff, or dead-lettered; every
+        RECLAIM_EVERY_SECONDS, and at once again after a full batch or an idle poll), then
+        picks the tenant with the oldest turn whose rotation row is free (or, when all are
+        held, any with due work), locks its head item (``FOR UPDATE SKIP LOCKED``), writes
+        the claim and advances the turn. A tenant that a claim drained leaves the rotation in
+        this adapter's next claim statement; a bound claim retires it at once, in the
+        caller's transaction. Raises StoreOutcomeUnknown when the reply was lost (adopt()
+        recovers such a lease).
         """
         validate_identifier(worker, "worker")
         passed_over: list[str] = []
         while len(passed_over) <= MAX_TENANTS_PASSED_OVER:
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
+            drained = self._take_drained()
+            reclaim = self._reclaim_args(now)
             try:
                 rows = await self._fetch(
                     "claim",
@@ -133,44 +157,74 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
                     worker,
                     expires,
                     passed_over,
-                    *self._reclaim_args(),
+                    *reclaim,
+                    drained,
                     idempotent=False,
                 )
             except StoreOutcomeUnknown as exc:
+                self._drained.update(drained or ())
                 raise StoreOutcomeUnknown(
                     f"{exc}; a lease it took is returned by adopt({worker!r}) or reaped "
                     "when it lapses"
                 ) from None
+            except RunyardError:
+                self._drained.update(drained or ())
+                raise
+            self._reclaimed(reclaim[0], int(rows[0][1]) if rows else None)
             if not rows:
                 return None
-            tenant, near_empty = rows[0][0], rows[0][1]
             if rows[0][2] is None:
-                passed_over.append(tenant)
+                passed_over.append(rows[0][0])
                 continue
             lease = decode_lease(rows[0][2:])
-            if near_empty:
-                await self._retire(tenant)
+            await self._served([lease.tenant])
             return lease
         return None
 
-    def _reclaim_args(self) -> tuple[list[float], float, float, int]:
+    def _take_drained(self) -> list[str] | None:
+        """Up to RETIRE_PER_CLAIM tenants that claims served, for the next claim statement to
+        retire if drained (None for none). ``set.pop`` keeps threads sharing the sync twin
+        apart."""
+        taken: list[str] = []
+        while len(taken) < RETIRE_PER_CLAIM:
+            try:
+                taken.append(self._drained.pop())
+            except KeyError:
+                break
+        return taken or None
+
+    async def _served(self, tenants: Sequence[str]) -> None:
+        """A claim served ``tenants``: each leaves the rotation if it has no ready item left,
+        checked in this adapter's next claim statement, or at once (one statement each, in
+        the caller's transaction, which sees this claim) when bound."""
+        if not self._bound:
+            self._drained.update(tenants)
+            return
+        for tenant in tenants:
+            await self._retire(tenant)
+
+    def _reclaim_args(self, now: float) -> tuple[list[float] | None, float, float, int]:
         """What a claim needs to reclaim lapsed leases as reap does: one jitter draw per lease
-        it may take back (RECLAIM_PER_CLAIM), the backoff's base and cap, the attempt budget."""
+        it may take back (RECLAIM_PER_CLAIM; None, none, until RECLAIM_EVERY_SECONDS after
+        this adapter's last look), the backoff's base and cap, the attempt budget."""
         policy = self.policy
-        jitter = [float(policy.random()) for _ in range(RECLAIM_PER_CLAIM)]
+        jitter: list[float] | None = None
+        if now >= self._reclaim_at:
+            self._reclaim_at = now + RECLAIM_EVERY_SECONDS
+            jitter = [float(policy.random()) for _ in range(RECLAIM_PER_CLAIM)]
         return jitter, float(policy.backoff_base), float(policy.backoff_cap), policy.max_attempts
 
-    async def _retire(self, tenant: str) -> None:
-        """Take the tenant out of the rotation if it has no ready item left.
+    def _reclaimed(self, jitter: list[float] | None, taken: int | None) -> None:
+        """After a claim that looked for lapses (``jitter`` set): the next claim looks again
+        at once when this one took back a full batch (more may wait) or found nothing due
+        (``taken`` None: an idle poll, which costs little)."""
+        if jitter is not None and (taken is None or taken >= len(jitter)):
+            self._reclaim_at = float("-inf")
 
-        Best effort when unbound: the lease is already taken, and a row left behind costs
-        later claims one index probe until the next retire removes it.
-        """
-        try:
-            await self._fetch("retire", tenant, idempotent=True)
-        except RunyardError:
-            if self._bound:
-                raise
+    async def _retire(self, tenant: str) -> None:
+        """Take the tenant out of the rotation if it has no ready item left (bound: inside
+        the caller's transaction, which sees this claim)."""
+        await self._fetch("retire", tenant, idempotent=True)
 
     # -- settling ----------------------------------------------------------------------------
     async def _probe(self, tenant: str, item_id: str) -> Sequence[Any] | None:

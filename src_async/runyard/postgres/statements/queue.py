@@ -8,9 +8,11 @@ from runyard.postgres.statements.queue_rotation import (
     INSERT_WORK,
     JOIN_ROTATION,
     LEASE,
+    RETIRED_FIRST,
     delayed,
     pick_tenants,
     reclaim,
+    retire_drained,
     tally,
 )
 
@@ -50,17 +52,19 @@ WHERE w.tenant = $1::text AND (w.item_id = $2::text OR w.dedupe_key = $3::text)
 ORDER BY w.item_id = $2::text DESC
 LIMIT 1""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked)
-    # $5 reclaim jitters $6 backoff_base $7 backoff_cap $8 policy max_attempts. First up to
-    # cardinality($5) lapsed leases are taken back (see reclaim()). One statement, which
-    # waits on no lock: the tenant with the oldest turn that has due work and whose rotation
-    # row no other session holds (FOR NO KEY UPDATE SKIP LOCKED), so concurrent claimers
-    # spread over tenants; when every such row is held (many claimers, few tenants), the
-    # oldest-turn tenant with due work all the same, without advancing its turn. Its head row
-    # is locked SKIP LOCKED, every predicate repeated on the locked row (found by its ctid, a
-    # plan statistics cannot change), the claim written and the turn advanced. "Anything
-    # due?" is DUE_TENANT, one index entry. The reply says whether fewer than 16 other ready
-    # items were seen (time to try a retire), and a row with a tenant and no item means "that
-    # tenant's heads were all locked".
+    # $5 reclaim jitters $6 backoff_base $7 backoff_cap $8 policy max_attempts $9 tenants that
+    # earlier claims drained (NULL for none). First up to cardinality($5) lapsed leases are
+    # taken back (see reclaim()). One statement, which waits on no lock: the tenant with the
+    # oldest turn that has due work and whose rotation row no other session holds (FOR NO KEY
+    # UPDATE SKIP LOCKED), so concurrent claimers spread over tenants; when every such row is
+    # held (many claimers, few tenants), the oldest-turn tenant with due work all the same,
+    # without advancing its turn. Its head row is locked SKIP LOCKED, every predicate repeated
+    # on the locked row (found by its ctid, a plan statistics cannot change), the claim
+    # written and the turn advanced. "Anything due?" is DUE_TENANT, one index entry. The
+    # tenants in $9 (those of the client's earlier claims) leave the rotation if they have no
+    # ready item (see retire_drained()). The reply says how many lapsed leases were taken
+    # back, and a row with a tenant and no item means "that tenant's heads were all locked".
+    # A NULL $5 takes back none (the client skips the reclaim between its periodic looks).
     "claim": "WITH "
     + reclaim(5, 6, 7, 8)
     + ", "
@@ -86,16 +90,14 @@ LIMIT 1""",
     FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
 )"""
     + CLAIM_TALLY
+    + retire_drained(9)
     + """
-SELECT p.tenant,
-       (SELECT count(*) FROM claimed k, LATERAL (
-            SELECT 1 FROM {work} x
-            WHERE x.tenant = k.tenant AND x.state = 'ready' AND x.item_id <> k.item_id
-            ORDER BY x.available_at LIMIT 16) AS others) < 16,
-       c.*
-FROM pick p LEFT JOIN claimed c ON true""",
+SELECT p.tenant, (SELECT count(*) FROM reclaimed r), c.*
+FROM pick p LEFT JOIN claimed c ON true"""
+    + RETIRED_FIRST,
     # $1 tenant: leave the rotation if the tenant has no item in state 'ready' (skipping a
-    # held row); true when the row was removed
+    # held row); true when the row was removed. Used by a bound claim, inside the caller's
+    # transaction, which sees its own claim (an unbound claim defers it to its next claim).
     "retire": """
 SELECT {turns_retire}($1::text)""",
     # $1 tenant $2 item_id: what a refused settle is explained by

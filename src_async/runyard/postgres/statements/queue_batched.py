@@ -8,8 +8,10 @@ from runyard.postgres.statements.queue_rotation import (
     INSERT_WORK,
     JOIN_ROTATION,
     LEASE,
+    RETIRED_FIRST,
     pick_tenants,
     reclaim,
+    retire_drained,
     tally,
     wake,
 )
@@ -59,7 +61,8 @@ SELECT false, {work_cols_w} FROM {work} w
 WHERE w.tenant = $1::text
   AND (w.item_id = ANY ($2::text[]) OR w.dedupe_key = ANY ($7::text[]))""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over $5 limit $6 reclaim jitters
-    # $7 backoff_base $8 backoff_cap $9 policy max_attempts. The batch form of "claim",
+    # $7 backoff_base $8 backoff_cap $9 policy max_attempts $10 tenants of earlier claims (NULL
+    # for none, see retire_drained()). The batch form of "claim",
     # lapsed leases reclaimed first the same way: up to $5 tenants with due work in turn
     # order (their rotation rows locked SKIP LOCKED; when every such row is held, the same
     # tenants unlocked, turns not advanced), due heads of each locked SKIP LOCKED (no more
@@ -67,7 +70,8 @@ WHERE w.tenant = $1::text
     # the first $5 by (rank in the tenant, turn): the order $5 single claims serve them in.
     # Each served tenant's turn is advanced in the order of its last claim. One row per
     # claimed item (pos set), and one per picked tenant that got none (its heads were all
-    # locked, or the batch was full).
+    # locked, or the batch was full); each says how many lapsed leases the statement took
+    # back.
     "claim_many": "WITH "
     + reclaim(6, 7, 8, 9)
     + ", "
@@ -109,18 +113,16 @@ WHERE w.tenant = $1::text
     FROM served s, pick p WHERE p.owned AND p.tenant = s.tenant AND t.tenant = s.tenant
 )"""
     + CLAIM_TALLY
+    + retire_drained(10)
     + """
 SELECT c.pos, p.tenant,
-       (SELECT count(*) FROM (
-            SELECT 1 FROM {work} x
-            WHERE x.tenant = p.tenant AND x.state = 'ready'
-            ORDER BY x.available_at
-            LIMIT 16 + (SELECT count(*) FROM claimed k WHERE k.tenant = p.tenant)) AS n)
-         < 16 + (SELECT count(*) FROM claimed k WHERE k.tenant = p.tenant),
+       (SELECT count(*) FROM reclaimed r),
        c.tenant, c.item_id, c.payload, c.priority, c.state, c.attempts, c.available_at,
        c.enqueued_at, c.dedupe_key, c.worker, c.lease_expires_at, c.last_error, c.token,
        c.claimed_at, c.dead_reason, c.dead_at, c.max_attempts
-FROM pick p LEFT JOIN claimed c ON c.tenant = p.tenant
+FROM pick p LEFT JOIN claimed c ON c.tenant = p.tenant"""
+    + RETIRED_FIRST
+    + """
 ORDER BY c.pos NULLS LAST, p.turn, p.tenant""",
     # $1 tenants $2 item_ids $3 tokens $4 now $5 max_lease_seconds $6 now + lease_seconds
     "heartbeat_many": "WITH "

@@ -11,9 +11,11 @@ __all__ = [
     "JOIN_ROTATION",
     "JOIN_ROTATION_IN_CLAIM",
     "LEASE",
+    "RETIRED_FIRST",
     "delayed",
     "pick_tenants",
     "reclaim",
+    "retire_drained",
     "tally",
     "wake",
 ]
@@ -98,6 +100,30 @@ def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
         + JOIN_ROTATION_IN_CLAIM
         + delayed("reclaimed", "$1::float8")
     )
+
+
+def retire_drained(tenants: int) -> str:
+    """The CTE "retired": of the tenants in ``$tenants`` (text[], NULL for none), those the
+    client's earlier claims served, each one that this statement's snapshot shows without an
+    item in state 'ready' (DUE_TENANT's probe, one index entry) is handed to {turns_retire},
+    which leaves the rotation if the tenant still has none in a fresh snapshot (so it sees
+    what committed after this statement began; a row another session holds is skipped, never
+    waited on). The tenants this statement picked are left alone: their rows are locked and
+    advanced here, and the client passes them again. Reading "pick" first orders the two.
+    The final SELECT runs it with RETIRED_FIRST, whether or not anything is due."""
+    return f""", retired AS (
+    SELECT {{turns_retire}}(r.tenant) AS gone FROM unnest(${tenants}::text[]) AS r(tenant)
+    WHERE r.tenant <> ALL (ARRAY(SELECT p.tenant FROM pick p))
+      AND (SELECT d.available_at FROM {{work}} d
+           WHERE d.tenant = r.tenant AND d.state = 'ready'
+           ORDER BY d.available_at LIMIT 1) IS NULL
+)"""
+
+
+# The WHERE of a claim's final SELECT: a one-time filter, evaluated before any row is read,
+# which runs "retired" (see retire_drained) even when nothing is due.
+RETIRED_FIRST = """
+WHERE (SELECT count(*) FROM retired) >= 0"""
 
 
 def tally(ready: str, leased: str, dead: str) -> str:

@@ -95,10 +95,11 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         check_limit(limit)
         leases: list[Lease] = []
         passed_over: list[str] = []
-        near_empty: set[str] = set()
         while len(leases) < limit and len(passed_over) <= MAX_TENANTS_PASSED_OVER:
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
+            drained = self._take_drained()
+            reclaim = self._reclaim_args(now)
             try:
                 rows = self._fetch(
                     "claim_many",
@@ -107,22 +108,26 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
                     expires,
                     passed_over,
                     limit - len(leases),
-                    *self._reclaim_args(),
+                    *reclaim,
+                    drained,
                     idempotent=False,
                 )
             except StoreOutcomeUnknown as exc:
+                self._drained.update(drained or ())
                 raise StoreOutcomeUnknown(
                     f"{exc}; leases it took are returned by adopt({worker!r}) or reaped "
                     "when they lapse"
                 ) from None
+            except RunyardError:
+                self._drained.update(drained or ())
+                raise
+            self._reclaimed(reclaim[0], int(rows[0][2]) if rows else None)
             claimed = [row for row in rows if row[0] is not None]
             leases += [decode_lease(row[3:]) for row in claimed]
-            near_empty |= {str(row[1]) for row in claimed if row[2]}
             if claimed or not rows:
                 break
             passed_over += [str(row[1]) for row in rows]
-        for tenant in sorted(near_empty):
-            self._retire(tenant)
+        self._served(sorted({lease.tenant for lease in leases}))
         return leases
 
     def _refusals(
