@@ -4,6 +4,7 @@ many: no sequential scan of the work table, and a claim touches a bounded number
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -16,8 +17,9 @@ from tests.support.postgres_plugin import admin_connection
 
 ITEMS, TENANTS, NOW = 200_000, 1_000, 1_700_000_000.0
 # The most pages one claim may touch (shared buffers hit or read) on the loads below, with or
-# without statistics: about 20 to find and lock the item, about 40 to write it (the new row
-# version and its index entries) and advance the turn; 58 to 64 measured. Reading one
+# without statistics, once the session's caches are warm: about 20 to find and lock the item,
+# the rest to write it (the new row version and its index entries) and advance the turn; 35
+# to 38 measured. Reading one
 # tenant's backlog of 100,000 index entries touches about 90,000.
 MAX_CLAIM_PAGES = 100
 # The most pages one claim_many(limit=16) may touch: 16 items found, locked and written, about
@@ -102,15 +104,29 @@ def _generic_plan(
 def _generic_pages(
     conn: Conn, args: tuple[object, ...] = CLAIM_ARGS, name: str = "claim_plan"
 ) -> tuple[int, str]:
-    """Run the generic plan under EXPLAIN (ANALYZE, BUFFERS), rolled back: the pages touched."""
-    with conn.transaction(force_rollback=True):
-        row = conn.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {_execute(conn, name, args)}"
-        ).fetchone()
-    assert row is not None
-    plan: dict[str, Any] = row[0][0]["Plan"]  # type: ignore[index]
-    pages = int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
-    return pages, json.dumps(plan, indent=1)
+    """Run the generic plan under EXPLAIN (ANALYZE, BUFFERS), rolled back: the pages touched
+    (the second of two runs, see _warm_pages)."""
+    query = f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {_execute(conn, name, args)}"
+    return _warm_pages(conn, lambda: conn.execute(query).fetchone())
+
+
+def _warm_pages(conn: Conn, explain: Callable[[], Any]) -> tuple[int, str]:
+    """Pages touched by the second of two runs of ``explain`` (each rolled back), with the
+    executed plan. A session's first execution also reads catalog pages (its relation and
+    function caches filling), as many as the catalog is deep, and the catalog grows with
+    every schema the suite creates (105 pages first, 36 warm, measured): the bound is on the
+    statement's own pages."""
+    pages, plan = 0, ""
+    for _ in range(2):
+        with conn.transaction(force_rollback=True):
+            row = explain()
+        assert row is not None
+        executed: dict[str, Any] = row[0][0]["Plan"]
+        pages = int(executed.get("Shared Hit Blocks", 0)) + int(
+            executed.get("Shared Read Blocks", 0)
+        )
+        plan = json.dumps(executed, indent=1)
+    return pages, plan
 
 
 @pytest.mark.slow
@@ -194,17 +210,17 @@ def _load_delayed_backlog(conn: Conn, tables: StateTables) -> None:
 
 
 def _buffers(conn: Conn, statement: str) -> tuple[int, str]:
-    """Run the claim under EXPLAIN (ANALYZE, BUFFERS) and roll it back: the pages it touched."""
+    """Run the claim under EXPLAIN (ANALYZE, BUFFERS) and roll it back: the pages it touched
+    (the second of two runs, as in _generic_pages)."""
     cursor = psycopg.RawCursor(conn)
-    with conn.transaction(force_rollback=True):
+
+    def explain() -> Any:
         cursor.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {statement}", CLAIM_ARGS
         )
-        row = cursor.fetchone()
-    assert row is not None
-    plan: dict[str, Any] = row[0][0]["Plan"]  # type: ignore[index]
-    pages = int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
-    return pages, json.dumps(plan, indent=1)
+        return cursor.fetchone()
+
+    return _warm_pages(conn, explain)
 
 
 def test_a_delayed_backlog_is_not_walked(pg_tables: StateTables) -> None:
