@@ -53,7 +53,7 @@ async def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_pat
         conn.executescript(SQLITE_SCHEMA)
         conn.executescript(f"BEGIN; {migration}; COMMIT;")
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert not _GONE & indexes and "runyard_work_items_ready_by_due" in indexes
+    assert not _GONE & indexes and indexes >= _READY
     queue = await AsyncSqliteWorkQueue.open(path)
     try:
         item = await queue.enqueue("acme", {"n": 1}, max_attempts=2)
@@ -62,22 +62,13 @@ async def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_pat
         await queue.aclose()
 
 
-# The work table's indexes at queue version 2 where version 3 has runyard_work_items_ready_by_due.
+# What a runyard of queue version 2 had beside version 3's indexes: the index by worker.
 _AT_VERSION_2 = (
-    "DROP INDEX runyard_work_items_ready_by_due",
-    "CREATE INDEX runyard_work_items_ready ON runyard_work_items "
-    "(tenant, priority DESC, available_at, ready_seq) WHERE state = 'ready'",
-    "CREATE INDEX runyard_work_items_due ON runyard_work_items (tenant, available_at) "
-    "WHERE state = 'ready'",
     "CREATE INDEX runyard_work_items_by_worker ON runyard_work_items (worker, token) "
     "WHERE state = 'leased'",
 )
-_GONE = {
-    "runyard_work_items_ready",
-    "runyard_work_items_due",
-    "runyard_work_items_by_worker",
-    "runyard_work_items_ready_seq",
-}
+_GONE = {"runyard_work_items_by_worker", "runyard_work_items_ready_seq"}
+_READY = {"runyard_work_items_ready", "runyard_work_items_due"}
 
 
 @pytest.mark.asyncio
@@ -101,12 +92,12 @@ async def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_pat
     message = str(refused.value)
     assert "'queue' is at schema version 2" in message and "version 3" in message
     migration = message.split("run `")[1].split("`")[0]
-    assert migration.startswith('DROP INDEX IF EXISTS "runyard_work_items_ready"')
+    assert migration.startswith('DROP INDEX IF EXISTS "runyard_work_items_by_worker"')
     with sqlite3.connect(path) as conn:  # the repair the message names
         conn.executescript(SQLITE_SCHEMA)
         conn.executescript(f"BEGIN; {migration}; COMMIT;")
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert not _GONE & indexes and "runyard_work_items_ready_by_due" in indexes
+    assert not _GONE & indexes and indexes >= _READY
     queue = await AsyncSqliteWorkQueue.open(path, clock=clock, policy=POLICY)
     try:
         (adopted,) = await queue.adopt("w1")  # found without the index by worker
@@ -116,7 +107,7 @@ async def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_pat
         assert urgent.state == "ready"
         first, second = await queue.claim("w2"), await queue.claim("w2")
         assert first is not None and second is not None
-        assert (first.item_id, second.item_id) == ("c", "b")  # the index created by the repair
+        assert (first.item_id, second.item_id) == ("c", "b")  # highest priority first
         assert await queue.adopt("w1") == []
     finally:
         await queue.aclose()

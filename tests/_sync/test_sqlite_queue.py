@@ -51,7 +51,7 @@ def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Pat
         conn.executescript(SQLITE_SCHEMA)
         conn.executescript(f"BEGIN; {migration}; COMMIT;")
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert not _GONE & indexes and "runyard_work_items_ready_by_due" in indexes
+    assert not _GONE & indexes and indexes >= _READY
     queue = SqliteWorkQueue.open(path)
     try:
         item = queue.enqueue("acme", {"n": 1}, max_attempts=2)
@@ -60,22 +60,13 @@ def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Pat
         queue.close()
 
 
-# The work table's indexes at queue version 2 where version 3 has runyard_work_items_ready_by_due.
+# What a runyard of queue version 2 had beside version 3's indexes: the index by worker.
 _AT_VERSION_2 = (
-    "DROP INDEX runyard_work_items_ready_by_due",
-    "CREATE INDEX runyard_work_items_ready ON runyard_work_items "
-    "(tenant, priority DESC, available_at, ready_seq) WHERE state = 'ready'",
-    "CREATE INDEX runyard_work_items_due ON runyard_work_items (tenant, available_at) "
-    "WHERE state = 'ready'",
     "CREATE INDEX runyard_work_items_by_worker ON runyard_work_items (worker, token) "
     "WHERE state = 'leased'",
 )
-_GONE = {
-    "runyard_work_items_ready",
-    "runyard_work_items_due",
-    "runyard_work_items_by_worker",
-    "runyard_work_items_ready_seq",
-}
+_GONE = {"runyard_work_items_by_worker", "runyard_work_items_ready_seq"}
+_READY = {"runyard_work_items_ready", "runyard_work_items_due"}
 
 
 def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_path: Path) -> None:
@@ -98,12 +89,12 @@ def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_path: Pat
     message = str(refused.value)
     assert "'queue' is at schema version 2" in message and "version 3" in message
     migration = message.split("run `")[1].split("`")[0]
-    assert migration.startswith('DROP INDEX IF EXISTS "runyard_work_items_ready"')
+    assert migration.startswith('DROP INDEX IF EXISTS "runyard_work_items_by_worker"')
     with sqlite3.connect(path) as conn:  # the repair the message names
         conn.executescript(SQLITE_SCHEMA)
         conn.executescript(f"BEGIN; {migration}; COMMIT;")
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert not _GONE & indexes and "runyard_work_items_ready_by_due" in indexes
+    assert not _GONE & indexes and indexes >= _READY
     queue = SqliteWorkQueue.open(path, clock=clock, policy=POLICY)
     try:
         (adopted,) = queue.adopt("w1")  # found without the index by worker
@@ -113,7 +104,7 @@ def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_path: Pat
         assert urgent.state == "ready"
         first, second = queue.claim("w2"), queue.claim("w2")
         assert first is not None and second is not None
-        assert (first.item_id, second.item_id) == ("c", "b")  # the index created by the repair
+        assert (first.item_id, second.item_id) == ("c", "b")  # highest priority first
         assert queue.adopt("w1") == []
     finally:
         queue.close()

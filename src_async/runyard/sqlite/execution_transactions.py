@@ -31,12 +31,14 @@ def commit_body(
     sql: Mapping[str, str],
     now: float | None,
     plan: CommitPlan,
+    context: str,
     trace_max: int,
 ) -> list[int]:
     """The compare-and-swap on the execution row first (a lost CAS raises StoreConflict, and
     the transaction is rolled back before anything else is written), then the outbox entries,
     the processed mark, the timer operations in order, the spawn intents and the trace step.
-    Returns the outbox seqs."""
+    ``context`` is the execution's context, encoded before the transaction began. Returns the
+    outbox seqs."""
     snapshot = plan.execution
     expected = snapshot.version
     ids = {"execution_id": snapshot.id}
@@ -45,7 +47,7 @@ def commit_body(
     labels = {**ids, "definition_id": snapshot.definition_id, "status": snapshot.status}
     row = {
         **ids,
-        "context": dump_json(snapshot.context),
+        "context": context,
         "parent_id": snapshot.parent_id,
         "root_path": snapshot.root_path,
         "now": now,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
@@ -28,14 +29,12 @@ __all__ = [
 # every ready_seq is gone (the claim index finds the next one).
 # state 3: prune(): the lease_floors table and the run_leases (expires_at) index.
 # executions 2: prune_processed(): the processed (processed_at, execution_id, event_id) index.
-# queue 3: one index of ready items by due time where there were two (by priority, by due
-# time), and none by worker (adopt walks the lapsing index): an enqueue writes one page fewer, a
-# claim two, a completion one.
+# queue 3: no index by worker (adopt walks the live leases in the lapsing index): a claim and
+# its completion write two pages fewer.
 SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 3, "executions": 2}
 
-# Queue 2 to 3: SQLITE_SCHEMA has created the index of ready items by due time.
+# Queue 2 to 3 (the indexes of ready items are version 2's).
 _QUEUE_3 = (
-    'DROP INDEX IF EXISTS "{work}_ready"; DROP INDEX IF EXISTS "{work}_due"; '
     'DROP INDEX IF EXISTS "{work}_by_worker"; '
     "UPDATE \"{schema_table}\" SET version = 3 WHERE component = 'queue'"
 )
@@ -178,10 +177,13 @@ DATABASE_NOW = "(julianday('now') - 2440587.5) * 86400.0"
 _NOW_PARAMETER = re.compile(r":now\b")
 
 
-def render(templates: dict[str, str], tables: SqliteTables) -> dict[str, str]:
-    """Fill every template's table names (``{runs}`` ...) for ``tables`` (quoted identifiers),
-    and make ``:now`` the database's time unless the caller binds one (an injected clock)."""
-    names = {name: f'"{value}"' for name, value in tables.names().items()}
+def render(
+    templates: dict[str, str], tables: SqliteTables, indexes: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Fill every template's table names (``{runs}`` ...) for ``tables``, and the index names
+    of ``indexes`` (placeholder to name), as quoted identifiers; make ``:now`` the database's
+    time unless the caller binds one (an injected clock)."""
+    names = {name: f'"{value}"' for name, value in {**tables.names(), **(indexes or {})}.items()}
     now = f"COALESCE(:now, {DATABASE_NOW})"
     return {
         name: _NOW_PARAMETER.sub(now, text.format_map(names)).strip()

@@ -1,5 +1,5 @@
 -- runyard's SQLite schema: state at version 3 (2: the run event logs; 3: lease pruning), queue at
--- 3 (2: per-item max_attempts; 3: two indexes fewer), executions at 2 (processed marks pruned
+-- 3 (2: per-item max_attempts; 3: no index by worker), executions at 2 (processed marks pruned
 -- oldest first).
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
@@ -84,7 +84,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS "{events}_by_event_id" ON "{events}" (tenant, 
 -- Work queues -------------------------------------------------------------------------------
 
 -- ready_seq orders a tenant's ready items of equal priority and due time by when they last
--- became ready (one more than the last of that group, found in the claim index).
+-- became ready (one more than the last of that group, found in the index {work}_ready).
 CREATE TABLE IF NOT EXISTS "{work}" (
     tenant            TEXT NOT NULL,
     item_id           TEXT NOT NULL,
@@ -106,17 +106,22 @@ CREATE TABLE IF NOT EXISTS "{work}" (
     max_attempts      INTEGER CHECK (max_attempts IS NULL OR max_attempts >= 1),
     PRIMARY KEY (tenant, item_id)
 );
--- A tenant's ready items by due time (queue version 3: one index where there were two): claim
--- seeks whether a tenant has due work and reads its due items' priority and ready_seq from it
--- (highest priority first, then first due, then first ready); an item becoming ready seeks the
--- end of its (tenant, due time, priority) group here for its ready_seq.
-CREATE INDEX IF NOT EXISTS "{work}_ready_by_due" ON "{work}"
-    (tenant, available_at, priority, ready_seq) WHERE state = 'ready';
+-- claim: a tenant's head, highest priority first, then first due, then first ready (named in
+-- the claim with INDEXED BY, so the plan needs no statistics; runyard never runs ANALYZE); an
+-- item becoming ready seeks the end of its (tenant, priority, due time) group here for its
+-- ready_seq.
+CREATE INDEX IF NOT EXISTS "{work}_ready" ON "{work}" (tenant, priority DESC, available_at, ready_seq)
+    WHERE state = 'ready';
+-- claim: whether a tenant has due work (one seek, whatever its items' priorities).
+CREATE INDEX IF NOT EXISTS "{work}_due" ON "{work}" (tenant, available_at) WHERE state = 'ready';
 -- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
 CREATE UNIQUE INDEX IF NOT EXISTS "{work}_dedupe" ON "{work}" (tenant, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
--- reap and every claim find lapsed leases here; adopt walks it too (the leases that are live):
--- since queue version 3 no index by worker is rewritten at every claim and completion.
+-- reap and every claim find lapsed leases here. adopt reads the live leases here too: every
+-- live lease of every worker (lease_expires_at >= now), keeping the worker's and sorting them by
+-- token, so its cost grows with all live leases, under the write lock (13-32 ms at 105k live
+-- leases, 0.8 ms at 2.5k, see docs/sqlite.md). Queue version 3 has no index by worker: it cost
+-- two pages per claim and completion (its worker and token change at each).
 CREATE INDEX IF NOT EXISTS "{work}_lapsing" ON "{work}" (lease_expires_at, token)
     WHERE state = 'leased';
 CREATE INDEX IF NOT EXISTS "{work}_dead" ON "{work}" (tenant, dead_at, item_id) WHERE state = 'dead';

@@ -23,8 +23,7 @@ WORK_COLUMNS = (
 def _next_ready(priority: str, available_at: str, tenant: str = "{work}.tenant") -> str:
     """The readiness order of an item becoming ready: after every ready item it ties with
     (same tenant, priority and due time), the only items ready_seq orders it against. One
-    seek at the end of that group in the index of ready items by due time (no index over all
-    the orders)."""
+    seek at the end of that group in the claim's index (no index over all the orders)."""
     return f"""(SELECT COALESCE(MAX(r.ready_seq), 0) + 1 FROM {{work}} r
      WHERE r.tenant = {tenant} AND r.state = 'ready' AND r.priority = {priority}
        AND r.available_at = {available_at})"""
@@ -53,18 +52,21 @@ WHERE tenant = :tenant AND (item_id = :item_id OR dedupe_key = :dedupe_key)
 ORDER BY item_id = :item_id DESC
 LIMIT 1""",
     # The tenant with the oldest turn that has due work, its head item, claimed in one
-    # statement; the trigger advances the counter and the tenant's turn.
+    # statement; the trigger advances the counter and the tenant's turn. The head is the first
+    # due entry of the tenant's priority-first index, read in index order (no sort): INDEXED BY
+    # holds the plan whatever the statistics say. It steps over the tenant's not-yet-due items
+    # of a higher priority than the head's.
     "claim": f"""
 UPDATE {{work}}
 SET state = 'leased', attempts = attempts + 1, worker = :worker, claimed_at = :now,
     lease_expires_at = :now + :lease_seconds,
     token = (SELECT c.claims + 1 FROM {{counters}} c WHERE c.id = 1)
 WHERE rowid = (
-    SELECT w.rowid FROM {{work}} w
+    SELECT w.rowid FROM {{work}} w INDEXED BY {{work_ready}}
     WHERE w.state = 'ready' AND w.available_at <= :now AND w.tenant = (
         SELECT t.tenant FROM {{turns}} t
         WHERE EXISTS (
-            SELECT 1 FROM {{work}} d
+            SELECT 1 FROM {{work}} d INDEXED BY {{work_due}}
             WHERE d.tenant = t.tenant AND d.state = 'ready' AND d.available_at <= :now)
         ORDER BY t.turn, t.tenant
         LIMIT 1)
@@ -173,4 +175,5 @@ FROM {work}""",
 @cache
 def queue_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the work queue's statements rendered for ``tables`` (cached per SqliteTables)."""
-    return render(_TEMPLATES, tables)
+    indexes = {"work_ready": f"{tables.work}_ready", "work_due": f"{tables.work}_due"}
+    return render(_TEMPLATES, tables, indexes)

@@ -117,7 +117,10 @@ class AsyncSqliteStore(AsyncSqliteExecutionRetention, _AsyncSqliteAdapter):
             trace=trace,
             max_value_bytes=self.max_value_bytes,
         )
-        seqs = await self._transact(commit_body, self._sql, self._now(), plan, self._trace_max)
+        context = dump_json(plan.execution.context)
+        seqs = await self._transact(
+            commit_body, self._sql, self._now(), plan, context, self._trace_max
+        )
         exe.version = plan.execution.version + 1
         return seqs
 

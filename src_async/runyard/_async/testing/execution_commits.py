@@ -88,6 +88,21 @@ class AsyncExecutionCommitCases(AsyncExecutionKitBase):
         assert second.updated_at >= first.created_at and second.status == "done"
 
     @pytest.mark.asyncio
+    async def test_a_commit_changing_only_the_definition_moves_it_between_listings(
+        self, store: AsyncExecutionStore
+    ) -> None:
+        exe = await self._created(store, "e1", definition_id="billing", status="running")
+        await self._created(store, "e2", definition_id="billing", status="running")
+        exe.definition_id = "onboarding"
+        await store.commit(exe)  # the status is unchanged
+        loaded = await store.load("e1")
+        assert loaded is not None
+        assert (loaded.definition_id, loaded.status, loaded.version) == ("onboarding", "running", 2)
+        assert await self._walk(store, definition_id="onboarding") == ["e1"]
+        assert await self._walk(store, definition_id="billing") == ["e2"]
+        assert sorted(await self._walk(store, status="running")) == ["e1", "e2"]
+
+    @pytest.mark.asyncio
     async def test_stale_save_conflicts_and_reports_the_found_version(
         self, store: AsyncExecutionStore
     ) -> None:

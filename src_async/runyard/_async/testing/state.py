@@ -269,6 +269,23 @@ class AsyncStateStoreConformance(
         assert [r.run_id for r in page.items] == ["r0", "r1"]
 
     @pytest.mark.asyncio
+    async def test_put_run_with_a_new_session_moves_the_run_and_none_keeps_it(
+        self, store: AsyncStateStore
+    ) -> None:
+        key = RunKey("acme", "r1")
+        await store.put_run(key, {}, expected_version=0, session_id="s1")
+        moved = await store.put_run(key, {"n": 1}, expected_version=1, session_id="s2")
+        assert moved.session_id == "s2"
+        in_s1 = await store.list_runs("acme", session_id="s1", limit=100)
+        in_s2 = await store.list_runs("acme", session_id="s2", limit=100)
+        assert ([r.run_id for r in in_s1.items], [r.run_id for r in in_s2.items]) == ([], ["r1"])
+        kept = await store.put_run(key, {"n": 2}, expected_version=2)
+        got = await store.get_run(key)
+        assert got is not None and (kept.session_id, got.session_id) == ("s2", "s2")
+        in_s2 = await store.list_runs("acme", session_id="s2", limit=100)
+        assert [r.run_id for r in in_s2.items] == ["r1"]
+
+    @pytest.mark.asyncio
     async def test_cursor_walk_returns_every_run_once_under_updates(
         self, store: AsyncStateStore
     ) -> None:

@@ -117,7 +117,8 @@ class SqliteStore(SqliteExecutionRetention, _SqliteAdapter):
             trace=trace,
             max_value_bytes=self.max_value_bytes,
         )
-        seqs = self._transact(commit_body, self._sql, self._now(), plan, self._trace_max)
+        context = dump_json(plan.execution.context)
+        seqs = self._transact(commit_body, self._sql, self._now(), plan, context, self._trace_max)
         exe.version = plan.execution.version + 1
         return seqs
 

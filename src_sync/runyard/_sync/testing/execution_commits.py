@@ -81,6 +81,20 @@ class ExecutionCommitCases(ExecutionKitBase):
         assert second.updated_at is not None and first.created_at is not None
         assert second.updated_at >= first.created_at and second.status == "done"
 
+    def test_a_commit_changing_only_the_definition_moves_it_between_listings(
+        self, store: ExecutionStore
+    ) -> None:
+        exe = self._created(store, "e1", definition_id="billing", status="running")
+        self._created(store, "e2", definition_id="billing", status="running")
+        exe.definition_id = "onboarding"
+        store.commit(exe)  # the status is unchanged
+        loaded = store.load("e1")
+        assert loaded is not None
+        assert (loaded.definition_id, loaded.status, loaded.version) == ("onboarding", "running", 2)
+        assert self._walk(store, definition_id="onboarding") == ["e1"]
+        assert self._walk(store, definition_id="billing") == ["e2"]
+        assert sorted(self._walk(store, status="running")) == ["e1", "e2"]
+
     def test_stale_save_conflicts_and_reports_the_found_version(
         self, store: ExecutionStore
     ) -> None:

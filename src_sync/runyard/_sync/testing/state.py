@@ -244,6 +244,22 @@ class StateStoreConformance(
         page = store.list_runs("acme", session_id="s1", limit=100)
         assert [r.run_id for r in page.items] == ["r0", "r1"]
 
+    def test_put_run_with_a_new_session_moves_the_run_and_none_keeps_it(
+        self, store: StateStore
+    ) -> None:
+        key = RunKey("acme", "r1")
+        store.put_run(key, {}, expected_version=0, session_id="s1")
+        moved = store.put_run(key, {"n": 1}, expected_version=1, session_id="s2")
+        assert moved.session_id == "s2"
+        in_s1 = store.list_runs("acme", session_id="s1", limit=100)
+        in_s2 = store.list_runs("acme", session_id="s2", limit=100)
+        assert ([r.run_id for r in in_s1.items], [r.run_id for r in in_s2.items]) == ([], ["r1"])
+        kept = store.put_run(key, {"n": 2}, expected_version=2)
+        got = store.get_run(key)
+        assert got is not None and (kept.session_id, got.session_id) == ("s2", "s2")
+        in_s2 = store.list_runs("acme", session_id="s2", limit=100)
+        assert [r.run_id for r in in_s2.items] == ["r1"]
+
     def test_cursor_walk_returns_every_run_once_under_updates(self, store: StateStore) -> None:
         for i in range(23):
             store.put_run(RunKey("acme", f"r{i:02d}"), {"i": i}, expected_version=0)

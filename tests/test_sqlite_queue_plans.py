@@ -1,0 +1,50 @@
+"""The SQLite work queue's claim reads its head in index order: the query plans of the claim
+statements that claim and claim_many send, taken from the connection (statements shared by both
+twins), hold whatever statistics the file has."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from runyard import ManualClock
+from runyard.sqlite import SqliteWorkQueue
+
+
+def _claim_plans(path: Path, sent: list[str]) -> list[list[str]]:
+    """The query plan of every claim statement in ``sent`` (bound values expanded)."""
+    claims = [sql for sql in sent if sql.startswith("UPDATE") and "SET state = 'leased'" in sql]
+    with sqlite3.connect(path) as conn:
+        return [
+            [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")] for sql in claims
+        ]
+
+
+def test_claim_and_claim_many_read_the_head_in_index_order_without_a_sort(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "q.db"
+    clock = ManualClock(1_000.0)
+    queue = SqliteWorkQueue.open(path, create_schema=True, clock=clock)
+    sent: list[str] = []
+    try:
+        for n in range(60):  # one tenant: every priority, due and not yet due
+            queue.enqueue("acme", {"n": n}, priority=n % 5, delay_seconds=(n % 2) * 600)
+        queue.enqueue("other", {"n": 0})
+        with sqlite3.connect(path) as conn:  # statistics that could tempt the planner elsewhere
+            conn.execute("ANALYZE")
+        queue.connection.raw.set_trace_callback(sent.append)
+        single = queue.claim("w1")
+        sent_by_claim = len(sent)
+        many = queue.claim_many("w2", limit=3)
+    finally:
+        queue.close()
+    assert single is not None and single.item.payload == {"n": 4}  # highest priority, due
+    assert len(many) == 3
+    by_claim = _claim_plans(path, sent[:sent_by_claim])
+    by_claim_many = _claim_plans(path, sent[sent_by_claim:])
+    assert by_claim and len(by_claim_many) >= 3
+    for plan in by_claim + by_claim_many:
+        assert not [step for step in plan if "TEMP B-TREE" in step], plan
+        assert "SEARCH w USING INDEX runyard_work_items_ready (tenant=?)" in plan, plan
+        assert "SEARCH d USING INDEX runyard_work_items_due (tenant=? AND available_at<?)" in plan
