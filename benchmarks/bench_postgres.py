@@ -391,6 +391,11 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="add 1M items in one tenant")
     parser.add_argument("--samples", type=int, default=300, help="claims timed per case")
     parser.add_argument(
+        "--only",
+        choices=("ops", "latency"),
+        help="run one part only (ops/s or claim latency); prints, writes no report",
+    )
+    parser.add_argument(
         "--out-dir",
         default="benchmarks/results",
         help="where bench-postgres.json and bench-postgres.png go",
@@ -399,30 +404,37 @@ def main() -> None:
     cases = [(int(c.split(":")[0]), int(c.split(":")[1])) for c in args.cases.split(",")]
     if args.large:
         cases.append((1_000_000, 1))
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    tables = StateTables(schema=schema)
-    with admin() as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-        conn.execute(schema_sql(tables))
-        version = conn.execute("SHOW server_version").fetchone()
-    try:
-        raw_sql = raw_setup(tables)
-        ops = asyncio.run(bench_async(tables, raw_sql, args.seconds))
-        ops += bench_sync(tables, raw_sql, args.seconds)
-    finally:
+    ops: list[list[str]] = []
+    server = "?"
+    if args.only != "latency":
+        schema = f"bench_{uuid.uuid4().hex[:8]}"
+        tables = StateTables(schema=schema)
         with admin() as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    latency = claim_latency(cases, args.samples)
-    server = version[0] if version else "?"
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(schema_sql(tables))
+        try:
+            raw_sql = raw_setup(tables)
+            ops = asyncio.run(bench_async(tables, raw_sql, args.seconds))
+            ops += bench_sync(tables, raw_sql, args.seconds)
+        finally:
+            with admin() as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    latency = claim_latency(cases, args.samples) if args.only != "ops" else []
+    with admin() as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+        server = version[0] if version else server
     print(f"PostgreSQL {server}, {os.cpu_count()} CPUs, {args.seconds} s per measurement\n")
-    print(table(OPS_HEADER, ops))
-    print()
-    print(table(LATENCY_HEADER, latency))
-    print()
-    print(table(GROWTH_HEADER, growth(latency)))
-    report = figures(server, args.seconds, ops, latency)
-    for path in write_report("bench-postgres", report, out_dir=args.out_dir):
-        print(f"wrote {path}")
+    if ops:
+        print(table(OPS_HEADER, ops))
+        print()
+    if latency:
+        print(table(LATENCY_HEADER, latency))
+        print()
+        print(table(GROWTH_HEADER, growth(latency)))
+    if args.only is None:
+        report = figures(server, args.seconds, ops, latency)
+        for path in write_report("bench-postgres", report, out_dir=args.out_dir):
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":
