@@ -53,7 +53,7 @@ ORDER BY w.item_id = $2::text DESC
 LIMIT 1""",
     # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked)
     # $5 reclaim jitters $6 backoff_base $7 backoff_cap $8 policy max_attempts $9 tenants that
-    # earlier claims drained (NULL for none). First up to cardinality($5) lapsed leases are
+    # earlier claims drained (NULL for none). First up to RECLAIM_PER_CLAIM lapsed leases are
     # taken back (see reclaim()). One statement, which waits on no lock: the tenant with the
     # oldest turn that has due work and whose rotation row no other session holds (FOR NO KEY
     # UPDATE SKIP LOCKED), so concurrent claimers spread over tenants; when every such row is
