@@ -428,6 +428,57 @@ async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: boo
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool) -> None:
+    # adopt gives every live lease of the worker a new token, the running job's too: the
+    # worker must go on with that one, or the running job's complete is refused.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    first_started, release, both_ended = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    runs: list[int] = []
+    ended: list[str] = []
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            first_started.set()
+            assert await release.wait(SAFETY)
+        else:
+            release.set()
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = AsyncWorker(
+        queue,
+        handler,
+        clock=clock,
+        concurrency=2,
+        batched=batched,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    async def drive() -> None:
+        await queue.enqueue("acme", {"n": 1})
+        assert await first_started.wait(SAFETY)
+        queue.lose_next_claim_reply = True
+        await queue.enqueue("acme", {"n": 2})
+        assert await both_ended.wait(SAFETY)
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    assert queue.lose_next_claim_reply is False  # the reply was lost
+    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    stats = worker.stats()
+    assert (stats.completed, stats.lost) == (2, 0)
+
+
+@pytest.mark.asyncio
 async def test_bad_settings_are_configuration_errors() -> None:
     queue = make_queue(ManualClock())
 

@@ -224,7 +224,7 @@ class AsyncWorker(AsyncWorkerRounds):
         if free <= 0 or not self._claim_wanted():
             return 0, False
         self._claim_due, self._last_claim = False, time.monotonic()
-        started = self._take(await self._store.claim(free))
+        started = self._take(await self._store.claim(free, self._holds))
         if started == free:
             self._claim_due = True
         return started, started == free
@@ -244,15 +244,38 @@ class AsyncWorker(AsyncWorkerRounds):
 
     def _take(self, leases: list[Lease]) -> int:
         """Start a job on each lease the worker does not hold yet; how many."""
-        started = 0
-        settling = {s.key for s in self._finished}
-        for lease in leases:
-            key = (lease.tenant, lease.item_id)
-            if key in self._running or key in settling:
-                continue  # adopted after a lost claim reply: already held
+        fresh = self._renew_held(leases)
+        for lease in fresh:
             self._start(lease)
-            started += 1
-        return started
+        return len(fresh)
+
+    def _renew_held(self, leases: list[Lease]) -> list[Lease]:
+        """Give each slot the worker holds its lease in ``leases`` (adopted after a lost claim
+        reply: ``adopt`` gives every live lease a new token, and only that one is accepted);
+        return the leases it did not hold."""
+        fresh = []
+        for lease in leases:
+            slot = self._held((lease.tenant, lease.item_id))
+            if slot is None:
+                fresh.append(lease)
+            else:
+                slot.lease = lease
+        return fresh
+
+    def _held(self, key: tuple[str, str]) -> Slot | None:
+        """The slot holding ``key``: running, handed off by its predecessor's job, or finished
+        and waiting to settle. (Jobs call it too, in the sync twin from their threads: it only
+        reads, and copies the lists first.)"""
+        slot = self._running.get(key)
+        if slot is not None:
+            return slot
+        for held in [*self._finished, *self._handoff]:
+            if isinstance(held, Slot) and held.key == key:
+                return held
+        return None
+
+    def _holds(self, key: tuple[str, str]) -> bool:
+        return self._held(key) is not None
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
@@ -322,17 +345,14 @@ class AsyncWorker(AsyncWorkerRounds):
         jobs' round trips (the loop would send them one at a time), and runs it next; the
         loop registers it. Batched, the loop's one round trip serves every job."""
         slot.settling = True  # from here on the loop neither heartbeats nor gives it up
-        (error,) = await self._store.complete([slot.lease])
+        (error,) = await self._settle_current([slot], self._store.complete)
         if self._stopping:
             return Settled(error), None
-        leases = await self._store.claim(1)
+        leases = self._renew_held(await self._store.claim(1, self._holds))
         successor = None
-        if len(leases) == 1 and leases[0].item_id != slot.lease.item_id:
-            lease = leases[0]
-            if (lease.tenant, lease.item_id) not in self._running:  # (adopted: held)
-                successor = self._slot(lease)
-                successor.handle = slot.handle
-                leases = []
+        if len(leases) == 1:
+            successor = self._slot(leases[0])
+            successor.handle = slot.handle
         self._handoff.extend(leases if successor is None else [successor])
         return Settled(error), successor  # handed off before the outcome is set
 
@@ -344,8 +364,8 @@ class AsyncWorker(AsyncWorkerRounds):
                 slot.settling or slot.deadline is None or now < slot.deadline
             ):
                 continue
-            del self._running[key]
             if isinstance(slot.outcome, Settled):  # the job sent its complete itself
+                del self._running[key]
                 self._completed(slot, slot.outcome.error)
                 continue
             if slot.outcome is None:
@@ -361,14 +381,16 @@ class AsyncWorker(AsyncWorkerRounds):
                 self._hook(self.hooks.on_failure, slot.job, slot.result)
             if not self._finished:
                 self._first_finished = time.monotonic()
-            self._finished.append(slot)
+            self._finished.append(slot)  # before it leaves the running: always seen as held
+            del self._running[key]
         while self._handoff:  # after the outcomes: a job hands its successor off first
-            handed = self._handoff.popleft()
+            handed = self._handoff[0]
             if isinstance(handed, Slot):
                 self._register(handed)  # running already, on its predecessor's task/thread
                 if handed.outcome is not None:
                     self._nudge.set()  # it ended before it was registered: collect it next
             else:
                 self._take([handed])
+            self._handoff.popleft()  # registered first: always seen as held
         if not self._running and not self._finished:
             self._next_heartbeat = None

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from runyard._async.worker.store import AsyncWorkerStore
 from runyard.clock import Clock
+from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
 from runyard.worker.job import DONE
 from runyard.worker.outcomes import PermanentFailure, WorkerHooks, WorkerStats, describe_failure
@@ -54,8 +55,11 @@ class AsyncWorkerRounds:
         held = [*(s for s in self._running.values() if not s.settling), *self._finished]
         if not held:
             return
-        results = await self._store.heartbeat([s.lease for s in held])
-        for slot, result in zip(held, results, strict=True):
+        sent = [s.lease for s in held]
+        results = await self._store.heartbeat(sent)
+        for slot, lease, result in zip(held, sent, results, strict=True):
+            if slot.lease is not lease:
+                continue  # adopted meanwhile (a job's claim lost its reply): that lease decides
             if isinstance(result, Lease):
                 slot.lease = result
                 continue
@@ -102,7 +106,7 @@ class AsyncWorkerRounds:
         done = [s for s in batch if s.result is DONE]
         if done:
             for slot, error in zip(
-                done, await self._store.complete([s.lease for s in done]), strict=True
+                done, await self._settle_current(done, self._store.complete), strict=True
             ):
                 self._completed(slot, error)
         for slot in batch:
@@ -118,7 +122,11 @@ class AsyncWorkerRounds:
 
     async def _settle_failure(self, slot: Slot, exc: BaseException) -> None:
         retryable = not isinstance(exc, PermanentFailure)
-        result = await self._store.fail(slot.lease, describe_failure(exc), retryable=retryable)
+        sent = slot.lease
+        result = await self._store.fail(sent, describe_failure(exc), retryable=retryable)
+        while isinstance(result, RunyardError) and slot.lease is not sent:
+            sent = slot.lease  # adopted while the fail was in flight: send it with that lease
+            result = await self._store.fail(sent, describe_failure(exc), retryable=retryable)
         if not isinstance(result, WorkItem):
             self._lost(slot, result)
         elif result.state == "dead":
@@ -163,7 +171,7 @@ class AsyncWorkerRounds:
             self._give_up(slot)
         if held:
             for slot, error in zip(
-                held, await self._store.release([s.lease for s in held]), strict=True
+                held, await self._settle_current(held, self._store.release), strict=True
             ):
                 if error is None:
                     self._stats.handed_back += 1
@@ -171,6 +179,26 @@ class AsyncWorkerRounds:
                 else:
                     self._lost(slot, error)
         return not self._running  # a job sending its complete is waited for (it nudges)
+
+    async def _settle_current(
+        self,
+        slots: list[Slot],
+        send: Callable[[Sequence[Lease]], Awaitable[list[RunyardError | None]]],
+    ) -> list[RunyardError | None]:
+        """Send each slot's lease; send again for a slot whose lease was refused after an
+        ``adopt`` (a job's claim lost its reply) gave it a new one while the send was in
+        flight. None, or why the lease was lost, per slot."""
+        results: list[RunyardError | None] = [None] * len(slots)
+        pending = list(range(len(slots)))
+        while pending:
+            sent = [slots[i].lease for i in pending]
+            again = []
+            for i, lease, result in zip(pending, sent, await send(sent), strict=True):
+                results[i] = result
+                if result is not None and slots[i].lease is not lease:
+                    again.append(i)
+            pending = again
+        return results
 
     # -- hooks and logs --------------------------------------------------------------------
     def _extra(self, slot: Slot, outcome: str) -> dict[str, object]:
