@@ -22,12 +22,12 @@ from runyard._async.worker.store import AsyncWorkerStore, WorkerAborted
 from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
 from runyard._flavours import AsyncEvent
 from runyard._flavours_worker import AsyncJobRunner
-from runyard.clock import Clock, SystemClock
+from runyard.clock import Clock
 from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
-from runyard.worker.job import DONE, Job, default_worker_name
+from runyard.worker.job import DONE, Job, default_worker_name, interval_timer
 from runyard.worker.outcomes import (
     JobTimeoutError,
     WorkerHooks,
@@ -51,7 +51,9 @@ class AsyncWorker(AsyncWorkerRounds):
     claims are taken under: by default ``host-pid-random``, unique per worker; give one only
     to a process that restarts under the same name on purpose (see docs/worker.md). Raises
     ConfigurationError for a bad setting, InvalidArgumentError for a name that is not an
-    identifier.
+    identifier. The worker times its own intervals (heartbeats, reaps, timeouts, the
+    shutdown grace) on ``time.monotonic()``, so a step of the wall clock changes none of
+    them; an injected ``clock`` (a ``ManualClock`` in tests) times them instead.
     """
 
     def __init__(
@@ -78,7 +80,7 @@ class AsyncWorker(AsyncWorkerRounds):
         self.handler = handler
         self.name = validate_identifier(default_worker_name() if name is None else name, "worker")
         self.hooks = hooks or WorkerHooks()
-        self._clock = clock or SystemClock()
+        self._time = interval_timer(clock)
         policy = getattr(queue, "policy", None)
         lease_seconds = policy.lease_seconds if isinstance(policy, QueuePolicy) else None
         self._heartbeat_every = self.settings.heartbeat_every(lease_seconds)
@@ -192,7 +194,7 @@ class AsyncWorker(AsyncWorkerRounds):
 
     def _wait_seconds(self) -> float:
         """How long the loop may sleep before something falls due (unless nudged)."""
-        mono, now = time.monotonic(), self._clock.now()
+        mono, now = time.monotonic(), self._time()
         waits = []
         if self._finished:
             waits.append(self._first_finished + self.settings.flush_seconds - mono)
@@ -279,7 +281,7 @@ class AsyncWorker(AsyncWorkerRounds):
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
-        return Slot(lease, self._clock.now() + timeout if timeout is not None else None)
+        return Slot(lease, self._time() + timeout if timeout is not None else None)
 
     def _start(self, lease: Lease) -> None:
         slot = self._slot(lease)
@@ -289,7 +291,7 @@ class AsyncWorker(AsyncWorkerRounds):
     def _register(self, slot: Slot) -> None:
         self._running[slot.key] = slot
         if self._next_heartbeat is None:
-            self._next_heartbeat = self._clock.now() + self._heartbeat_every
+            self._next_heartbeat = self._time() + self._heartbeat_every
         self._stats.in_flight = len(self._running)
         self._hook(self.hooks.on_job_start, slot.job)
 
@@ -358,7 +360,7 @@ class AsyncWorker(AsyncWorkerRounds):
 
     def _collect(self) -> None:
         """Move finished jobs (and jobs past their timeout) to the settle buffer."""
-        now = self._clock.now()
+        now = self._time()
         for key, slot in list(self._running.items()):
             if slot.outcome is None and (
                 slot.settling or slot.deadline is None or now < slot.deadline

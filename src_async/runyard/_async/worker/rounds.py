@@ -8,7 +8,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from runyard._async.worker.store import AsyncWorkerStore
-from runyard.clock import Clock
 from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
 from runyard.worker.job import DONE
@@ -27,7 +26,7 @@ class AsyncWorkerRounds:
     name: str
     settings: WorkerSettings
     hooks: WorkerHooks
-    _clock: Clock
+    _time: Callable[[], float]
     _stats: WorkerStats
     _store: AsyncWorkerStore
     _heartbeat_every: float
@@ -48,7 +47,7 @@ class AsyncWorkerRounds:
     # -- store rounds ----------------------------------------------------------------------
     async def _heartbeat_if_due(self) -> None:
         """Renew every held lease in one round when the schedule says so."""
-        now = self._clock.now()
+        now = self._time()
         if self._next_heartbeat is None or now < self._next_heartbeat:
             return
         self._next_heartbeat = now + self._heartbeat_every
@@ -73,7 +72,7 @@ class AsyncWorkerRounds:
 
     async def _reap_if_due(self) -> None:
         """Every ``reap_seconds``, idle or busy, return lapsed leases (of crashed workers)."""
-        now = self._clock.now()
+        now = self._time()
         if self._stopping or now < self._next_reap:
             return
         self._next_reap = now + self.settings.reap_seconds
@@ -154,7 +153,7 @@ class AsyncWorkerRounds:
 
     async def _shutting_down(self) -> bool:
         """One shutdown step; True once the worker may exit."""
-        now = self._clock.now()
+        now = self._time()
         if self._grace_deadline is None:
             self._grace_deadline = now + self.settings.shutdown_grace
             log.info("stopping: no more claims", extra={"worker": self.name})
