@@ -20,7 +20,7 @@ from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import open_pool, open_queue
-from tests._async.worker_spies import SpyPostgresQueue, SpyRedisQueue
+from tests._async.worker_spies import SpyPostgresQueue, SpyRedisQueue, SpyRedisWakeup
 from tests.support.postgres_plugin import PG_DSN, PG_PORT
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
@@ -76,6 +76,65 @@ async def test_an_idle_redis_cluster_worker_is_woken_by_the_enqueue_script(
         await _woken_by_the_enqueue_script(cluster_redis_target, settings)
     finally:
         cluster_redis_target.purge(settings.namespace)
+
+
+@pytest.mark.asyncio
+async def test_a_busy_redis_worker_leaves_the_hint_to_an_idle_one(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # BLPOP hands a hint to one blocked worker. A, whose one slot is busy, must not block on
+    # the wake key: the hint of the next enqueue is B's, who is idle (backstops of 60 s, past
+    # the test's safety limit: only a hint starts a job here).
+    release, long_started, decided = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    started: dict[str, str] = {}
+
+    def member(name: str) -> tuple[AsyncWorker, SpyRedisQueue, SpyRedisWakeup]:
+        queue = SpyRedisQueue(
+            AsyncClients.for_target(local_redis_target), settings=redis_settings, owns_client=True
+        )
+        wakeup = SpyRedisWakeup(
+            AsyncClients.for_target(local_redis_target),
+            namespace=redis_settings.namespace,
+            owns_client=True,
+        )
+
+        async def handler(job: Job) -> None:
+            started[job.payload["n"]] = name
+            if job.payload["n"] == "long":
+                long_started.set()
+                assert await release.wait(SAFETY)
+            else:
+                decided.set()
+
+        worker = AsyncWorker(
+            queue, handler, wakeup=wakeup, concurrency=1, backstop_seconds=60, reap_seconds=600
+        )
+        return worker, queue, wakeup
+
+    a, queue_a, wakeup_a = member("A")
+    b, queue_b, wakeup_b = member("B")
+
+    async def drive() -> None:
+        assert await queue_a.claimed_nothing.wait(SAFETY)
+        assert await wakeup_a.waiting.wait(SAFETY)
+        await queue_a.enqueue("acme", {"n": "long"})
+        assert await long_started.wait(SAFETY)
+        wakeup_a.hinted = decided  # the hint of "long" was A's; another one decides
+        await async_gather([b.run, enqueue_for_b])
+
+    async def enqueue_for_b() -> None:
+        assert await queue_b.claimed_nothing.wait(SAFETY)
+        assert await wakeup_b.waiting.wait(SAFETY)
+        await queue_b.enqueue("acme", {"n": "short"})
+        assert await decided.wait(SAFETY)  # B started it, or busy A popped its hint
+        release.set()
+        a.stop()
+        b.stop()
+
+    await async_gather([a.run, drive])
+    assert started == {"long": "A", "short": "B"}
+    await queue_a.aclose()
+    await queue_b.aclose()
 
 
 async def _woken_postgres_worker(

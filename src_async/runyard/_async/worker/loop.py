@@ -86,6 +86,9 @@ class AsyncWorker(AsyncWorkerRounds):
         self._heartbeat_every = self.settings.heartbeat_every(lease_seconds)
         self._stats = WorkerStats()
         self._nudge = AsyncEvent()
+        # Set while a slot is free and the worker is not stopping: only then does the listener
+        # wait for hints (on Redis a blocked worker pops a hint that an idle one needs).
+        self._listening = AsyncEvent()
         self._aborted = AsyncEvent()
         self._store = AsyncWorkerStore(
             queue, self.name, self.settings, self._stats, self._aborted, log
@@ -115,6 +118,7 @@ class AsyncWorker(AsyncWorkerRounds):
     def stop(self) -> None:
         """Stop claiming; in-flight jobs get ``shutdown_grace`` seconds, then are handed back."""
         self._stopping = True
+        self._listening.clear()
         self._nudge.set()
 
     def abort(self) -> None:
@@ -151,6 +155,10 @@ class AsyncWorker(AsyncWorkerRounds):
                 if self._stopping and await self._shutting_down():
                     break
                 claimed, more = (0, False) if self._stopping else await self._fill()
+                if not self._stopping and len(self._running) < self.settings.concurrency:
+                    self._listening.set()
+                else:
+                    self._listening.clear()
                 await self._heartbeat_if_due()
                 flushed = self._flush_due()
                 if flushed:
@@ -170,6 +178,7 @@ class AsyncWorker(AsyncWorkerRounds):
             pass
         finally:
             self._serving = False
+            self._listening.set()  # a listener waiting for a free slot ends
             await self._jobs.aclose()
             await self._listener.aclose()
             if self._wakeup is not None:
@@ -177,10 +186,15 @@ class AsyncWorker(AsyncWorkerRounds):
         return self.stats()
 
     async def _listen(self) -> None:
-        """Turn wake-up hints into nudges while the worker serves (a job of its own)."""
+        """Turn wake-up hints into nudges while the worker serves (a job of its own); wait
+        for hints only while a slot is free and the worker is not stopping. After a hint, the
+        next wait comes once the loop has claimed: had every slot filled, it would not."""
         assert self._wakeup is not None
         failures = 0
         while self._serving:
+            if not self._listening.is_set():
+                await self._listening.wait()
+                continue
             try:
                 woke = await self._wakeup.wait(min(self.settings.backstop_seconds, 5.0))
             except Exception as exc:  # a lost listener: the backstop polls meanwhile
@@ -190,6 +204,7 @@ class AsyncWorker(AsyncWorkerRounds):
                 continue
             failures = 0
             if woke:
+                self._listening.clear()  # the loop sets it again after its claim, if not full
                 self.wake()
 
     def _wait_seconds(self) -> float:
