@@ -3,6 +3,7 @@ enqueue script; the PostgreSQL enqueue statements' pg_notify), and surviving an 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -191,6 +192,48 @@ async def test_an_idle_postgres_worker_is_woken_when_a_bound_enqueue_commits(
             return await queue.bound(conn).enqueue("acme", {})
 
     await _woken_postgres_worker(pg_tables, enqueue)
+
+
+@pytest.mark.asyncio
+async def test_a_postgres_worker_listens_again_after_its_listen_connection_is_lost(
+    pg_tables: StateTables, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The LISTEN backend is terminated: the wake-up connects and LISTENs again, and reports a
+    # wake for the hints it may have missed meanwhile (the worker claims, finding nothing);
+    # then an enqueue's hint starts a job again (backstop 60 s, past the safety limit).
+    queue = await SpyPostgresQueue.open(await open_pool(), tables=pg_tables, close_source=True)
+    wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    ran = AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        ran.set()
+
+    worker = AsyncWorker(queue, handler, wakeup=wakeup, backstop_seconds=60, reap_seconds=600)
+
+    async def drive() -> None:
+        assert await queue.claimed_nothing.wait(SAFETY)
+        queue.claimed_nothing.clear()
+        async with await AsyncConnection.connect(PG_DSN, autocommit=True) as admin:
+            cursor = await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+                (f'LISTEN "{wakeup.channel}"',),
+            )
+            assert await cursor.fetchall() == [(True,)]
+        relistened = await queue.claimed_nothing.wait(SAFETY)  # the wake after the reconnect
+        if relistened:
+            await queue.enqueue("acme", {})
+        woken = relistened and await ran.wait(SAFETY)
+        worker.stop()
+        assert woken
+
+    with caplog.at_level(logging.INFO, logger="runyard.worker"):
+        await async_gather([worker.run, drive])
+    assert worker.stats().completed == 1
+    said = [(r.levelname, r.message) for r in caplog.records if "wake-up" in r.message]
+    assert [level for level, _ in said] == ["WARNING", "INFO"]
+    assert said[0][1].startswith(f"wake-up connection on {wakeup.channel} lost")
+    assert said[1][1] == f"wake-up connection on {wakeup.channel} is live again"
+    await queue.aclose()
 
 
 @pytest.mark.asyncio

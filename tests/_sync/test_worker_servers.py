@@ -5,6 +5,7 @@ enqueue script; the PostgreSQL enqueue statements' pg_notify), and surviving an 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -186,6 +187,47 @@ def test_an_idle_postgres_worker_is_woken_when_a_bound_enqueue_commits(
             return queue.bound(conn).enqueue("acme", {})
 
     _woken_postgres_worker(pg_tables, enqueue)
+
+
+def test_a_postgres_worker_listens_again_after_its_listen_connection_is_lost(
+    pg_tables: StateTables, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The LISTEN backend is terminated: the wake-up connects and LISTENs again, and reports a
+    # wake for the hints it may have missed meanwhile (the worker claims, finding nothing);
+    # then an enqueue's hint starts a job again (backstop 60 s, past the safety limit).
+    queue = SpyPostgresQueue.open(open_pool(), tables=pg_tables, close_source=True)
+    wakeup = PostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    ran = Event()
+
+    def handler(job: Job) -> None:
+        ran.set()
+
+    worker = Worker(queue, handler, wakeup=wakeup, backstop_seconds=60, reap_seconds=600)
+
+    def drive() -> None:
+        assert queue.claimed_nothing.wait(SAFETY)
+        queue.claimed_nothing.clear()
+        with Connection.connect(PG_DSN, autocommit=True) as admin:
+            cursor = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+                (f'LISTEN "{wakeup.channel}"',),
+            )
+            assert cursor.fetchall() == [(True,)]
+        relistened = queue.claimed_nothing.wait(SAFETY)  # the wake after the reconnect
+        if relistened:
+            queue.enqueue("acme", {})
+        woken = relistened and ran.wait(SAFETY)
+        worker.stop()
+        assert woken
+
+    with caplog.at_level(logging.INFO, logger="runyard.worker"):
+        gather([worker.run, drive])
+    assert worker.stats().completed == 1
+    said = [(r.levelname, r.message) for r in caplog.records if "wake-up" in r.message]
+    assert [level for level, _ in said] == ["WARNING", "INFO"]
+    assert said[0][1].startswith(f"wake-up connection on {wakeup.channel} lost")
+    assert said[1][1] == f"wake-up connection on {wakeup.channel} is live again"
+    queue.close()
 
 
 def test_a_redis_outage_through_the_proxy_is_survived(

@@ -199,9 +199,19 @@ class AsyncWorker(AsyncWorkerRounds):
                 woke = await self._wakeup.wait(min(self.settings.backstop_seconds, 5.0))
             except Exception as exc:  # a lost listener: the backstop polls meanwhile
                 failures += 1
-                log.debug("wake-up listener failed (%s)", exc, extra={"worker": self.name})
+                level = logging.WARNING if failures == 1 else logging.DEBUG
+                log.log(
+                    level,
+                    "wake-up listener failed (%s): polling every %g s until it recovers",
+                    exc,
+                    self.settings.backstop_seconds,
+                    extra={"worker": self.name},
+                )
                 await self._aborted.wait(self.settings.store_backoff(failures))
                 continue
+            if failures:
+                log.info("wake-up listener recovered", extra={"worker": self.name})
+                self.wake()  # hints sent meanwhile were missed
             failures = 0
             if woke:
                 self._listening.clear()  # the loop sets it again after its claim, if not full
