@@ -121,6 +121,55 @@ def test_a_retry_waits_out_its_backoff() -> None:
     assert attempts == [1, 2]
 
 
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_retry_starts_when_its_backoff_ends_not_at_the_backstop(batched: bool) -> None:
+    # The system clock: the worker must wake when the 0.1 s backoff ends. A claim sent at
+    # the failure finds nothing (not due yet); the 60 s backstop comes after the safety limit.
+    queue = SpyQueue(policy=QueuePolicy(backoff_base=0.2, random=lambda: 0.5))
+    second = Event()
+    attempts: list[int] = []
+
+    def handler(job: Job) -> None:
+        attempts.append(job.attempt)
+        if job.attempt == 1:
+            raise RuntimeError("flaky")
+        second.set()
+
+    worker = Worker(queue, handler, batched=batched, backstop_seconds=60, reap_seconds=600)
+
+    def drive() -> None:
+        queue.enqueue("acme", {})
+        retried = second.wait(SAFETY)
+        worker.stop()
+        assert retried
+
+    gather([worker.run, drive])
+    assert attempts == [1, 2]
+
+
+def test_a_reaped_item_starts_when_its_backoff_ends_not_at_the_backstop() -> None:
+    # A crashed worker's lease lapses; this worker's reap returns the item with a 1 s
+    # backoff, longer than its reap interval: it claims when that ends, not at its 60 s
+    # backstop (the reaps after the first return nothing).
+    queue = SpyQueue(policy=QueuePolicy(lease_seconds=0.2, backoff_base=2, random=lambda: 0.5))
+    queue.enqueue("acme", {})
+    assert queue.claim("crashed") is not None
+    started = Event()
+
+    def handler(job: Job) -> None:
+        started.set()
+
+    worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=0.3)
+
+    def drive() -> None:
+        ran = started.wait(SAFETY)
+        worker.stop()
+        assert ran
+
+    gather([worker.run, drive])
+    assert worker.stats().reaped == 1 and worker.stats().completed == 1
+
+
 def test_permanent_failure_dead_letters_at_once() -> None:
     clock = ManualClock()
     queue = make_queue(clock, max_attempts=5)

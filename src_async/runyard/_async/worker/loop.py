@@ -9,6 +9,7 @@ lease lapses (at least once), never lost.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import deque
@@ -22,7 +23,7 @@ from runyard._async.worker.store import AsyncWorkerStore, WorkerAborted
 from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
 from runyard._flavours import AsyncEvent
 from runyard._flavours_worker import AsyncJobRunner
-from runyard.clock import Clock
+from runyard.clock import Clock, SystemClock
 from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
 from runyard.models import Lease
@@ -81,6 +82,7 @@ class AsyncWorker(AsyncWorkerRounds):
         self.name = validate_identifier(default_worker_name() if name is None else name, "worker")
         self.hooks = hooks or WorkerHooks()
         self._time = interval_timer(clock)
+        self._wall_clock = clock or SystemClock()  # to compare with the store's times
         policy = getattr(queue, "policy", None)
         lease_seconds = policy.lease_seconds if isinstance(policy, QueuePolicy) else None
         self._heartbeat_every = self.settings.heartbeat_every(lease_seconds)
@@ -96,10 +98,12 @@ class AsyncWorker(AsyncWorkerRounds):
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0
-        # Whether a claim may find work: set by a hint, a full claim, a reap or a retry, and
-        # cleared as a claim is sent. A worker woken by hints claims only then (or once per
+        # Whether a claim may find work: set by a hint or a full claim, and cleared as a claim
+        # is sent; and when the items a retry or a reap returned fall due (their times, a
+        # heap on the worker's timer). A worker woken by hints claims only then (or once per
         # backstop_seconds): a job that ends, or a settle, does not make work due.
         self._claim_due = True
+        self._due: list[float] = []
         self._last_claim = 0.0
         self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
@@ -165,7 +169,7 @@ class AsyncWorker(AsyncWorkerRounds):
                     await self._flush()
                 idle = not (claimed or flushed or self._running or self._finished)
                 if until_idle and idle:
-                    reaped = await self._store.reap()
+                    reaped = len(await self._store.reap())
                     self._stats.reaped += reaped
                     if reaped:
                         continue
@@ -236,6 +240,10 @@ class AsyncWorker(AsyncWorkerRounds):
             waits.append(self._next_reap - now)  # busy or idle: a dead worker's items return
             if len(self._running) < self.settings.concurrency:
                 waits.append(self._last_claim + self.settings.backstop_seconds - mono)
+                if self._claim_due:
+                    waits.append(0.0)  # set after this turn's claim (a reap, a hint)
+                if self._due:
+                    waits.append(self._due[0] - now)  # a retried or reaped item falls due
         return max(0.0, min(waits, default=self.settings.backstop_seconds))
 
     # -- jobs ------------------------------------------------------------------------------
@@ -251,6 +259,9 @@ class AsyncWorker(AsyncWorkerRounds):
         if free <= 0 or not self._claim_wanted():
             return 0, False
         self._claim_due, self._last_claim = False, time.monotonic()
+        now = self._time()
+        while self._due and self._due[0] <= now:
+            heapq.heappop(self._due)
         started = self._take(await self._store.claim(free, self._holds))
         if started == free:
             self._claim_due = True
@@ -266,6 +277,7 @@ class AsyncWorker(AsyncWorkerRounds):
             self._wakeup is None
             or self._until_idle
             or self._claim_due
+            or bool(self._due and self._due[0] <= self._time())
             or time.monotonic() >= self._last_claim + self.settings.backstop_seconds
         )
 

@@ -3,11 +3,13 @@ logs: the half of ``AsyncWorker`` that runs on its loop between waits."""
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from runyard._async.worker.store import AsyncWorkerStore
+from runyard.clock import Clock
 from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
 from runyard.worker.job import DONE
@@ -38,6 +40,8 @@ class AsyncWorkerRounds:
     _next_heartbeat: float | None
     _next_reap: float
     _claim_due: bool
+    _due: list[float]
+    _wall_clock: Clock
 
     def _give_up(self, slot: Slot) -> None:
         slot.job.cancelled = True
@@ -77,9 +81,16 @@ class AsyncWorkerRounds:
             return
         self._next_reap = now + self.settings.reap_seconds
         reaped = await self._store.reap()
-        self._stats.reaped += reaped
-        if reaped:
-            self._claim_due = True
+        self._stats.reaped += len(reaped)
+        for item in reaped:
+            if item.state != "dead":
+                self._due_at(item)
+
+    def _due_at(self, item: WorkItem) -> None:
+        """Claim when ``item`` (retried or reaped) is due: its ``available_at`` is on the
+        store's clock, the worker's own wall clock estimates how far off that is."""
+        delay = max(0.0, item.available_at - self._wall_clock.now())
+        heapq.heappush(self._due, self._time() + delay)
 
     def _lost(self, slot: Slot, why: BaseException) -> None:
         self._stats.lost += 1
@@ -141,7 +152,7 @@ class AsyncWorkerRounds:
             self._hook(self.hooks.on_job_end, slot.job, "dead")
         else:
             self._stats.retried += 1
-            self._claim_due = True  # due again once its backoff passes
+            self._due_at(result)  # due again once its backoff passes
             log.warning(
                 "item %s failed on attempt %d, will retry: %r",
                 slot.lease.item_id,

@@ -204,10 +204,10 @@ class AsyncWorkerStore:
             out.append(result if isinstance(result, RunyardError) else None)
         return out
 
-    async def reap(self) -> int:
-        """Return lapsed leases (of crashed workers) to ready; how many."""
+    async def reap(self) -> list[WorkItem]:
+        """Return lapsed leases (of crashed workers) to ready (or the dead letter); the items."""
         reaped, _ = await self._call("reap", lambda: self.queue.reap(limit=100))
-        return len(reaped)
+        return list(reaped)
 
 
 def _applied(result: RunyardError | None, uncertain: bool) -> RunyardError | None:

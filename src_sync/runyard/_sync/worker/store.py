@@ -206,10 +206,10 @@ class WorkerStore:
             out.append(result if isinstance(result, RunyardError) else None)
         return out
 
-    def reap(self) -> int:
-        """Return lapsed leases (of crashed workers) to ready; how many."""
+    def reap(self) -> list[WorkItem]:
+        """Return lapsed leases (of crashed workers) to ready (or the dead letter); the items."""
         reaped, _ = self._call("reap", lambda: self.queue.reap(limit=100))
-        return len(reaped)
+        return list(reaped)
 
 
 def _applied(result: RunyardError | None, uncertain: bool) -> RunyardError | None:
