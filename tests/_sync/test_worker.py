@@ -430,6 +430,75 @@ def test_a_woken_worker_claims_on_hints_not_after_each_job() -> None:
     assert worker.stats().claim_round_trips == 3
 
 
+def test_a_backlog_enqueued_before_the_worker_drains_without_hints() -> None:
+    # The enqueues came before the worker listened: no hint is left for them. Each claim is
+    # full (2 of 2), so the worker claims again as slots free, not at its 60 s backstop.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for n in range(5):
+        queue.enqueue("acme", {"n": n})
+    drained = Event()
+    started: list[int] = []
+
+    def handler(job: Job) -> None:
+        started.append(job.payload["n"])
+        if len(started) == 5:
+            drained.set()
+
+    worker = Worker(
+        queue, handler, clock=clock, concurrency=2, backstop_seconds=60, reap_seconds=600
+    )
+
+    def drive() -> None:
+        done = drained.wait(SAFETY)
+        worker.stop()
+        assert done, f"stalled after {started}"
+
+    gather([worker.run, drive])
+    assert sorted(started) == [0, 1, 2, 3, 4]
+
+
+class _NoNotice:
+    """Stands in for the memory queue's condition: enqueues notify nobody."""
+
+    def notify(self) -> None:
+        pass
+
+
+def test_without_wake_ups_the_worker_claims_after_every_settle() -> None:
+    # No wake-up (the queue offers none): the worker polls, so an item enqueued while a job
+    # runs is claimed once that job settles, though its one claim came back short (1 of 2)
+    # and its backstop is 60 s.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.wakeups = _NoNotice()  # type: ignore[assignment]
+    first_started, release, second_started = Event(), Event(), Event()
+
+    def handler(job: Job) -> None:
+        if job.payload["n"] == 1:
+            first_started.set()
+            assert release.wait(SAFETY)
+        else:
+            second_started.set()
+
+    worker = Worker(
+        queue, handler, clock=clock, concurrency=2, backstop_seconds=60, reap_seconds=600
+    )
+    assert worker._wakeup is None
+    queue.enqueue("acme", {"n": 1})  # the first claim takes it
+
+    def drive() -> None:
+        assert first_started.wait(SAFETY)
+        queue.enqueue("acme", {"n": 2})
+        release.set()
+        polled = second_started.wait(SAFETY)
+        worker.stop()
+        assert polled
+
+    gather([worker.run, drive])
+    assert worker.stats().completed == 2
+
+
 def test_store_errors_are_waited_out() -> None:
     clock = ManualClock()
     queue = make_queue(clock)
