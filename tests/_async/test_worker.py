@@ -600,6 +600,73 @@ async def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched:
     assert (stats.completed, stats.lost) == (2, 0)
 
 
+class HeldCompleteQueue(SpyQueue):
+    """Holds the complete of item ``n == 1`` (reporting it in flight) until an ``adopt`` has
+    given that item's lease a new token: the complete carries the old one."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.in_flight, self.adopted = AsyncEvent(), AsyncEvent()
+        self.held: Lease | None = None
+
+    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        if isinstance(tenant, Lease) and tenant.item.payload["n"] == 1 and self.held is None:
+            self.held = tenant
+            self.in_flight.set()
+            assert await self.adopted.wait(SAFETY)
+        await super().complete(tenant, item_id, **options)
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = await super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
+
+
+@pytest.mark.asyncio
+async def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
+    # Unbatched, jobs send their own complete and claim their successor. Job 1's complete is
+    # in flight when job 2's successor claim loses its reply: adopt re-tokens job 1's lease,
+    # the complete with the old token is refused, and is sent again with the new one.
+    queue = HeldCompleteQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2, 3):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    all_ended = AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 2:
+            assert await queue.in_flight.wait(SAFETY)
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 3:
+            all_ended.set()
+
+    worker = AsyncWorker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    async def drive() -> None:
+        done = await all_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    await async_gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3]
+    assert worker.stats().lost == 0
+
+
 @pytest.mark.asyncio
 async def test_bad_settings_are_configuration_errors() -> None:
     queue = make_queue(ManualClock())
