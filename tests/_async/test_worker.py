@@ -16,7 +16,7 @@ from runyard.errors import (
     RunyardError,
     StoreOutcomeUnknown,
 )
-from runyard.models import Lease
+from runyard.models import Lease, WorkItem
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
 
 SAFETY = 30.0  # seconds an event may take before the test fails; never reached when it passes
@@ -600,21 +600,28 @@ async def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched:
     assert (stats.completed, stats.lost) == (2, 0)
 
 
-class HeldCompleteQueue(SpyQueue):
-    """Holds the complete of item ``n == 1`` (reporting it in flight) until an ``adopt`` has
-    given that item's lease a new token: the complete carries the old one."""
+class HeldSettleQueue(SpyQueue):
+    """Holds the complete or the fail of item ``n == 1`` (reporting it in flight) until an
+    ``adopt`` has given that item's lease a new token: the settle carries the old one."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.in_flight, self.adopted = AsyncEvent(), AsyncEvent()
         self.held: Lease | None = None
 
-    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
-        if isinstance(tenant, Lease) and tenant.item.payload["n"] == 1 and self.held is None:
-            self.held = tenant
+    async def _hold(self, lease: Any) -> None:
+        if isinstance(lease, Lease) and lease.item.payload["n"] == 1 and self.held is None:
+            self.held = lease
             self.in_flight.set()
             assert await self.adopted.wait(SAFETY)
+
+    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        await self._hold(tenant)
         await super().complete(tenant, item_id, **options)
+
+    async def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
+        await self._hold(tenant)
+        return await super().fail(tenant, item_id, **options)
 
     async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
         leases = await super().adopt(worker, limit=limit)
@@ -627,7 +634,7 @@ async def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() ->
     # Unbatched, jobs send their own complete and claim their successor. Job 1's complete is
     # in flight when job 2's successor claim loses its reply: adopt re-tokens job 1's lease,
     # the complete with the old token is refused, and is sent again with the new one.
-    queue = HeldCompleteQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
     for n in (1, 2, 3):
         await queue.enqueue("acme", {"n": n})
     runs: list[int] = []
@@ -658,11 +665,61 @@ async def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() ->
     async def drive() -> None:
         done = await all_ended.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, (ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
 
     await async_gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
     assert sorted(ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3]
+    assert worker.stats().lost == 0
+
+
+@pytest.mark.asyncio
+async def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None:
+    # Unbatched, the loop settles job 1's failure (permanent: it is never run again). While
+    # that fail is in flight, job 2's successor claim loses its reply: adopt re-tokens job 1's
+    # lease too. The worker still holds it (settling): it is neither started again nor lost.
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    all_ended, second_started = AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert await second_started.wait(SAFETY)  # the loop claimed both first
+            raise PermanentFailure("bad input")
+        if job.payload["n"] == 2:
+            second_started.set()
+            assert await queue.in_flight.wait(SAFETY)
+            await queue.enqueue("acme", {"n": 3})  # the loop is busy settling job 1
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 3:
+            all_ended.set()
+
+    worker = AsyncWorker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    async def drive() -> None:
+        done = await all_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    await async_gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(ended) == ["1:dead", "2:completed", "3:completed"]
     assert sorted(runs) == [1, 2, 3]
     assert worker.stats().lost == 0
 

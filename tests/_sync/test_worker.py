@@ -18,7 +18,7 @@ from runyard.errors import (
     RunyardError,
     StoreOutcomeUnknown,
 )
-from runyard.models import Lease
+from runyard.models import Lease, WorkItem
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
 
 SAFETY = 30.0  # seconds an event may take before the test fails; never reached when it passes
@@ -579,21 +579,28 @@ def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool)
     assert (stats.completed, stats.lost) == (2, 0)
 
 
-class HeldCompleteQueue(SpyQueue):
-    """Holds the complete of item ``n == 1`` (reporting it in flight) until an ``adopt`` has
-    given that item's lease a new token: the complete carries the old one."""
+class HeldSettleQueue(SpyQueue):
+    """Holds the complete or the fail of item ``n == 1`` (reporting it in flight) until an
+    ``adopt`` has given that item's lease a new token: the settle carries the old one."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.in_flight, self.adopted = Event(), Event()
         self.held: Lease | None = None
 
-    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
-        if isinstance(tenant, Lease) and tenant.item.payload["n"] == 1 and self.held is None:
-            self.held = tenant
+    def _hold(self, lease: Any) -> None:
+        if isinstance(lease, Lease) and lease.item.payload["n"] == 1 and self.held is None:
+            self.held = lease
             self.in_flight.set()
             assert self.adopted.wait(SAFETY)
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        self._hold(tenant)
         super().complete(tenant, item_id, **options)
+
+    def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
+        self._hold(tenant)
+        return super().fail(tenant, item_id, **options)
 
     def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
         leases = super().adopt(worker, limit=limit)
@@ -605,7 +612,7 @@ def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
     # Unbatched, jobs send their own complete and claim their successor. Job 1's complete is
     # in flight when job 2's successor claim loses its reply: adopt re-tokens job 1's lease,
     # the complete with the old token is refused, and is sent again with the new one.
-    queue = HeldCompleteQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
     for n in (1, 2, 3):
         queue.enqueue("acme", {"n": n})
     runs: list[int] = []
@@ -636,11 +643,60 @@ def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
     def drive() -> None:
         done = all_ended.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, (ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
 
     gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
     assert sorted(ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3]
+    assert worker.stats().lost == 0
+
+
+def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None:
+    # Unbatched, the loop settles job 1's failure (permanent: it is never run again). While
+    # that fail is in flight, job 2's successor claim loses its reply: adopt re-tokens job 1's
+    # lease too. The worker still holds it (settling): it is neither started again nor lost.
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    all_ended, second_started = Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert second_started.wait(SAFETY)  # the loop claimed both first
+            raise PermanentFailure("bad input")
+        if job.payload["n"] == 2:
+            second_started.set()
+            assert queue.in_flight.wait(SAFETY)
+            queue.enqueue("acme", {"n": 3})  # the loop is busy settling job 1
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 3:
+            all_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        done = all_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(ended) == ["1:dead", "2:completed", "3:completed"]
     assert sorted(runs) == [1, 2, 3]
     assert worker.stats().lost == 0
 

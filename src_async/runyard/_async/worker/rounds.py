@@ -34,6 +34,7 @@ class AsyncWorkerRounds:
     _heartbeat_every: float
     _running: dict[tuple[str, str], Slot]
     _finished: list[Slot]
+    _flushing: list[Slot]
     _first_finished: float
     _stopping: bool
     _grace_deadline: float | None
@@ -112,7 +113,9 @@ class AsyncWorkerRounds:
 
     async def _flush(self) -> None:
         """Settle every finished job: completes in one batch, failures one by one."""
-        batch, self._finished = self._finished, []
+        # Held while they settle: a job's claim that adopts meanwhile renews their leases.
+        batch = self._flushing = self._finished
+        self._finished = []
         done = [s for s in batch if s.result is DONE]
         if done:
             for slot, error in zip(
@@ -122,6 +125,7 @@ class AsyncWorkerRounds:
         for slot in batch:
             if isinstance(slot.result, BaseException):
                 await self._settle_failure(slot, slot.result)
+        self._flushing = []
 
     def _completed(self, slot: Slot, error: BaseException | None) -> None:
         if error is None:

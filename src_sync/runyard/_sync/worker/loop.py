@@ -111,6 +111,7 @@ class Worker(WorkerRounds):
         self._listener = JobRunner()
         self._running: dict[tuple[str, str], Slot] = {}
         self._finished: list[Slot] = []
+        self._flushing: list[Slot] = []  # finished slots whose settle is in flight
         self._first_finished = 0.0
         self._stopping = False
         self._serving = False
@@ -303,12 +304,12 @@ class Worker(WorkerRounds):
 
     def _held(self, key: tuple[str, str]) -> Slot | None:
         """The slot holding ``key``: running, handed off by its predecessor's job, or finished
-        and waiting to settle. (Jobs call it too, in the sync twin from their threads: it only
-        reads, and copies the lists first.)"""
+        (waiting to settle, or settling). Jobs call it too, in the sync twin from their
+        threads: it only reads, and copies the lists first."""
         slot = self._running.get(key)
         if slot is not None:
             return slot
-        for held in [*self._finished, *self._handoff]:
+        for held in [*self._finished, *self._flushing, *self._handoff]:
             if isinstance(held, Slot) and held.key == key:
                 return held
         return None

@@ -36,6 +36,7 @@ class WorkerRounds:
     _heartbeat_every: float
     _running: dict[tuple[str, str], Slot]
     _finished: list[Slot]
+    _flushing: list[Slot]
     _first_finished: float
     _stopping: bool
     _grace_deadline: float | None
@@ -114,7 +115,9 @@ class WorkerRounds:
 
     def _flush(self) -> None:
         """Settle every finished job: completes in one batch, failures one by one."""
-        batch, self._finished = self._finished, []
+        # Held while they settle: a job's claim that adopts meanwhile renews their leases.
+        batch = self._flushing = self._finished
+        self._finished = []
         done = [s for s in batch if s.result is DONE]
         if done:
             for slot, error in zip(
@@ -124,6 +127,7 @@ class WorkerRounds:
         for slot in batch:
             if isinstance(slot.result, BaseException):
                 self._settle_failure(slot, slot.result)
+        self._flushing = []
 
     def _completed(self, slot: Slot, error: BaseException | None) -> None:
         if error is None:
