@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -158,4 +159,84 @@ def test_a_worker_whose_clock_steps_forty_seconds_after_open_leaves_a_live_lease
         item = queue.get_item("acme", "job-1")
         assert item is not None and (item.state, item.attempts) == ("leased", 1)
         queue.complete(lease)
+        assert queue.get_item("acme", "job-1") is None
+
+
+HEARTBEATING_WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from psycopg_pool import AsyncConnectionPool
+    from runyard import QueuePolicy
+    from runyard.postgres import AsyncPostgresWorkQueue, StateTables
+    from runyard.worker import AsyncWorker
+
+    async def main():
+        dsn, schema = sys.argv[1], sys.argv[2]
+        pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False)
+        await pool.open()
+        queue = await AsyncPostgresWorkQueue.open(
+            pool, tables=StateTables(schema=schema), policy=QueuePolicy(lease_seconds=3)
+        )
+
+        async def handler(job):
+            print("started", flush=True)
+            await asyncio.sleep(7)  # monotonic: the wall clock's step does not shorten it
+
+        worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
+        stats = await worker.run_until_idle()
+        print(json.dumps({"completed": stats.completed, "lost": stats.lost,
+                          "heartbeats": stats.heartbeat_round_trips}), flush=True)
+        await pool.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_wall_clock_stepped_back_does_not_stop_a_workers_heartbeats(
+    pg_tables: StateTables, tmp_path: Path
+) -> None:
+    # A 7 s job on a 3 s lease lives on heartbeats. The worker process's wall clock steps
+    # back 20 s at 1.5 s (its monotonic clock does not): timed on the wall clock, the next
+    # heartbeat would be 20 s away and the lease would lapse; another process reaping at
+    # 5.5 s would take it back and the job would run twice.
+    library = _libfaketime()
+    script = tmp_path / "worker_heartbeating.py"
+    script.write_text(HEARTBEATING_WORKER, encoding="utf-8")
+    shift = tmp_path / "faketime.rc"
+    shift.write_text("+0\n", encoding="utf-8")
+    with ConnectionPool(PG_DSN, min_size=1, max_size=2, open=True) as pool:
+        queue = PostgresWorkQueue.open(pool, tables=pg_tables, policy=QueuePolicy(lease_seconds=3))
+        queue.enqueue("acme", {}, item_id="job-1")
+        env = {
+            **os.environ,
+            "LD_PRELOAD": library,
+            "FAKETIME_TIMESTAMP_FILE": str(shift),
+            "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        }
+        worker = subprocess.Popen(
+            [sys.executable, str(script), PG_DSN, str(pg_tables.schema)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == "started"
+            time.sleep(1.5)  # builds the scenario: the step comes mid-job
+            shift.write_text("-20s\n", encoding="utf-8")
+            time.sleep(4.0)  # 5.5 s into the job: more than a lease past the step
+            reaped = queue.reap()
+            out, err = worker.communicate(timeout=120)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        assert worker.returncode == 0, err
+        report = json.loads(out.strip().splitlines()[-1])
+        assert reaped == []
+        assert (report["completed"], report["lost"]) == (1, 0)
+        assert report["heartbeats"] >= 5  # renewed every lease_seconds / 3 through the step
         assert queue.get_item("acme", "job-1") is None

@@ -3,6 +3,7 @@ enqueue script; the PostgreSQL enqueue statements' pg_notify), and surviving an 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import open_pool, open_queue
-from tests._async.worker_spies import SpyPostgresQueue, SpyRedisQueue
+from tests._async.worker_spies import SpyPostgresQueue, SpyRedisQueue, SpyRedisWakeup
 from tests.support.postgres_plugin import PG_DSN, PG_PORT
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
@@ -78,6 +79,65 @@ async def test_an_idle_redis_cluster_worker_is_woken_by_the_enqueue_script(
         cluster_redis_target.purge(settings.namespace)
 
 
+@pytest.mark.asyncio
+async def test_a_busy_redis_worker_leaves_the_hint_to_an_idle_one(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # BLPOP hands a hint to one blocked worker. A, whose one slot is busy, must not block on
+    # the wake key: the hint of the next enqueue is B's, who is idle (backstops of 60 s, past
+    # the test's safety limit: only a hint starts a job here).
+    release, long_started, decided = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    started: dict[str, str] = {}
+
+    def member(name: str) -> tuple[AsyncWorker, SpyRedisQueue, SpyRedisWakeup]:
+        queue = SpyRedisQueue(
+            AsyncClients.for_target(local_redis_target), settings=redis_settings, owns_client=True
+        )
+        wakeup = SpyRedisWakeup(
+            AsyncClients.for_target(local_redis_target),
+            namespace=redis_settings.namespace,
+            owns_client=True,
+        )
+
+        async def handler(job: Job) -> None:
+            started[job.payload["n"]] = name
+            if job.payload["n"] == "long":
+                long_started.set()
+                assert await release.wait(SAFETY)
+            else:
+                decided.set()
+
+        worker = AsyncWorker(
+            queue, handler, wakeup=wakeup, concurrency=1, backstop_seconds=60, reap_seconds=600
+        )
+        return worker, queue, wakeup
+
+    a, queue_a, wakeup_a = member("A")
+    b, queue_b, wakeup_b = member("B")
+
+    async def drive() -> None:
+        assert await queue_a.claimed_nothing.wait(SAFETY)
+        assert await wakeup_a.waiting.wait(SAFETY)
+        await queue_a.enqueue("acme", {"n": "long"})
+        assert await long_started.wait(SAFETY)
+        wakeup_a.hinted = decided  # the hint of "long" was A's; another one decides
+        await async_gather([b.run, enqueue_for_b])
+
+    async def enqueue_for_b() -> None:
+        assert await queue_b.claimed_nothing.wait(SAFETY)
+        assert await wakeup_b.waiting.wait(SAFETY)
+        await queue_b.enqueue("acme", {"n": "short"})
+        assert await decided.wait(SAFETY)  # B started it, or busy A popped its hint
+        release.set()
+        a.stop()
+        b.stop()
+
+    await async_gather([a.run, drive])
+    assert started == {"long": "A", "short": "B"}
+    await queue_a.aclose()
+    await queue_b.aclose()
+
+
 async def _woken_postgres_worker(
     tables: StateTables, enqueue: Callable[[AsyncPostgresWorkQueue], Awaitable[object]]
 ) -> None:
@@ -132,6 +192,48 @@ async def test_an_idle_postgres_worker_is_woken_when_a_bound_enqueue_commits(
             return await queue.bound(conn).enqueue("acme", {})
 
     await _woken_postgres_worker(pg_tables, enqueue)
+
+
+@pytest.mark.asyncio
+async def test_a_postgres_worker_listens_again_after_its_listen_connection_is_lost(
+    pg_tables: StateTables, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The LISTEN backend is terminated: the wake-up connects and LISTENs again, and reports a
+    # wake for the hints it may have missed meanwhile (the worker claims, finding nothing);
+    # then an enqueue's hint starts a job again (backstop 60 s, past the safety limit).
+    queue = await SpyPostgresQueue.open(await open_pool(), tables=pg_tables, close_source=True)
+    wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    ran = AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        ran.set()
+
+    worker = AsyncWorker(queue, handler, wakeup=wakeup, backstop_seconds=60, reap_seconds=600)
+
+    async def drive() -> None:
+        assert await queue.claimed_nothing.wait(SAFETY)
+        queue.claimed_nothing.clear()
+        async with await AsyncConnection.connect(PG_DSN, autocommit=True) as admin:
+            cursor = await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+                (f'LISTEN "{wakeup.channel}"',),
+            )
+            assert await cursor.fetchall() == [(True,)]
+        relistened = await queue.claimed_nothing.wait(SAFETY)  # the wake after the reconnect
+        if relistened:
+            await queue.enqueue("acme", {})
+        woken = relistened and await ran.wait(SAFETY)
+        worker.stop()
+        assert woken
+
+    with caplog.at_level(logging.INFO, logger="runyard.worker"):
+        await async_gather([worker.run, drive])
+    assert worker.stats().completed == 1
+    said = [(r.levelname, r.message) for r in caplog.records if "wake-up" in r.message]
+    assert [level for level, _ in said] == ["WARNING", "INFO"]
+    assert said[0][1].startswith(f"wake-up connection on {wakeup.channel} lost")
+    assert said[1][1] == f"wake-up connection on {wakeup.channel} is live again"
+    await queue.aclose()
 
 
 @pytest.mark.asyncio

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 from runyard._async.protocols import AsyncBatchedWorkQueue
+from runyard._async.redis.wakeup import AsyncRedisWakeup
 from runyard._flavours import AsyncEvent
 from runyard.models import Lease
 from runyard.postgres import AsyncPostgresWorkQueue
 from runyard.redis import AsyncRedisWorkQueue
 
-__all__ = ["SpyPostgresQueue", "SpyRedisQueue"]
+__all__ = ["SpyPostgresQueue", "SpyRedisQueue", "SpyRedisWakeup"]
 
 
 class _ReportsClaimingNothing:
@@ -40,3 +41,20 @@ class SpyRedisQueue(_ReportsClaimingNothing, AsyncRedisWorkQueue):
 
 class SpyPostgresQueue(_ReportsClaimingNothing, AsyncPostgresWorkQueue):
     """A PostgreSQL queue that reports a claim that found nothing."""
+
+
+class SpyRedisWakeup(AsyncRedisWakeup):
+    """A Redis wake-up that reports when it blocks (``waiting``) and when a block popped a
+    hint (``hinted``)."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.waiting = AsyncEvent()
+        self.hinted = AsyncEvent()
+
+    async def wait(self, timeout: float) -> bool:
+        self.waiting.set()
+        woke = await super().wait(timeout)
+        if woke:
+            self.hinted.set()
+        return woke

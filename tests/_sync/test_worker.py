@@ -18,7 +18,7 @@ from runyard.errors import (
     RunyardError,
     StoreOutcomeUnknown,
 )
-from runyard.models import Lease
+from runyard.models import Lease, WorkItem
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
 
 SAFETY = 30.0  # seconds an event may take before the test fails; never reached when it passes
@@ -119,6 +119,55 @@ def test_a_retry_waits_out_its_backoff() -> None:
     clock.advance(5)
     assert (worker.run_until_idle()).completed == 1
     assert attempts == [1, 2]
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_retry_starts_when_its_backoff_ends_not_at_the_backstop(batched: bool) -> None:
+    # The system clock: the worker must wake when the 0.1 s backoff ends. A claim sent at
+    # the failure finds nothing (not due yet); the 60 s backstop comes after the safety limit.
+    queue = SpyQueue(policy=QueuePolicy(backoff_base=0.2, random=lambda: 0.5))
+    second = Event()
+    attempts: list[int] = []
+
+    def handler(job: Job) -> None:
+        attempts.append(job.attempt)
+        if job.attempt == 1:
+            raise RuntimeError("flaky")
+        second.set()
+
+    worker = Worker(queue, handler, batched=batched, backstop_seconds=60, reap_seconds=600)
+
+    def drive() -> None:
+        queue.enqueue("acme", {})
+        retried = second.wait(SAFETY)
+        worker.stop()
+        assert retried
+
+    gather([worker.run, drive])
+    assert attempts == [1, 2]
+
+
+def test_a_reaped_item_starts_when_its_backoff_ends_not_at_the_backstop() -> None:
+    # A crashed worker's lease lapses; this worker's reap returns the item with a 1 s
+    # backoff, longer than its reap interval: it claims when that ends, not at its 60 s
+    # backstop (the reaps after the first return nothing).
+    queue = SpyQueue(policy=QueuePolicy(lease_seconds=0.2, backoff_base=2, random=lambda: 0.5))
+    queue.enqueue("acme", {})
+    assert queue.claim("crashed") is not None
+    started = Event()
+
+    def handler(job: Job) -> None:
+        started.set()
+
+    worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=0.3)
+
+    def drive() -> None:
+        ran = started.wait(SAFETY)
+        worker.stop()
+        assert ran
+
+    gather([worker.run, drive])
+    assert worker.stats().reaped == 1 and worker.stats().completed == 1
 
 
 def test_permanent_failure_dead_letters_at_once() -> None:
@@ -381,6 +430,75 @@ def test_a_woken_worker_claims_on_hints_not_after_each_job() -> None:
     assert worker.stats().claim_round_trips == 3
 
 
+def test_a_backlog_enqueued_before_the_worker_drains_without_hints() -> None:
+    # The enqueues came before the worker listened: no hint is left for them. Each claim is
+    # full (2 of 2), so the worker claims again as slots free, not at its 60 s backstop.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for n in range(5):
+        queue.enqueue("acme", {"n": n})
+    drained = Event()
+    started: list[int] = []
+
+    def handler(job: Job) -> None:
+        started.append(job.payload["n"])
+        if len(started) == 5:
+            drained.set()
+
+    worker = Worker(
+        queue, handler, clock=clock, concurrency=2, backstop_seconds=60, reap_seconds=600
+    )
+
+    def drive() -> None:
+        done = drained.wait(SAFETY)
+        worker.stop()
+        assert done, f"stalled after {started}"
+
+    gather([worker.run, drive])
+    assert sorted(started) == [0, 1, 2, 3, 4]
+
+
+class _NoNotice:
+    """Stands in for the memory queue's condition: enqueues notify nobody."""
+
+    def notify(self) -> None:
+        pass
+
+
+def test_without_wake_ups_the_worker_claims_after_every_settle() -> None:
+    # No wake-up (the queue offers none): the worker polls, so an item enqueued while a job
+    # runs is claimed once that job settles, though its one claim came back short (1 of 2)
+    # and its backstop is 60 s.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.wakeups = _NoNotice()  # type: ignore[assignment]
+    first_started, release, second_started = Event(), Event(), Event()
+
+    def handler(job: Job) -> None:
+        if job.payload["n"] == 1:
+            first_started.set()
+            assert release.wait(SAFETY)
+        else:
+            second_started.set()
+
+    worker = Worker(
+        queue, handler, clock=clock, concurrency=2, backstop_seconds=60, reap_seconds=600
+    )
+    assert worker._wakeup is None
+    queue.enqueue("acme", {"n": 1})  # the first claim takes it
+
+    def drive() -> None:
+        assert first_started.wait(SAFETY)
+        queue.enqueue("acme", {"n": 2})
+        release.set()
+        polled = second_started.wait(SAFETY)
+        worker.stop()
+        assert polled
+
+    gather([worker.run, drive])
+    assert worker.stats().completed == 2
+
+
 def test_store_errors_are_waited_out() -> None:
     clock = ManualClock()
     queue = make_queue(clock)
@@ -409,6 +527,178 @@ def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: bool) -> 
     stats = Worker(queue, handler, clock=clock, batched=batched).run_until_idle()
     assert queue.lose_next_claim_reply is False  # the reply was lost
     assert runs == [item.item_id] and stats.completed == 1
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool) -> None:
+    # adopt gives every live lease of the worker a new token, the running job's too: the
+    # worker must go on with that one, or the running job's complete is refused.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    first_started, release, both_ended = Event(), Event(), Event()
+    runs: list[int] = []
+    ended: list[str] = []
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            first_started.set()
+            assert release.wait(SAFETY)
+        else:
+            release.set()
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        clock=clock,
+        concurrency=2,
+        batched=batched,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        queue.enqueue("acme", {"n": 1})
+        assert first_started.wait(SAFETY)
+        queue.lose_next_claim_reply = True
+        queue.enqueue("acme", {"n": 2})
+        assert both_ended.wait(SAFETY)
+        worker.stop()
+
+    gather([worker.run, drive])
+    assert queue.lose_next_claim_reply is False  # the reply was lost
+    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    stats = worker.stats()
+    assert (stats.completed, stats.lost) == (2, 0)
+
+
+class HeldSettleQueue(SpyQueue):
+    """Holds the complete or the fail of item ``n == 1`` (reporting it in flight) until an
+    ``adopt`` has given that item's lease a new token: the settle carries the old one."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.in_flight, self.adopted = Event(), Event()
+        self.held: Lease | None = None
+
+    def _hold(self, lease: Any) -> None:
+        if isinstance(lease, Lease) and lease.item.payload["n"] == 1 and self.held is None:
+            self.held = lease
+            self.in_flight.set()
+            assert self.adopted.wait(SAFETY)
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        self._hold(tenant)
+        super().complete(tenant, item_id, **options)
+
+    def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
+        self._hold(tenant)
+        return super().fail(tenant, item_id, **options)
+
+    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
+
+
+def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
+    # Unbatched, jobs send their own complete and claim their successor. Job 1's complete is
+    # in flight when job 2's successor claim loses its reply: adopt re-tokens job 1's lease,
+    # the complete with the old token is refused, and is sent again with the new one.
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2, 3):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    all_ended = Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 2:
+            assert queue.in_flight.wait(SAFETY)
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 3:
+            all_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        done = all_ended.wait(SAFETY)
+        worker.stop()
+        assert done, (ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
+
+    gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3]
+    assert worker.stats().lost == 0
+
+
+def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None:
+    # Unbatched, the loop settles job 1's failure (permanent: it is never run again). While
+    # that fail is in flight, job 2's successor claim loses its reply: adopt re-tokens job 1's
+    # lease too. The worker still holds it (settling): it is neither started again nor lost.
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    all_ended, second_started = Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert second_started.wait(SAFETY)  # the loop claimed both first
+            raise PermanentFailure("bad input")
+        if job.payload["n"] == 2:
+            second_started.set()
+            assert queue.in_flight.wait(SAFETY)
+            queue.enqueue("acme", {"n": 3})  # the loop is busy settling job 1
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 3:
+            all_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        done = all_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(ended) == ["1:dead", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3]
+    assert worker.stats().lost == 0
 
 
 def test_bad_settings_are_configuration_errors() -> None:

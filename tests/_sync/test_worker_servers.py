@@ -5,6 +5,7 @@ enqueue script; the PostgreSQL enqueue statements' pg_notify), and surviving an 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from runyard.redis import RedisStoreSettings, RedisWorkQueue
 from runyard.worker import Job, Worker
 
 from tests._sync.postgres_support import open_pool, open_queue
-from tests._sync.worker_spies import SpyPostgresQueue, SpyRedisQueue
+from tests._sync.worker_spies import SpyPostgresQueue, SpyRedisQueue, SpyRedisWakeup
 from tests.support.postgres_plugin import PG_DSN, PG_PORT
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
@@ -77,6 +78,64 @@ def test_an_idle_redis_cluster_worker_is_woken_by_the_enqueue_script(
         cluster_redis_target.purge(settings.namespace)
 
 
+def test_a_busy_redis_worker_leaves_the_hint_to_an_idle_one(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # BLPOP hands a hint to one blocked worker. A, whose one slot is busy, must not block on
+    # the wake key: the hint of the next enqueue is B's, who is idle (backstops of 60 s, past
+    # the test's safety limit: only a hint starts a job here).
+    release, long_started, decided = Event(), Event(), Event()
+    started: dict[str, str] = {}
+
+    def member(name: str) -> tuple[Worker, SpyRedisQueue, SpyRedisWakeup]:
+        queue = SpyRedisQueue(
+            Clients.for_target(local_redis_target), settings=redis_settings, owns_client=True
+        )
+        wakeup = SpyRedisWakeup(
+            Clients.for_target(local_redis_target),
+            namespace=redis_settings.namespace,
+            owns_client=True,
+        )
+
+        def handler(job: Job) -> None:
+            started[job.payload["n"]] = name
+            if job.payload["n"] == "long":
+                long_started.set()
+                assert release.wait(SAFETY)
+            else:
+                decided.set()
+
+        worker = Worker(
+            queue, handler, wakeup=wakeup, concurrency=1, backstop_seconds=60, reap_seconds=600
+        )
+        return worker, queue, wakeup
+
+    a, queue_a, wakeup_a = member("A")
+    b, queue_b, wakeup_b = member("B")
+
+    def drive() -> None:
+        assert queue_a.claimed_nothing.wait(SAFETY)
+        assert wakeup_a.waiting.wait(SAFETY)
+        queue_a.enqueue("acme", {"n": "long"})
+        assert long_started.wait(SAFETY)
+        wakeup_a.hinted = decided  # the hint of "long" was A's; another one decides
+        gather([b.run, enqueue_for_b])
+
+    def enqueue_for_b() -> None:
+        assert queue_b.claimed_nothing.wait(SAFETY)
+        assert wakeup_b.waiting.wait(SAFETY)
+        queue_b.enqueue("acme", {"n": "short"})
+        assert decided.wait(SAFETY)  # B started it, or busy A popped its hint
+        release.set()
+        a.stop()
+        b.stop()
+
+    gather([a.run, drive])
+    assert started == {"long": "A", "short": "B"}
+    queue_a.close()
+    queue_b.close()
+
+
 def _woken_postgres_worker(
     tables: StateTables, enqueue: Callable[[PostgresWorkQueue], object]
 ) -> None:
@@ -128,6 +187,47 @@ def test_an_idle_postgres_worker_is_woken_when_a_bound_enqueue_commits(
             return queue.bound(conn).enqueue("acme", {})
 
     _woken_postgres_worker(pg_tables, enqueue)
+
+
+def test_a_postgres_worker_listens_again_after_its_listen_connection_is_lost(
+    pg_tables: StateTables, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The LISTEN backend is terminated: the wake-up connects and LISTENs again, and reports a
+    # wake for the hints it may have missed meanwhile (the worker claims, finding nothing);
+    # then an enqueue's hint starts a job again (backstop 60 s, past the safety limit).
+    queue = SpyPostgresQueue.open(open_pool(), tables=pg_tables, close_source=True)
+    wakeup = PostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    ran = Event()
+
+    def handler(job: Job) -> None:
+        ran.set()
+
+    worker = Worker(queue, handler, wakeup=wakeup, backstop_seconds=60, reap_seconds=600)
+
+    def drive() -> None:
+        assert queue.claimed_nothing.wait(SAFETY)
+        queue.claimed_nothing.clear()
+        with Connection.connect(PG_DSN, autocommit=True) as admin:
+            cursor = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+                (f'LISTEN "{wakeup.channel}"',),
+            )
+            assert cursor.fetchall() == [(True,)]
+        relistened = queue.claimed_nothing.wait(SAFETY)  # the wake after the reconnect
+        if relistened:
+            queue.enqueue("acme", {})
+        woken = relistened and ran.wait(SAFETY)
+        worker.stop()
+        assert woken
+
+    with caplog.at_level(logging.INFO, logger="runyard.worker"):
+        gather([worker.run, drive])
+    assert worker.stats().completed == 1
+    said = [(r.levelname, r.message) for r in caplog.records if "wake-up" in r.message]
+    assert [level for level, _ in said] == ["WARNING", "INFO"]
+    assert said[0][1].startswith(f"wake-up connection on {wakeup.channel} lost")
+    assert said[1][1] == f"wake-up connection on {wakeup.channel} is live again"
+    queue.close()
 
 
 def test_a_redis_outage_through_the_proxy_is_survived(

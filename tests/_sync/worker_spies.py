@@ -9,11 +9,12 @@ from typing import Any, cast
 
 from runyard._flavours import Event
 from runyard._sync.protocols import BatchedWorkQueue
+from runyard._sync.redis.wakeup import RedisWakeup
 from runyard.models import Lease
 from runyard.postgres import PostgresWorkQueue
 from runyard.redis import RedisWorkQueue
 
-__all__ = ["SpyPostgresQueue", "SpyRedisQueue"]
+__all__ = ["SpyPostgresQueue", "SpyRedisQueue", "SpyRedisWakeup"]
 
 
 class _ReportsClaimingNothing:
@@ -42,3 +43,20 @@ class SpyRedisQueue(_ReportsClaimingNothing, RedisWorkQueue):
 
 class SpyPostgresQueue(_ReportsClaimingNothing, PostgresWorkQueue):
     """A PostgreSQL queue that reports a claim that found nothing."""
+
+
+class SpyRedisWakeup(RedisWakeup):
+    """A Redis wake-up that reports when it blocks (``waiting``) and when a block popped a
+    hint (``hinted``)."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.waiting = Event()
+        self.hinted = Event()
+
+    def wait(self, timeout: float) -> bool:
+        self.waiting.set()
+        woke = super().wait(timeout)
+        if woke:
+            self.hinted.set()
+        return woke

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
 
+from runyard.clock import Clock, SystemClock
 from runyard.models import Lease
 
-__all__ = ["DONE", "Done", "Job", "default_worker_name"]
+__all__ = ["DONE", "Done", "Job", "default_worker_name", "interval_timer"]
 
 
 class Done:
@@ -25,6 +28,14 @@ def default_worker_name() -> str:
     worker index go by name)."""
     host = socket.gethostname()[:200]  # within the identifier limit (256 bytes)
     return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def interval_timer(clock: Clock | None) -> Callable[[], float]:
+    """What times a worker's own intervals: ``time.monotonic`` for the system clock (a step
+    of the wall clock must not stop its heartbeats), else the injected clock's ``now``."""
+    if clock is None or isinstance(clock, SystemClock):
+        return time.monotonic
+    return clock.now
 
 
 class Job:

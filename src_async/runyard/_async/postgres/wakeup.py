@@ -3,43 +3,109 @@ channel; enqueue's ``pg_notify`` is delivered at its commit."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import random
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
+from runyard._flavours import async_sleep
 from runyard.postgres.flavours import AsyncConnection
 from runyard.postgres.schema import StateTables
 from runyard.postgres.wake import wake_channel
 
 __all__ = ["AsyncPostgresWakeup"]
 
+log = logging.getLogger("runyard.worker")
+
+RECONNECT_BASE = 0.1
+RECONNECT_CAP = 5.0
+
 
 class AsyncPostgresWakeup:
     """Hints for the queue on ``tables``: notifications on ``wake_channel(tables)``.
 
-    Every listener is woken by every notification (a wake-up per worker process).
+    Every listener is woken by every notification (a wake-up per worker process). When the
+    listening connection is lost, ``wait`` connects and LISTENs again (given the DSN, as
+    ``connect`` keeps it), with jittered backoff, and reports a wake once live again, for
+    the hints sent meanwhile; until then the worker's backstop polls. The loss is logged
+    once at WARNING, the recovery once at INFO.
     """
 
-    def __init__(self, connection: AsyncConnection[Any], channel: str) -> None:
-        self._connection = connection
+    def __init__(
+        self, connection: AsyncConnection[Any], channel: str, *, dsn: str | None = None
+    ) -> None:
+        self._connection: AsyncConnection[Any] | None = connection
         self.channel = channel
+        self._dsn = dsn
+        self._failures = 0
 
     @classmethod
     async def connect(cls, dsn: str, *, tables: StateTables | None = None) -> AsyncPostgresWakeup:
         """Open an autocommit connection and LISTEN on the wake channel. Raises
         ConfigurationError for a channel name past 63 bytes, psycopg.OperationalError."""
         channel = wake_channel(tables or StateTables())
-        connection = await AsyncConnection.connect(dsn, autocommit=True)
-        await connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-        return cls(connection, channel)
+        return cls(await _listen(dsn, channel), channel, dsn=dsn)
 
     async def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notification on the channel."""
+        """Wait up to ``timeout`` seconds for a notification on the channel; True too when
+        the connection was lost and is live again (hints may have been missed meanwhile).
+        Without a DSN to reconnect with, a lost connection raises psycopg.OperationalError."""
+        if self._connection is None:
+            return await self._reconnect(timeout)
         woke = False
-        async for _ in self._connection.notifies(timeout=timeout, stop_after=1):
-            woke = True
+        try:
+            async for _ in self._connection.notifies(timeout=timeout, stop_after=1):
+                woke = True
+        except psycopg.OperationalError as exc:
+            if self._dsn is None:
+                raise
+            log.warning(
+                "wake-up connection on %s lost (%s): polling at the worker's backstop until "
+                "it is back",
+                self.channel,
+                exc,
+                extra={"channel": self.channel},
+            )
+            await self._drop()
         return woke
+
+    async def _reconnect(self, timeout: float) -> bool:
+        """After a jittered backoff (at most ``timeout``), connect and LISTEN again; whether
+        it is live."""
+        assert self._dsn is not None
+        backoff = min(RECONNECT_CAP, RECONNECT_BASE * 2**self._failures)
+        await async_sleep(min(timeout, backoff * random.uniform(0.5, 1.0)))
+        try:
+            self._connection = await _listen(self._dsn, self.channel)
+        except psycopg.OperationalError as exc:
+            self._failures += 1
+            log.debug("wake-up connection on %s: reconnect failed (%s)", self.channel, exc)
+            return False
+        self._failures = 0
+        log.info(
+            "wake-up connection on %s is live again", self.channel, extra={"channel": self.channel}
+        )
+        return True
+
+    async def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(psycopg.Error):
+                await connection.close()
 
     async def aclose(self) -> None:
         """Close the listening connection."""
-        await self._connection.close()
+        await self._drop()
+
+
+async def _listen(dsn: str, channel: str) -> AsyncConnection[Any]:
+    connection = await AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        await connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+    except BaseException:
+        await connection.close()
+        raise
+    return connection

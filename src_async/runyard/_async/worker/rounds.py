@@ -3,12 +3,14 @@ logs: the half of ``AsyncWorker`` that runs on its loop between waits."""
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from runyard._async.worker.store import AsyncWorkerStore
 from runyard.clock import Clock
+from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
 from runyard.worker.job import DONE
 from runyard.worker.outcomes import PermanentFailure, WorkerHooks, WorkerStats, describe_failure
@@ -26,18 +28,21 @@ class AsyncWorkerRounds:
     name: str
     settings: WorkerSettings
     hooks: WorkerHooks
-    _clock: Clock
+    _time: Callable[[], float]
     _stats: WorkerStats
     _store: AsyncWorkerStore
     _heartbeat_every: float
     _running: dict[tuple[str, str], Slot]
     _finished: list[Slot]
+    _flushing: list[Slot]
     _first_finished: float
     _stopping: bool
     _grace_deadline: float | None
     _next_heartbeat: float | None
     _next_reap: float
     _claim_due: bool
+    _due: list[float]
+    _wall_clock: Clock
 
     def _give_up(self, slot: Slot) -> None:
         slot.job.cancelled = True
@@ -47,15 +52,18 @@ class AsyncWorkerRounds:
     # -- store rounds ----------------------------------------------------------------------
     async def _heartbeat_if_due(self) -> None:
         """Renew every held lease in one round when the schedule says so."""
-        now = self._clock.now()
+        now = self._time()
         if self._next_heartbeat is None or now < self._next_heartbeat:
             return
         self._next_heartbeat = now + self._heartbeat_every
         held = [*(s for s in self._running.values() if not s.settling), *self._finished]
         if not held:
             return
-        results = await self._store.heartbeat([s.lease for s in held])
-        for slot, result in zip(held, results, strict=True):
+        sent = [s.lease for s in held]
+        results = await self._store.heartbeat(sent)
+        for slot, lease, result in zip(held, sent, results, strict=True):
+            if slot.lease is not lease:
+                continue  # adopted meanwhile (a job's claim lost its reply): that lease decides
             if isinstance(result, Lease):
                 slot.lease = result
                 continue
@@ -69,14 +77,21 @@ class AsyncWorkerRounds:
 
     async def _reap_if_due(self) -> None:
         """Every ``reap_seconds``, idle or busy, return lapsed leases (of crashed workers)."""
-        now = self._clock.now()
+        now = self._time()
         if self._stopping or now < self._next_reap:
             return
         self._next_reap = now + self.settings.reap_seconds
         reaped = await self._store.reap()
-        self._stats.reaped += reaped
-        if reaped:
-            self._claim_due = True
+        self._stats.reaped += len(reaped)
+        for item in reaped:
+            if item.state != "dead":
+                self._due_at(item)
+
+    def _due_at(self, item: WorkItem) -> None:
+        """Claim when ``item`` (retried or reaped) is due: its ``available_at`` is on the
+        store's clock, the worker's own wall clock estimates how far off that is."""
+        delay = max(0.0, item.available_at - self._wall_clock.now())
+        heapq.heappush(self._due, self._time() + delay)
 
     def _lost(self, slot: Slot, why: BaseException) -> None:
         self._stats.lost += 1
@@ -98,16 +113,19 @@ class AsyncWorkerRounds:
 
     async def _flush(self) -> None:
         """Settle every finished job: completes in one batch, failures one by one."""
-        batch, self._finished = self._finished, []
+        # Held while they settle: a job's claim that adopts meanwhile renews their leases.
+        batch = self._flushing = self._finished
+        self._finished = []
         done = [s for s in batch if s.result is DONE]
         if done:
             for slot, error in zip(
-                done, await self._store.complete([s.lease for s in done]), strict=True
+                done, await self._settle_current(done, self._store.complete), strict=True
             ):
                 self._completed(slot, error)
         for slot in batch:
             if isinstance(slot.result, BaseException):
                 await self._settle_failure(slot, slot.result)
+        self._flushing = []
 
     def _completed(self, slot: Slot, error: BaseException | None) -> None:
         if error is None:
@@ -118,7 +136,11 @@ class AsyncWorkerRounds:
 
     async def _settle_failure(self, slot: Slot, exc: BaseException) -> None:
         retryable = not isinstance(exc, PermanentFailure)
-        result = await self._store.fail(slot.lease, describe_failure(exc), retryable=retryable)
+        sent = slot.lease
+        result = await self._store.fail(sent, describe_failure(exc), retryable=retryable)
+        while isinstance(result, RunyardError) and slot.lease is not sent:
+            sent = slot.lease  # adopted while the fail was in flight: send it with that lease
+            result = await self._store.fail(sent, describe_failure(exc), retryable=retryable)
         if not isinstance(result, WorkItem):
             self._lost(slot, result)
         elif result.state == "dead":
@@ -134,7 +156,7 @@ class AsyncWorkerRounds:
             self._hook(self.hooks.on_job_end, slot.job, "dead")
         else:
             self._stats.retried += 1
-            self._claim_due = True  # due again once its backoff passes
+            self._due_at(result)  # due again once its backoff passes
             log.warning(
                 "item %s failed on attempt %d, will retry: %r",
                 slot.lease.item_id,
@@ -146,7 +168,7 @@ class AsyncWorkerRounds:
 
     async def _shutting_down(self) -> bool:
         """One shutdown step; True once the worker may exit."""
-        now = self._clock.now()
+        now = self._time()
         if self._grace_deadline is None:
             self._grace_deadline = now + self.settings.shutdown_grace
             log.info("stopping: no more claims", extra={"worker": self.name})
@@ -163,7 +185,7 @@ class AsyncWorkerRounds:
             self._give_up(slot)
         if held:
             for slot, error in zip(
-                held, await self._store.release([s.lease for s in held]), strict=True
+                held, await self._settle_current(held, self._store.release), strict=True
             ):
                 if error is None:
                     self._stats.handed_back += 1
@@ -171,6 +193,26 @@ class AsyncWorkerRounds:
                 else:
                     self._lost(slot, error)
         return not self._running  # a job sending its complete is waited for (it nudges)
+
+    async def _settle_current(
+        self,
+        slots: list[Slot],
+        send: Callable[[Sequence[Lease]], Awaitable[list[RunyardError | None]]],
+    ) -> list[RunyardError | None]:
+        """Send each slot's lease; send again for a slot whose lease was refused after an
+        ``adopt`` (a job's claim lost its reply) gave it a new one while the send was in
+        flight. None, or why the lease was lost, per slot."""
+        results: list[RunyardError | None] = [None] * len(slots)
+        pending = list(range(len(slots)))
+        while pending:
+            sent = [slots[i].lease for i in pending]
+            again = []
+            for i, lease, result in zip(pending, sent, await send(sent), strict=True):
+                results[i] = result
+                if result is not None and slots[i].lease is not lease:
+                    again.append(i)
+            pending = again
+        return results
 
     # -- hooks and logs --------------------------------------------------------------------
     def _extra(self, slot: Slot, outcome: str) -> dict[str, object]:

@@ -100,8 +100,10 @@ class AsyncWorkerStore:
             if await self._aborted.wait(delay):
                 raise WorkerAborted(what)
 
-    async def claim(self, free: int) -> list[Lease]:
-        """Claim up to ``free`` items; after a lost claim reply, the leases ``adopt`` finds."""
+    async def claim(self, free: int, holds: Callable[[tuple[str, str]], bool]) -> list[Lease]:
+        """Claim up to ``free`` items; after a lost claim reply, the leases ``adopt`` finds:
+        every live lease of the worker, with a new token, those it already holds (``holds``
+        says which (tenant, item id) keys) included. Only new leases count against ``free``."""
         leases: list[Lease] = []
         try:
             if self.batched:
@@ -128,10 +130,12 @@ class AsyncWorkerStore:
             adopted, _ = await self._call(
                 "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
             )
-            # What the lost claim took is adopted; a new claim (not a resend) fills the rest.
-            if len(adopted) < free:
-                adopted += await self.claim(free - len(adopted))
-            return [*leases, *adopted]
+            # What the lost claim took is adopted (and what this call claimed before it: those
+            # leases are the worker's too, re-tokened); a new claim (not a resend) fills the rest.
+            fresh = sum(1 for lease in adopted if not holds((lease.tenant, lease.item_id)))
+            if fresh < free:
+                adopted += await self.claim(free - fresh, holds)
+            return adopted
         return leases
 
     async def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
@@ -200,10 +204,10 @@ class AsyncWorkerStore:
             out.append(result if isinstance(result, RunyardError) else None)
         return out
 
-    async def reap(self) -> int:
-        """Return lapsed leases (of crashed workers) to ready; how many."""
+    async def reap(self) -> list[WorkItem]:
+        """Return lapsed leases (of crashed workers) to ready (or the dead letter); the items."""
         reaped, _ = await self._call("reap", lambda: self.queue.reap(limit=100))
-        return len(reaped)
+        return list(reaped)
 
 
 def _applied(result: RunyardError | None, uncertain: bool) -> RunyardError | None:

@@ -5,42 +5,108 @@ channel; enqueue's ``pg_notify`` is delivered at its commit."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import random
 from typing import Any
 
+import psycopg
 from psycopg import sql
+from runyard._flavours import sleep
 from runyard.postgres.flavours import Connection
 from runyard.postgres.schema import StateTables
 from runyard.postgres.wake import wake_channel
 
 __all__ = ["PostgresWakeup"]
 
+log = logging.getLogger("runyard.worker")
+
+RECONNECT_BASE = 0.1
+RECONNECT_CAP = 5.0
+
 
 class PostgresWakeup:
     """Hints for the queue on ``tables``: notifications on ``wake_channel(tables)``.
 
-    Every listener is woken by every notification (a wake-up per worker process).
+    Every listener is woken by every notification (a wake-up per worker process). When the
+    listening connection is lost, ``wait`` connects and LISTENs again (given the DSN, as
+    ``connect`` keeps it), with jittered backoff, and reports a wake once live again, for
+    the hints sent meanwhile; until then the worker's backstop polls. The loss is logged
+    once at WARNING, the recovery once at INFO.
     """
 
-    def __init__(self, connection: Connection[Any], channel: str) -> None:
-        self._connection = connection
+    def __init__(
+        self, connection: Connection[Any], channel: str, *, dsn: str | None = None
+    ) -> None:
+        self._connection: Connection[Any] | None = connection
         self.channel = channel
+        self._dsn = dsn
+        self._failures = 0
 
     @classmethod
     def connect(cls, dsn: str, *, tables: StateTables | None = None) -> PostgresWakeup:
         """Open an autocommit connection and LISTEN on the wake channel. Raises
         ConfigurationError for a channel name past 63 bytes, psycopg.OperationalError."""
         channel = wake_channel(tables or StateTables())
-        connection = Connection.connect(dsn, autocommit=True)
-        connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-        return cls(connection, channel)
+        return cls(_listen(dsn, channel), channel, dsn=dsn)
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notification on the channel."""
+        """Wait up to ``timeout`` seconds for a notification on the channel; True too when
+        the connection was lost and is live again (hints may have been missed meanwhile).
+        Without a DSN to reconnect with, a lost connection raises psycopg.OperationalError."""
+        if self._connection is None:
+            return self._reconnect(timeout)
         woke = False
-        for _ in self._connection.notifies(timeout=timeout, stop_after=1):
-            woke = True
+        try:
+            for _ in self._connection.notifies(timeout=timeout, stop_after=1):
+                woke = True
+        except psycopg.OperationalError as exc:
+            if self._dsn is None:
+                raise
+            log.warning(
+                "wake-up connection on %s lost (%s): polling at the worker's backstop until "
+                "it is back",
+                self.channel,
+                exc,
+                extra={"channel": self.channel},
+            )
+            self._drop()
         return woke
+
+    def _reconnect(self, timeout: float) -> bool:
+        """After a jittered backoff (at most ``timeout``), connect and LISTEN again; whether
+        it is live."""
+        assert self._dsn is not None
+        backoff = min(RECONNECT_CAP, RECONNECT_BASE * 2**self._failures)
+        sleep(min(timeout, backoff * random.uniform(0.5, 1.0)))
+        try:
+            self._connection = _listen(self._dsn, self.channel)
+        except psycopg.OperationalError as exc:
+            self._failures += 1
+            log.debug("wake-up connection on %s: reconnect failed (%s)", self.channel, exc)
+            return False
+        self._failures = 0
+        log.info(
+            "wake-up connection on %s is live again", self.channel, extra={"channel": self.channel}
+        )
+        return True
+
+    def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(psycopg.Error):
+                connection.close()
 
     def close(self) -> None:
         """Close the listening connection."""
-        self._connection.close()
+        self._drop()
+
+
+def _listen(dsn: str, channel: str) -> Connection[Any]:
+    connection = Connection.connect(dsn, autocommit=True)
+    try:
+        connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+    except BaseException:
+        connection.close()
+        raise
+    return connection

@@ -16,8 +16,10 @@ __all__ = ["RedisWakeup"]
 class RedisWakeup:
     """Hints for the queue of ``namespace``: ``BLPOP <wake key>``, one command per wait.
 
-    Each hint wakes one idle worker (BLPOP pops it). ``block_seconds`` caps one wait and must
-    stay below the client's socket timeout.
+    Each hint wakes one of the workers blocked on the key (BLPOP pops it), whichever blocked
+    first; a worker blocks only while it has a free slot, so a busy worker does not take the
+    hint an idle one needs. ``block_seconds`` caps one wait and must stay below the client's
+    socket timeout.
     """
 
     def __init__(

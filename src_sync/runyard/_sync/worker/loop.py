@@ -11,6 +11,7 @@ lease lapses (at least once), never lost.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import deque
@@ -29,7 +30,7 @@ from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
-from runyard.worker.job import DONE, Job, default_worker_name
+from runyard.worker.job import DONE, Job, default_worker_name, interval_timer
 from runyard.worker.outcomes import (
     JobTimeoutError,
     WorkerHooks,
@@ -53,7 +54,9 @@ class Worker(WorkerRounds):
     claims are taken under: by default ``host-pid-random``, unique per worker; give one only
     to a process that restarts under the same name on purpose (see docs/worker.md). Raises
     ConfigurationError for a bad setting, InvalidArgumentError for a name that is not an
-    identifier.
+    identifier. The worker times its own intervals (heartbeats, reaps, timeouts, the
+    shutdown grace) on ``time.monotonic()``, so a step of the wall clock changes none of
+    them; an injected ``clock`` (a ``ManualClock`` in tests) times them instead.
     """
 
     def __init__(
@@ -80,21 +83,27 @@ class Worker(WorkerRounds):
         self.handler = handler
         self.name = validate_identifier(default_worker_name() if name is None else name, "worker")
         self.hooks = hooks or WorkerHooks()
-        self._clock = clock or SystemClock()
+        self._time = interval_timer(clock)
+        self._wall_clock = clock or SystemClock()  # to compare with the store's times
         policy = getattr(queue, "policy", None)
         lease_seconds = policy.lease_seconds if isinstance(policy, QueuePolicy) else None
         self._heartbeat_every = self.settings.heartbeat_every(lease_seconds)
         self._stats = WorkerStats()
         self._nudge = Event()
+        # Set while a slot is free and the worker is not stopping: only then does the listener
+        # wait for hints (on Redis a blocked worker pops a hint that an idle one needs).
+        self._listening = Event()
         self._aborted = Event()
         self._store = WorkerStore(queue, self.name, self.settings, self._stats, self._aborted, log)
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0
-        # Whether a claim may find work: set by a hint, a full claim, a reap or a retry, and
-        # cleared as a claim is sent. A worker woken by hints claims only then (or once per
+        # Whether a claim may find work: set by a hint or a full claim, and cleared as a claim
+        # is sent; and when the items a retry or a reap returned fall due (their times, a
+        # heap on the worker's timer). A worker woken by hints claims only then (or once per
         # backstop_seconds): a job that ends, or a settle, does not make work due.
         self._claim_due = True
+        self._due: list[float] = []
         self._last_claim = 0.0
         self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
@@ -102,6 +111,7 @@ class Worker(WorkerRounds):
         self._listener = JobRunner()
         self._running: dict[tuple[str, str], Slot] = {}
         self._finished: list[Slot] = []
+        self._flushing: list[Slot] = []  # finished slots whose settle is in flight
         self._first_finished = 0.0
         self._stopping = False
         self._serving = False
@@ -113,6 +123,7 @@ class Worker(WorkerRounds):
     def stop(self) -> None:
         """Stop claiming; in-flight jobs get ``shutdown_grace`` seconds, then are handed back."""
         self._stopping = True
+        self._listening.clear()
         self._nudge.set()
 
     def abort(self) -> None:
@@ -149,13 +160,17 @@ class Worker(WorkerRounds):
                 if self._stopping and self._shutting_down():
                     break
                 claimed, more = (0, False) if self._stopping else self._fill()
+                if not self._stopping and len(self._running) < self.settings.concurrency:
+                    self._listening.set()
+                else:
+                    self._listening.clear()
                 self._heartbeat_if_due()
                 flushed = self._flush_due()
                 if flushed:
                     self._flush()
                 idle = not (claimed or flushed or self._running or self._finished)
                 if until_idle and idle:
-                    reaped = self._store.reap()
+                    reaped = len(self._store.reap())
                     self._stats.reaped += reaped
                     if reaped:
                         continue
@@ -168,6 +183,7 @@ class Worker(WorkerRounds):
             pass
         finally:
             self._serving = False
+            self._listening.set()  # a listener waiting for a free slot ends
             self._jobs.close()
             self._listener.close()
             if self._wakeup is not None:
@@ -175,24 +191,40 @@ class Worker(WorkerRounds):
         return self.stats()
 
     def _listen(self) -> None:
-        """Turn wake-up hints into nudges while the worker serves (a job of its own)."""
+        """Turn wake-up hints into nudges while the worker serves (a job of its own); wait
+        for hints only while a slot is free and the worker is not stopping. After a hint, the
+        next wait comes once the loop has claimed: had every slot filled, it would not."""
         assert self._wakeup is not None
         failures = 0
         while self._serving:
+            if not self._listening.is_set():
+                self._listening.wait()
+                continue
             try:
                 woke = self._wakeup.wait(min(self.settings.backstop_seconds, 5.0))
             except Exception as exc:  # a lost listener: the backstop polls meanwhile
                 failures += 1
-                log.debug("wake-up listener failed (%s)", exc, extra={"worker": self.name})
+                level = logging.WARNING if failures == 1 else logging.DEBUG
+                log.log(
+                    level,
+                    "wake-up listener failed (%s): polling every %g s until it recovers",
+                    exc,
+                    self.settings.backstop_seconds,
+                    extra={"worker": self.name},
+                )
                 self._aborted.wait(self.settings.store_backoff(failures))
                 continue
+            if failures:
+                log.info("wake-up listener recovered", extra={"worker": self.name})
+                self.wake()  # hints sent meanwhile were missed
             failures = 0
             if woke:
+                self._listening.clear()  # the loop sets it again after its claim, if not full
                 self.wake()
 
     def _wait_seconds(self) -> float:
         """How long the loop may sleep before something falls due (unless nudged)."""
-        mono, now = time.monotonic(), self._clock.now()
+        mono, now = time.monotonic(), self._time()
         waits = []
         if self._finished:
             waits.append(self._first_finished + self.settings.flush_seconds - mono)
@@ -209,6 +241,10 @@ class Worker(WorkerRounds):
             waits.append(self._next_reap - now)  # busy or idle: a dead worker's items return
             if len(self._running) < self.settings.concurrency:
                 waits.append(self._last_claim + self.settings.backstop_seconds - mono)
+                if self._claim_due:
+                    waits.append(0.0)  # set after this turn's claim (a reap, a hint)
+                if self._due:
+                    waits.append(self._due[0] - now)  # a retried or reaped item falls due
         return max(0.0, min(waits, default=self.settings.backstop_seconds))
 
     # -- jobs ------------------------------------------------------------------------------
@@ -224,7 +260,10 @@ class Worker(WorkerRounds):
         if free <= 0 or not self._claim_wanted():
             return 0, False
         self._claim_due, self._last_claim = False, time.monotonic()
-        started = self._take(self._store.claim(free))
+        now = self._time()
+        while self._due and self._due[0] <= now:
+            heapq.heappop(self._due)
+        started = self._take(self._store.claim(free, self._holds))
         if started == free:
             self._claim_due = True
         return started, started == free
@@ -239,24 +278,48 @@ class Worker(WorkerRounds):
             self._wakeup is None
             or self._until_idle
             or self._claim_due
+            or bool(self._due and self._due[0] <= self._time())
             or time.monotonic() >= self._last_claim + self.settings.backstop_seconds
         )
 
     def _take(self, leases: list[Lease]) -> int:
         """Start a job on each lease the worker does not hold yet; how many."""
-        started = 0
-        settling = {s.key for s in self._finished}
-        for lease in leases:
-            key = (lease.tenant, lease.item_id)
-            if key in self._running or key in settling:
-                continue  # adopted after a lost claim reply: already held
+        fresh = self._renew_held(leases)
+        for lease in fresh:
             self._start(lease)
-            started += 1
-        return started
+        return len(fresh)
+
+    def _renew_held(self, leases: list[Lease]) -> list[Lease]:
+        """Give each slot the worker holds its lease in ``leases`` (adopted after a lost claim
+        reply: ``adopt`` gives every live lease a new token, and only that one is accepted);
+        return the leases it did not hold."""
+        fresh = []
+        for lease in leases:
+            slot = self._held((lease.tenant, lease.item_id))
+            if slot is None:
+                fresh.append(lease)
+            else:
+                slot.lease = lease
+        return fresh
+
+    def _held(self, key: tuple[str, str]) -> Slot | None:
+        """The slot holding ``key``: running, handed off by its predecessor's job, or finished
+        (waiting to settle, or settling). Jobs call it too, in the sync twin from their
+        threads: it only reads, and copies the lists first."""
+        slot = self._running.get(key)
+        if slot is not None:
+            return slot
+        for held in [*self._finished, *self._flushing, *self._handoff]:
+            if isinstance(held, Slot) and held.key == key:
+                return held
+        return None
+
+    def _holds(self, key: tuple[str, str]) -> bool:
+        return self._held(key) is not None
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
-        return Slot(lease, self._clock.now() + timeout if timeout is not None else None)
+        return Slot(lease, self._time() + timeout if timeout is not None else None)
 
     def _start(self, lease: Lease) -> None:
         slot = self._slot(lease)
@@ -266,7 +329,7 @@ class Worker(WorkerRounds):
     def _register(self, slot: Slot) -> None:
         self._running[slot.key] = slot
         if self._next_heartbeat is None:
-            self._next_heartbeat = self._clock.now() + self._heartbeat_every
+            self._next_heartbeat = self._time() + self._heartbeat_every
         self._stats.in_flight = len(self._running)
         self._hook(self.hooks.on_job_start, slot.job)
 
@@ -322,30 +385,27 @@ class Worker(WorkerRounds):
         jobs' round trips (the loop would send them one at a time), and runs it next; the
         loop registers it. Batched, the loop's one round trip serves every job."""
         slot.settling = True  # from here on the loop neither heartbeats nor gives it up
-        (error,) = self._store.complete([slot.lease])
+        (error,) = self._settle_current([slot], self._store.complete)
         if self._stopping:
             return Settled(error), None
-        leases = self._store.claim(1)
+        leases = self._renew_held(self._store.claim(1, self._holds))
         successor = None
-        if len(leases) == 1 and leases[0].item_id != slot.lease.item_id:
-            lease = leases[0]
-            if (lease.tenant, lease.item_id) not in self._running:  # (adopted: held)
-                successor = self._slot(lease)
-                successor.handle = slot.handle
-                leases = []
+        if len(leases) == 1:
+            successor = self._slot(leases[0])
+            successor.handle = slot.handle
         self._handoff.extend(leases if successor is None else [successor])
         return Settled(error), successor  # handed off before the outcome is set
 
     def _collect(self) -> None:
         """Move finished jobs (and jobs past their timeout) to the settle buffer."""
-        now = self._clock.now()
+        now = self._time()
         for key, slot in list(self._running.items()):
             if slot.outcome is None and (
                 slot.settling or slot.deadline is None or now < slot.deadline
             ):
                 continue
-            del self._running[key]
             if isinstance(slot.outcome, Settled):  # the job sent its complete itself
+                del self._running[key]
                 self._completed(slot, slot.outcome.error)
                 continue
             if slot.outcome is None:
@@ -361,14 +421,16 @@ class Worker(WorkerRounds):
                 self._hook(self.hooks.on_failure, slot.job, slot.result)
             if not self._finished:
                 self._first_finished = time.monotonic()
-            self._finished.append(slot)
+            self._finished.append(slot)  # before it leaves the running: always seen as held
+            del self._running[key]
         while self._handoff:  # after the outcomes: a job hands its successor off first
-            handed = self._handoff.popleft()
+            handed = self._handoff[0]
             if isinstance(handed, Slot):
                 self._register(handed)  # running already, on its predecessor's task/thread
                 if handed.outcome is not None:
                     self._nudge.set()  # it ended before it was registered: collect it next
             else:
                 self._take([handed])
+            self._handoff.popleft()  # registered first: always seen as held
         if not self._running and not self._finished:
             self._next_heartbeat = None

@@ -102,8 +102,10 @@ class WorkerStore:
             if self._aborted.wait(delay):
                 raise WorkerAborted(what)
 
-    def claim(self, free: int) -> list[Lease]:
-        """Claim up to ``free`` items; after a lost claim reply, the leases ``adopt`` finds."""
+    def claim(self, free: int, holds: Callable[[tuple[str, str]], bool]) -> list[Lease]:
+        """Claim up to ``free`` items; after a lost claim reply, the leases ``adopt`` finds:
+        every live lease of the worker, with a new token, those it already holds (``holds``
+        says which (tenant, item id) keys) included. Only new leases count against ``free``."""
         leases: list[Lease] = []
         try:
             if self.batched:
@@ -130,10 +132,12 @@ class WorkerStore:
             adopted, _ = self._call(
                 "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
             )
-            # What the lost claim took is adopted; a new claim (not a resend) fills the rest.
-            if len(adopted) < free:
-                adopted += self.claim(free - len(adopted))
-            return [*leases, *adopted]
+            # What the lost claim took is adopted (and what this call claimed before it: those
+            # leases are the worker's too, re-tokened); a new claim (not a resend) fills the rest.
+            fresh = sum(1 for lease in adopted if not holds((lease.tenant, lease.item_id)))
+            if fresh < free:
+                adopted += self.claim(free - fresh, holds)
+            return adopted
         return leases
 
     def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
@@ -202,10 +206,10 @@ class WorkerStore:
             out.append(result if isinstance(result, RunyardError) else None)
         return out
 
-    def reap(self) -> int:
-        """Return lapsed leases (of crashed workers) to ready; how many."""
+    def reap(self) -> list[WorkItem]:
+        """Return lapsed leases (of crashed workers) to ready (or the dead letter); the items."""
         reaped, _ = self._call("reap", lambda: self.queue.reap(limit=100))
-        return len(reaped)
+        return list(reaped)
 
 
 def _applied(result: RunyardError | None, uncertain: bool) -> RunyardError | None:
