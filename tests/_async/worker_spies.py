@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard._async.protocols import AsyncBatchedWorkQueue
 from runyard._async.redis.wakeup import AsyncRedisWakeup
 from runyard._flavours import AsyncEvent
@@ -12,7 +13,7 @@ from runyard.models import Lease
 from runyard.postgres import AsyncPostgresWorkQueue
 from runyard.redis import AsyncRedisWorkQueue
 
-__all__ = ["SpyPostgresQueue", "SpyRedisQueue", "SpyRedisWakeup"]
+__all__ = ["SpyPostgresQueue", "SpyPostgresWakeup", "SpyRedisQueue", "SpyRedisWakeup"]
 
 
 class _ReportsClaimingNothing:
@@ -57,4 +58,30 @@ class SpyRedisWakeup(AsyncRedisWakeup):
         woke = await super().wait(timeout)
         if woke:
             self.hinted.set()
+        return woke
+
+
+class SpyPostgresWakeup(AsyncPostgresWakeup):
+    """A PostgreSQL wake-up that counts the notifications its waits returned (``hints``) and
+    sets ``counted`` once ``expect(n)`` more have come."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.hints = 0
+        self.counted = AsyncEvent()
+        self._goal: int | None = None
+
+    def expect(self, more: int) -> None:
+        """Set ``counted`` once ``more`` hints past those counted so far have come."""
+        self.counted.clear()
+        self._goal = self.hints + more
+        if self.hints >= self._goal:
+            self.counted.set()
+
+    async def wait(self, timeout: float) -> bool:
+        woke = await super().wait(timeout)
+        if woke:
+            self.hints += 1
+            if self._goal is not None and self.hints >= self._goal:
+                self.counted.set()
         return woke

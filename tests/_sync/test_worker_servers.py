@@ -22,7 +22,12 @@ from runyard.redis import RedisStoreSettings, RedisWorkQueue
 from runyard.worker import Job, Worker
 
 from tests._sync.postgres_support import open_pool, open_queue
-from tests._sync.worker_spies import SpyPostgresQueue, SpyRedisQueue, SpyRedisWakeup
+from tests._sync.worker_spies import (
+    SpyPostgresQueue,
+    SpyPostgresWakeup,
+    SpyRedisQueue,
+    SpyRedisWakeup,
+)
 from tests.support.postgres_plugin import PG_DSN, PG_PORT
 from tests.support.proxy import running_proxy
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
@@ -136,6 +141,74 @@ def test_a_busy_redis_worker_leaves_the_hint_to_an_idle_one(
     queue_b.close()
 
 
+def test_a_hint_a_worker_pops_once_its_slots_filled_is_given_back(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # A (one slot) blocks on the wake key while idle; a retry falling due then fills its slot
+    # (not a hint), and its block goes on. B, idle, blocks after A. The next enqueue's hint
+    # is popped by A, who is busy: A gives it back and B starts the job (backstops of 60 s,
+    # past the test's safety limit: only a hint starts a job here).
+    policy = QueuePolicy(backoff_base=2.0, random=lambda: 0.5)  # the retry: 1 s after the fail
+    release, retried, short_started = Event(), Event(), Event()
+    started: list[tuple[str, str, int]] = []
+    blocked_before_retry: list[bool] = []
+
+    def member(name: str) -> tuple[Worker, SpyRedisQueue, SpyRedisWakeup]:
+        queue = SpyRedisQueue(
+            Clients.for_target(local_redis_target),
+            settings=redis_settings,
+            policy=policy,
+            owns_client=True,
+        )
+        wakeup = SpyRedisWakeup(
+            Clients.for_target(local_redis_target),
+            namespace=redis_settings.namespace,
+            owns_client=True,
+        )
+
+        def handler(job: Job) -> None:
+            started.append((job.payload["n"], name, job.attempt))
+            if job.payload["n"] == "short":
+                short_started.set()
+            elif job.attempt == 1:
+                wakeup.waiting.clear()  # the next block comes after this failure
+                raise RuntimeError("flaky")
+            else:
+                blocked_before_retry.append(wakeup.waiting.is_set())
+                retried.set()
+                assert release.wait(SAFETY)
+
+        worker = Worker(
+            queue, handler, wakeup=wakeup, concurrency=1, backstop_seconds=60, reap_seconds=600
+        )
+        return worker, queue, wakeup
+
+    a, queue_a, wakeup_a = member("A")
+    b, queue_b, wakeup_b = member("B")
+
+    def drive() -> None:
+        assert queue_a.claimed_nothing.wait(SAFETY)
+        assert wakeup_a.waiting.wait(SAFETY)
+        queue_a.enqueue("acme", {"n": "retried"})
+        assert retried.wait(SAFETY)  # A's slot is full: its block from before goes on
+        gather([b.run, enqueue_for_b])
+
+    def enqueue_for_b() -> None:
+        assert queue_b.claimed_nothing.wait(SAFETY)
+        assert wakeup_b.waiting.wait(SAFETY)
+        queue_b.enqueue("acme", {"n": "short"})
+        assert short_started.wait(SAFETY)  # only a hint starts it within the limit
+        release.set()
+        a.stop()
+        b.stop()
+
+    gather([a.run, drive])
+    assert blocked_before_retry == [True]  # A was blocked on the key when its slot filled
+    assert started == [("retried", "A", 1), ("retried", "A", 2), ("short", "B", 1)]
+    queue_a.close()
+    queue_b.close()
+
+
 def _woken_postgres_worker(
     tables: StateTables, enqueue: Callable[[PostgresWorkQueue], object]
 ) -> None:
@@ -227,6 +300,51 @@ def test_a_postgres_worker_listens_again_after_its_listen_connection_is_lost(
     assert [level for level, _ in said] == ["WARNING", "INFO"]
     assert said[0][1].startswith(f"wake-up connection on {wakeup.channel} lost")
     assert said[1][1] == f"wake-up connection on {wakeup.channel} is live again"
+    queue.close()
+
+
+def test_a_busy_postgres_worker_keeps_reading_its_notifications(
+    pg_tables: StateTables,
+) -> None:
+    # Every LISTEN connection gets every notification, and one that is not read holds the
+    # server's notification queue (its backend blocks writing to it): a worker whose only
+    # slot is busy reads the hints of three enqueues all the same, then claims their items
+    # once the slot is free (backstop 60 s, past the safety limit).
+    queue = SpyPostgresQueue.open(open_pool(), tables=pg_tables, close_source=True)
+    wakeup = SpyPostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    assert isinstance(wakeup, SpyPostgresWakeup)
+    release, long_started, shorts_done = Event(), Event(), Event()
+    shorts: list[int] = []
+
+    def handler(job: Job) -> None:
+        if job.payload["n"] == "long":
+            long_started.set()
+            assert release.wait(SAFETY)
+        else:
+            shorts.append(job.payload["n"])
+            if len(shorts) == 3:
+                shorts_done.set()
+
+    worker = Worker(
+        queue, handler, wakeup=wakeup, concurrency=1, backstop_seconds=60, reap_seconds=600
+    )
+
+    def drive() -> None:
+        assert queue.claimed_nothing.wait(SAFETY)
+        queue.enqueue("acme", {"n": "long"})
+        assert long_started.wait(SAFETY)
+        wakeup.expect(3)
+        for n in range(3):
+            queue.enqueue("acme", {"n": n})  # one transaction, one notification each
+        read = wakeup.counted.wait(SAFETY)  # read while the one slot is busy
+        release.set()
+        done = shorts_done.wait(SAFETY)
+        worker.stop()
+        assert read and done
+
+    gather([worker.run, drive])
+    assert sorted(shorts) == [0, 1, 2]
+    assert worker.stats().completed == 4
     queue.close()
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any, cast
 
 from runyard._flavours import Event
+from runyard._sync.postgres.wakeup import PostgresWakeup
 from runyard._sync.protocols import BatchedWorkQueue
 from runyard._sync.redis.wakeup import RedisWakeup
 from runyard.models import Lease
 from runyard.postgres import PostgresWorkQueue
 from runyard.redis import RedisWorkQueue
 
-__all__ = ["SpyPostgresQueue", "SpyRedisQueue", "SpyRedisWakeup"]
+__all__ = ["SpyPostgresQueue", "SpyPostgresWakeup", "SpyRedisQueue", "SpyRedisWakeup"]
 
 
 class _ReportsClaimingNothing:
@@ -59,4 +60,30 @@ class SpyRedisWakeup(RedisWakeup):
         woke = super().wait(timeout)
         if woke:
             self.hinted.set()
+        return woke
+
+
+class SpyPostgresWakeup(PostgresWakeup):
+    """A PostgreSQL wake-up that counts the notifications its waits returned (``hints``) and
+    sets ``counted`` once ``expect(n)`` more have come."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.hints = 0
+        self.counted = Event()
+        self._goal: int | None = None
+
+    def expect(self, more: int) -> None:
+        """Set ``counted`` once ``more`` hints past those counted so far have come."""
+        self.counted.clear()
+        self._goal = self.hints + more
+        if self.hints >= self._goal:
+            self.counted.set()
+
+    def wait(self, timeout: float) -> bool:
+        woke = super().wait(timeout)
+        if woke:
+            self.hints += 1
+            if self._goal is not None and self.hints >= self._goal:
+                self.counted.set()
         return woke

@@ -27,12 +27,15 @@ RECONNECT_CAP = 5.0
 class AsyncPostgresWakeup:
     """Hints for the queue on ``tables``: notifications on ``wake_channel(tables)``.
 
-    Every listener is woken by every notification (a wake-up per worker process). When the
-    listening connection is lost, ``wait`` connects and LISTENs again (given the DSN, as
-    ``connect`` keeps it), with jittered backoff, and reports a wake once live again, for
-    the hints sent meanwhile; until then the worker's backstop polls. The loss is logged
-    once at WARNING, the recovery once at INFO.
+    Every listener is woken by every notification (a wake-up per worker process), so the
+    worker reads them busy or idle: a listener that stopped reading would hold the cluster's
+    notification queue. When the listening connection is lost, ``wait`` connects and LISTENs
+    again (given the DSN, as ``connect`` keeps it), with jittered backoff, and reports a wake
+    once live again, for the hints sent meanwhile; until then the worker's backstop polls.
+    The loss is logged once at WARNING, the recovery once at INFO.
     """
+
+    consumes_hints = False
 
     def __init__(
         self, connection: AsyncConnection[Any], channel: str, *, dsn: str | None = None
@@ -95,6 +98,9 @@ class AsyncPostgresWakeup:
         if connection is not None:
             with contextlib.suppress(psycopg.Error):
                 await connection.close()
+
+    async def give_back(self) -> None:
+        """Nothing to give back: every listener gets every notification."""
 
     async def aclose(self) -> None:
         """Close the listening connection."""

@@ -16,10 +16,22 @@ __all__ = ["AsyncConditionWakeup", "AsyncWakeup", "wakeup_for"]
 
 @runtime_checkable
 class AsyncWakeup(Protocol):
-    """A source of hints that work was enqueued."""
+    """A source of hints that work was enqueued.
+
+    ``consumes_hints`` says whether a hint goes to one listener only (Redis: ``BLPOP`` pops
+    it), so the worker waits only while a slot is free and gives back (``give_back``) a hint
+    that came once its slots had filled; a wake-up whose every listener gets every hint
+    (PostgreSQL, memory) is read all the time, busy or not.
+    """
+
+    consumes_hints: bool
 
     async def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a hint; return whether one came."""
+        ...
+
+    async def give_back(self) -> None:
+        """Return the hint the last ``wait`` took, for another listener (consuming only)."""
         ...
 
     async def aclose(self) -> None:
@@ -31,7 +43,10 @@ class AsyncConditionWakeup:
     """Hints from a condition notified in this process (the memory queue's ``wakeups``).
 
     Lossless from its construction on: an enqueue between two waits is seen by the next one.
+    Every waiter sees every notify.
     """
+
+    consumes_hints = False
 
     def __init__(self, condition: AsyncCondition) -> None:
         self._condition = condition
@@ -42,6 +57,9 @@ class AsyncConditionWakeup:
         generation = await self._condition.wait_past(self._seen, timeout)
         woke, self._seen = generation != self._seen, generation
         return woke
+
+    async def give_back(self) -> None:
+        """Nothing to give back: every waiter sees every notify."""
 
     async def aclose(self) -> None:
         """Nothing to release: the condition belongs to the queue."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from runyard._sync.redis.scripts import client_from_url
 from runyard.redis.flavours import RedisClient
 from runyard.redis.settings import RedisStoreSettings
-from runyard.redis.wake import wake_key
+from runyard.redis.wake import WAKE_LIST_MAX, wake_key
 
 __all__ = ["RedisWakeup"]
 
@@ -17,10 +17,13 @@ class RedisWakeup:
     """Hints for the queue of ``namespace``: ``BLPOP <wake key>``, one command per wait.
 
     Each hint wakes one of the workers blocked on the key (BLPOP pops it), whichever blocked
-    first; a worker blocks only while it has a free slot, so a busy worker does not take the
-    hint an idle one needs. ``block_seconds`` caps one wait and must stay below the client's
-    socket timeout.
+    first; a worker blocks only while it has a free slot, and a hint that a block returns
+    after the worker's slots filled (by a claim of its own) is given back, pushed to the head
+    of the key, so a busy worker does not keep the hint an idle one needs. ``block_seconds``
+    caps one wait and must stay below the client's socket timeout.
     """
+
+    consumes_hints = True
 
     def __init__(
         self,
@@ -49,6 +52,12 @@ class RedisWakeup:
         """Block up to ``timeout`` seconds (at most ``block_seconds``) for a hint."""
         seconds = max(0.01, min(timeout, self.block_seconds))
         return self._client.blpop([self.key], timeout=seconds) is not None
+
+    def give_back(self) -> None:
+        """Push a hint back to the head of the wake key (the next block pops it), keeping the
+        key's bound as the enqueue script does."""
+        self._client.lpush(self.key, "1")
+        self._client.ltrim(self.key, 0, WAKE_LIST_MAX - 1)
 
     def close(self) -> None:
         """Close the client if this wake-up owns it."""

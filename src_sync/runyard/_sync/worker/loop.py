@@ -91,7 +91,8 @@ class Worker(WorkerRounds):
         self._stats = WorkerStats()
         self._nudge = Event()
         # Set while a slot is free and the worker is not stopping: only then does the listener
-        # wait for hints (on Redis a blocked worker pops a hint that an idle one needs).
+        # wait on a wake-up that consumes hints (on Redis a blocked worker pops a hint that an
+        # idle one needs), and only then does a hint nudge the loop.
         self._listening = Event()
         self._aborted = Event()
         self._store = WorkerStore(queue, self.name, self.settings, self._stats, self._aborted, log)
@@ -191,17 +192,28 @@ class Worker(WorkerRounds):
         return self.stats()
 
     def _listen(self) -> None:
-        """Turn wake-up hints into nudges while the worker serves (a job of its own); wait
-        for hints only while a slot is free and the worker is not stopping. After a hint, the
-        next wait comes once the loop has claimed: had every slot filled, it would not."""
+        """Turn wake-up hints into nudges while the worker serves (a job of its own).
+
+        A wake-up that consumes its hints (Redis: one listener pops each) is waited on only
+        while a slot is free and the worker is not stopping, and after a hint not before the
+        loop has claimed; a hint it returns once the slots have filled by another path (the
+        backstop, a retry falling due, a full claim) is given back for an idle worker. Any
+        other wake-up (PostgreSQL: every listener gets every notification, and a listener
+        that stops reading holds the server's notification queue) is read busy or not; a
+        hint while busy only makes the next claim due."""
         assert self._wakeup is not None
+        consumes = self._wakeup.consumes_hints
         failures = 0
         while self._serving:
-            if not self._listening.is_set():
+            if consumes and not self._listening.is_set():
                 self._listening.wait()
                 continue
             try:
                 woke = self._wakeup.wait(min(self.settings.backstop_seconds, 5.0))
+                wanted = self._wants_hints()
+                if woke and consumes and not wanted:
+                    self._wakeup.give_back()  # not this worker's wake: an idle one's
+                    continue
             except Exception as exc:  # a lost listener: the backstop polls meanwhile
                 failures += 1
                 level = logging.WARNING if failures == 1 else logging.DEBUG
@@ -218,9 +230,19 @@ class Worker(WorkerRounds):
                 log.info("wake-up listener recovered", extra={"worker": self.name})
                 self.wake()  # hints sent meanwhile were missed
             failures = 0
-            if woke:
+            if not woke:
+                continue
+            if consumes:
                 self._listening.clear()  # the loop sets it again after its claim, if not full
+            if wanted:
                 self.wake()
+            else:
+                self._claim_due = True  # claimed once a slot frees; no turn of the loop now
+
+    def _wants_hints(self) -> bool:
+        """Whether a hint can start a job now: serving, not stopping, and a slot free as of
+        the loop's last turn."""
+        return self._serving and self._listening.is_set()
 
     def _wait_seconds(self) -> float:
         """How long the loop may sleep before something falls due (unless nudged)."""

@@ -18,10 +18,22 @@ __all__ = ["ConditionWakeup", "Wakeup", "wakeup_for"]
 
 @runtime_checkable
 class Wakeup(Protocol):
-    """A source of hints that work was enqueued."""
+    """A source of hints that work was enqueued.
+
+    ``consumes_hints`` says whether a hint goes to one listener only (Redis: ``BLPOP`` pops
+    it), so the worker waits only while a slot is free and gives back (``give_back``) a hint
+    that came once its slots had filled; a wake-up whose every listener gets every hint
+    (PostgreSQL, memory) is read all the time, busy or not.
+    """
+
+    consumes_hints: bool
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a hint; return whether one came."""
+        ...
+
+    def give_back(self) -> None:
+        """Return the hint the last ``wait`` took, for another listener (consuming only)."""
         ...
 
     def close(self) -> None:
@@ -33,7 +45,10 @@ class ConditionWakeup:
     """Hints from a condition notified in this process (the memory queue's ``wakeups``).
 
     Lossless from its construction on: an enqueue between two waits is seen by the next one.
+    Every waiter sees every notify.
     """
+
+    consumes_hints = False
 
     def __init__(self, condition: Condition) -> None:
         self._condition = condition
@@ -44,6 +59,9 @@ class ConditionWakeup:
         generation = self._condition.wait_past(self._seen, timeout)
         woke, self._seen = generation != self._seen, generation
         return woke
+
+    def give_back(self) -> None:
+        """Nothing to give back: every waiter sees every notify."""
 
     def close(self) -> None:
         """Nothing to release: the condition belongs to the queue."""
