@@ -4,6 +4,7 @@ enqueue script; the PostgreSQL enqueue statements' pg_notify), and surviving an 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from runyard import QueuePolicy
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard._async.redis.wakeup import AsyncRedisWakeup
-from runyard._flavours import AsyncEvent, async_gather
+from runyard._flavours import AsyncEvent, async_gather, async_sleep
 from runyard.models import NewItem
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
 from runyard.postgres.flavours import AsyncConnection
@@ -354,6 +355,52 @@ async def test_a_busy_postgres_worker_keeps_reading_its_notifications(
     assert sorted(shorts) == [0, 1, 2]
     assert worker.stats().completed == 4
     await queue.aclose()
+
+
+async def _listen_backends(channel: str, *, until_none: bool) -> int:
+    """How many backends LISTEN on ``channel``; with ``until_none``, asked again (up to the
+    safety limit) until none is left, as a closed or terminated backend takes a moment to
+    leave pg_stat_activity."""
+    deadline = time.monotonic() + SAFETY
+    async with await AsyncConnection.connect(PG_DSN, autocommit=True) as admin:
+        while True:
+            cursor = await admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE query = %s", (f'LISTEN "{channel}"',)
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            if not until_none or row[0] == 0 or time.monotonic() > deadline:
+                return int(row[0])
+            await async_sleep(0.05)
+
+
+@pytest.mark.asyncio
+async def test_a_postgres_wakeup_closed_during_its_reconnect_leaves_no_connection(
+    pg_tables: StateTables,
+) -> None:
+    # The LISTEN backend is terminated; the wake-up sees the loss, and its next wait is in
+    # the backoff before it reconnects when the worker's shutdown closes it: that wait
+    # reports no wake and no LISTEN connection is left behind.
+    wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    assert await _listen_backends(wakeup.channel, until_none=False) == 1
+    async with await AsyncConnection.connect(PG_DSN, autocommit=True) as admin:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+            (f'LISTEN "{wakeup.channel}"',),
+        )
+    assert not await wakeup.wait(SAFETY)  # the loss: the connection is dropped
+
+    async def reconnecting() -> bool:
+        return await wakeup.wait(SAFETY)
+
+    async def closing() -> bool:
+        await wakeup.aclose()
+        return False
+
+    woke, _ = await async_gather([reconnecting, closing])
+    assert not woke
+    assert await _listen_backends(wakeup.channel, until_none=True) == 0
+    assert not await wakeup.wait(0.01)  # closed: it does not connect again
 
 
 @pytest.mark.asyncio

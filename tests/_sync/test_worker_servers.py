@@ -6,13 +6,14 @@ enqueue script; the PostgreSQL enqueue statements' pg_notify), and surviving an 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from psycopg_pool import ConnectionPool
 from runyard import QueuePolicy
-from runyard._flavours import Event, gather
+from runyard._flavours import Event, gather, sleep
 from runyard._sync.postgres.wakeup import PostgresWakeup
 from runyard._sync.redis.wakeup import RedisWakeup
 from runyard.models import NewItem
@@ -346,6 +347,51 @@ def test_a_busy_postgres_worker_keeps_reading_its_notifications(
     assert sorted(shorts) == [0, 1, 2]
     assert worker.stats().completed == 4
     queue.close()
+
+
+def _listen_backends(channel: str, *, until_none: bool) -> int:
+    """How many backends LISTEN on ``channel``; with ``until_none``, asked again (up to the
+    safety limit) until none is left, as a closed or terminated backend takes a moment to
+    leave pg_stat_activity."""
+    deadline = time.monotonic() + SAFETY
+    with Connection.connect(PG_DSN, autocommit=True) as admin:
+        while True:
+            cursor = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE query = %s", (f'LISTEN "{channel}"',)
+            )
+            row = cursor.fetchone()
+            assert row is not None
+            if not until_none or row[0] == 0 or time.monotonic() > deadline:
+                return int(row[0])
+            sleep(0.05)
+
+
+def test_a_postgres_wakeup_closed_during_its_reconnect_leaves_no_connection(
+    pg_tables: StateTables,
+) -> None:
+    # The LISTEN backend is terminated; the wake-up sees the loss, and its next wait is in
+    # the backoff before it reconnects when the worker's shutdown closes it: that wait
+    # reports no wake and no LISTEN connection is left behind.
+    wakeup = PostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    assert _listen_backends(wakeup.channel, until_none=False) == 1
+    with Connection.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+            (f'LISTEN "{wakeup.channel}"',),
+        )
+    assert not wakeup.wait(SAFETY)  # the loss: the connection is dropped
+
+    def reconnecting() -> bool:
+        return wakeup.wait(SAFETY)
+
+    def closing() -> bool:
+        wakeup.close()
+        return False
+
+    woke, _ = gather([reconnecting, closing])
+    assert not woke
+    assert _listen_backends(wakeup.channel, until_none=True) == 0
+    assert not wakeup.wait(0.01)  # closed: it does not connect again
 
 
 def test_a_redis_outage_through_the_proxy_is_survived(

@@ -8,11 +8,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import time
 from typing import Any
 
 import psycopg
 from psycopg import sql
-from runyard._flavours import sleep
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from runyard._flavours import Lock, sleep
 from runyard.postgres.flavours import Connection
 from runyard.postgres.schema import StateTables
 from runyard.postgres.wake import wake_channel
@@ -23,6 +25,9 @@ log = logging.getLogger("runyard.worker")
 
 RECONNECT_BASE = 0.1
 RECONNECT_CAP = 5.0
+CONNECT_TIMEOUT = 5
+"""Seconds a (re)connect may take when the DSN sets no ``connect_timeout``: an unreachable
+host fails then, not after the system's TCP timeout."""
 
 
 class PostgresWakeup:
@@ -33,7 +38,8 @@ class PostgresWakeup:
     notification queue. When the listening connection is lost, ``wait`` connects and LISTENs
     again (given the DSN, as ``connect`` keeps it), with jittered backoff, and reports a wake
     once live again, for the hints sent meanwhile; until then the worker's backstop polls.
-    The loss is logged once at WARNING, the recovery once at INFO.
+    The loss is logged once at WARNING, the recovery once at INFO. A connection a reconnect
+    makes after ``close`` is closed at once.
     """
 
     consumes_hints = False
@@ -45,6 +51,9 @@ class PostgresWakeup:
         self.channel = channel
         self._dsn = dsn
         self._failures = 0
+        self._retry_at = 0.0  # time.monotonic() of the next reconnect
+        self._closed = False
+        self._lock = Lock()  # close() against a reconnect (the sync twin's threads)
 
     @classmethod
     def connect(cls, dsn: str, *, tables: StateTables | None = None) -> PostgresWakeup:
@@ -56,7 +65,10 @@ class PostgresWakeup:
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a notification on the channel; True too when
         the connection was lost and is live again (hints may have been missed meanwhile).
-        Without a DSN to reconnect with, a lost connection raises psycopg.OperationalError."""
+        False at once after ``close``. Without a DSN to reconnect with, a lost connection
+        raises psycopg.OperationalError."""
+        if self._closed:
+            return False
         if self._connection is None:
             return self._reconnect(timeout)
         woke = False
@@ -74,19 +86,32 @@ class PostgresWakeup:
                 extra={"channel": self.channel},
             )
             self._drop()
+            self._back_off()
         return woke
 
     def _reconnect(self, timeout: float) -> bool:
-        """After a jittered backoff (at most ``timeout``), connect and LISTEN again; whether
-        it is live."""
+        """Once the backoff since the last failure has passed (waiting at most ``timeout``
+        for it), connect and LISTEN again; whether it is live."""
         assert self._dsn is not None
-        backoff = min(RECONNECT_CAP, RECONNECT_BASE * 2**self._failures)
-        sleep(min(timeout, backoff * random.uniform(0.5, 1.0)))
+        pause = self._retry_at - time.monotonic()
+        if pause > 0:
+            sleep(min(timeout, pause))
+            if self._closed or time.monotonic() < self._retry_at:
+                return False
         try:
-            self._connection = _listen(self._dsn, self.channel)
+            connection = _listen(self._dsn, self.channel)
         except psycopg.OperationalError as exc:
             self._failures += 1
+            self._back_off()
             log.debug("wake-up connection on %s: reconnect failed (%s)", self.channel, exc)
+            return False
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._connection = connection
+        if closed:  # closed while connecting: nobody would close this one
+            with contextlib.suppress(psycopg.Error):
+                connection.close()
             return False
         self._failures = 0
         log.info(
@@ -94,8 +119,16 @@ class PostgresWakeup:
         )
         return True
 
-    def _drop(self) -> None:
-        connection, self._connection = self._connection, None
+    def _back_off(self) -> None:
+        """Set the next reconnect after a jittered backoff: 0.1 s doubling per failed one,
+        at most ``RECONNECT_CAP``."""
+        backoff = min(RECONNECT_CAP, RECONNECT_BASE * 2**self._failures)
+        self._retry_at = time.monotonic() + backoff * random.uniform(0.5, 1.0)
+
+    def _drop(self, *, close: bool = False) -> None:
+        with self._lock:
+            self._closed = self._closed or close
+            connection, self._connection = self._connection, None
         if connection is not None:
             with contextlib.suppress(psycopg.Error):
                 connection.close()
@@ -104,11 +137,13 @@ class PostgresWakeup:
         """Nothing to give back: every listener gets every notification."""
 
     def close(self) -> None:
-        """Close the listening connection."""
-        self._drop()
+        """Close the listening connection; a reconnect under way closes the one it makes."""
+        self._drop(close=True)
 
 
 def _listen(dsn: str, channel: str) -> Connection[Any]:
+    if "connect_timeout" not in conninfo_to_dict(dsn):
+        dsn = make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT)
     connection = Connection.connect(dsn, autocommit=True)
     try:
         connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
