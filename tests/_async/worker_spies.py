@@ -62,13 +62,14 @@ class SpyRedisWakeup(AsyncRedisWakeup):
 
 
 class SpyPostgresWakeup(AsyncPostgresWakeup):
-    """A PostgreSQL wake-up that counts the notifications its waits returned (``hints``) and
-    sets ``counted`` once ``expect(n)`` more have come."""
+    """A PostgreSQL wake-up that reports when it waits (``waiting``), counts the notifications
+    its waits returned (``hints``) and sets ``counted`` once ``expect(n)`` more have come."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
         self.hints = 0
         self.counted = AsyncEvent()
+        self.waiting = AsyncEvent()
         self._goal: int | None = None
 
     def expect(self, more: int) -> None:
@@ -79,6 +80,7 @@ class SpyPostgresWakeup(AsyncPostgresWakeup):
             self.counted.set()
 
     async def wait(self, timeout: float) -> bool:
+        self.waiting.set()
         woke = await super().wait(timeout)
         if woke:
             self.hints += 1

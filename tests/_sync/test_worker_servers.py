@@ -462,3 +462,25 @@ def test_a_postgres_outage_through_the_proxy_is_survived(pg_tables: StateTables)
     after = direct.stats()
     assert (after.leased, after.ready) == (0, 0)
     direct.close()
+
+
+def test_a_postgres_wakeup_closed_under_a_wait_ends_it_without_a_warning(
+    pg_tables: StateTables, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A worker stopping closes its wake-up while its listener waits on it: that wait ends
+    # quietly (False), it is not a lost connection to warn about and reconnect.
+    wakeup = SpyPostgresWakeup.connect(PG_DSN, tables=pg_tables)
+    woke: list[bool] = []
+
+    def listen() -> None:
+        woke.append(wakeup.wait(SAFETY))
+
+    def close() -> None:
+        assert wakeup.waiting.wait(SAFETY)  # in the wait or about to read: the same
+        wakeup.close()
+
+    with caplog.at_level(logging.INFO, logger="runyard"):
+        gather([listen, close])
+    assert woke == [False]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert wakeup.wait(0.01) is False  # closed for good: no reconnect

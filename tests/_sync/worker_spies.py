@@ -64,13 +64,14 @@ class SpyRedisWakeup(RedisWakeup):
 
 
 class SpyPostgresWakeup(PostgresWakeup):
-    """A PostgreSQL wake-up that counts the notifications its waits returned (``hints``) and
-    sets ``counted`` once ``expect(n)`` more have come."""
+    """A PostgreSQL wake-up that reports when it waits (``waiting``), counts the notifications
+    its waits returned (``hints``) and sets ``counted`` once ``expect(n)`` more have come."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
         self.hints = 0
         self.counted = Event()
+        self.waiting = Event()
         self._goal: int | None = None
 
     def expect(self, more: int) -> None:
@@ -81,6 +82,7 @@ class SpyPostgresWakeup(PostgresWakeup):
             self.counted.set()
 
     def wait(self, timeout: float) -> bool:
+        self.waiting.set()
         woke = super().wait(timeout)
         if woke:
             self.hints += 1

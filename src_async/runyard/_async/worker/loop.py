@@ -215,6 +215,8 @@ class AsyncWorker(AsyncWorkerRounds):
                     await self._wakeup.give_back()  # not this worker's wake: an idle one's
                     continue
             except Exception as exc:  # a lost listener: the backstop polls meanwhile
+                if not self._serving:
+                    break  # the wake-up was closed under it: the worker is stopping
                 failures += 1
                 level = logging.WARNING if failures == 1 else logging.DEBUG
                 log.log(

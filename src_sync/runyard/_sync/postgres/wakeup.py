@@ -76,6 +76,8 @@ class PostgresWakeup:
             for _ in self._connection.notifies(timeout=timeout, stop_after=1):
                 woke = True
         except psycopg.OperationalError as exc:
+            if self._closed:
+                return False  # closed while waiting (the worker stopping): nothing was lost
             if self._dsn is None:
                 raise
             log.warning(
