@@ -701,6 +701,108 @@ def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None
     assert worker.stats().lost == 0
 
 
+class AdoptRaceQueue(SpyQueue):
+    """Loses the reply of the next claim that finds nothing (``lose_empty_claim_reply``):
+    the worker adopts. Then it holds, until ``proceed`` is set, either the adopt's reply
+    (``hold_adopt``) or the claim the worker sends after the adopt."""
+
+    def __init__(self, *, hold_adopt: bool, **options: Any) -> None:
+        super().__init__(**options)
+        self.hold_adopt = hold_adopt
+        self.lose_empty_claim_reply = False
+        self.hold_next_claim = False
+        self.adopted, self.proceed, self.refused = Event(), Event(), Event()
+
+    def claim(self, worker: str) -> Lease | None:
+        if self.hold_next_claim:
+            self.hold_next_claim = False
+            assert self.proceed.wait(SAFETY)
+        lease = super().claim(worker)
+        if lease is None and self.lose_empty_claim_reply:
+            self.lose_empty_claim_reply = False
+            raise StoreOutcomeUnknown("the test lost this reply")
+        return lease
+
+    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = super().adopt(worker, limit=limit)
+        self.adopted.set()
+        if self.hold_adopt:
+            assert self.proceed.wait(SAFETY)
+        else:
+            self.hold_next_claim = True
+        return leases
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        try:
+            super().complete(tenant, item_id, **options)
+        except RunyardError:
+            self.refused.set()
+            raise
+
+
+@pytest.mark.parametrize("hold_adopt", [False, True])
+def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
+    hold_adopt: bool,
+) -> None:
+    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
+    # adopt re-tokens running job 1's lease. Job 1 then completes while the adopting job has
+    # not gone on: held in the adopt's reply (its complete, with the old token, is refused,
+    # waits for the adopt, and is sent again), or in the claim that fills the slot after
+    # the adopt (the adopted lease was applied before it: the complete carries it).
+    queue = AdoptRaceQueue(
+        hold_adopt=hold_adopt, policy=QueuePolicy(backoff_base=0, random=lambda: 0.5)
+    )
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    first_ended, both_ended, second_started = Event(), Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert second_started.wait(SAFETY)
+            assert queue.adopted.wait(SAFETY)
+        else:
+            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
+            second_started.set()
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if job.payload["n"] == 1:
+            first_ended.set()
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        if hold_adopt:
+            assert queue.refused.wait(SAFETY)  # job 1's complete, with the old token
+        else:
+            assert first_ended.wait(SAFETY)
+        queue.proceed.set()
+        done = both_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
+    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    stats = queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
 def test_bad_settings_are_configuration_errors() -> None:
     queue = make_queue(ManualClock())
 
