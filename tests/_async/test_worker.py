@@ -827,6 +827,94 @@ async def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
     assert (stats.leased, stats.ready) == (0, 0)
 
 
+class ShutdownAdoptQueue(SpyQueue):
+    """Holds the next claim (``hold_next_claim``) until ``proceed``, then loses its reply;
+    holds the hand-back (a retryable fail, unbatched) of item ``n == 1`` until an adopt."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.hold_next_claim = False
+        self.claim_held, self.proceed = AsyncEvent(), AsyncEvent()
+        self.handing_back, self.adopted = AsyncEvent(), AsyncEvent()
+
+    async def claim(self, worker: str) -> Lease | None:
+        if self.hold_next_claim:
+            self.hold_next_claim = False
+            self.lose_next_claim_reply = True
+            self.claim_held.set()
+            assert await self.proceed.wait(SAFETY)
+        return await super().claim(worker)
+
+    async def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
+        first = isinstance(tenant, Lease) and tenant.item.payload["n"] == 1
+        if first and not self.handing_back.is_set():
+            self.handing_back.set()
+            assert await self.adopted.wait(SAFETY)
+        return await super().fail(tenant, item_id, **options)
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = await super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
+
+
+@pytest.mark.asyncio
+async def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
+    # Unbatched, concurrency 2, no grace. Job 2 completes and claims its successor (item 3);
+    # the worker stops meanwhile and hands job 1 back. That hand-back is in flight when job
+    # 2's claim loses its reply: adopt re-tokens job 1's lease and item 3's. Job 1 is still
+    # held until its hand-back returns: it is sent again with the new token; item 3, claimed
+    # after the stop, is handed back unstarted, not run as job 2's successor.
+    queue = ShutdownAdoptQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    both_ended, finish_first = AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            await finish_first.wait(SAFETY)  # until given up (a thread: until the test ends)
+        elif job.payload["n"] == 2:
+            await queue.enqueue("acme", {"n": 3})
+            queue.hold_next_claim = True  # the claim of its successor, item 3
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = AsyncWorker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        shutdown_grace=0,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    async def drive() -> None:
+        assert await queue.claim_held.wait(SAFETY)
+        worker.stop()
+        assert await queue.handing_back.wait(SAFETY)
+        queue.proceed.set()
+        assert await both_ended.wait(SAFETY), ended
+        finish_first.set()
+
+    await async_gather([worker.run, drive])
+    finish_first.set()
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(ended) == ["1:handed_back", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    stats = worker.stats()
+    assert (stats.completed, stats.handed_back, stats.lost) == (1, 2, 0)
+    counts = await queue.stats()
+    assert (counts.leased, counts.ready + counts.delayed) == (0, 2)
+
+
 @pytest.mark.asyncio
 async def test_bad_settings_are_configuration_errors() -> None:
     queue = make_queue(ManualClock())
