@@ -9,7 +9,7 @@ from functools import partial
 from typing import TypeVar, cast
 
 from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
-from runyard._flavours import AsyncEvent
+from runyard._flavours import AsyncEvent, AsyncLock
 from runyard._flavours_worker import AsyncCondition, AsyncGuard
 from runyard.errors import (
     LeaseLostError,
@@ -65,6 +65,7 @@ class AsyncWorkerStore:
         self._adopts_ended = 0
         self._adopt_ended = AsyncCondition()
         self._guard = AsyncGuard()
+        self._adopting = AsyncLock()
 
     async def _call(
         self,
@@ -148,10 +149,13 @@ class AsyncWorkerStore:
         with self._guard:
             self._adopts_begun += 1
         try:
-            adopted, _ = await self._call(
-                "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
-            )
-            return renew(list(adopted))
+            # One adopt at a time, each applied before the next is sent: the later adopt's
+            # tokens are the current ones, and an earlier one must not overwrite them.
+            async with self._adopting:
+                adopted, _ = await self._call(
+                    "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
+                )
+                return renew(list(adopted))
         finally:
             with self._guard:
                 self._adopts_ended += 1

@@ -287,10 +287,21 @@ class Worker(WorkerRounds):
     def _take(self, leases: list[Lease]) -> int:
         """Start a job on each lease the worker does not hold yet; how many."""
         with self._guard:
-            fresh = self._renew_held(leases)
+            fresh = self._unheld(leases)
             for lease in fresh:
                 self._start(lease)
         return len(fresh)
+
+    def _unheld(self, leases: list[Lease]) -> list[Lease]:
+        """The leases (a claim's) for items the worker does not hold. One it holds was
+        adopted after the claim returned (by another job's claim that lost its reply): the
+        holder's lease is the newer, and the item must not run twice. Under the guard."""
+        return [
+            lease
+            for lease in leases
+            if self._held((lease.tenant, lease.item_id)) is None
+            and not self._handed((lease.tenant, lease.item_id))
+        ]
 
     def _renew_held(self, leases: list[Lease]) -> list[Lease]:
         """Give each slot the worker holds its lease in ``leases`` (adopted after a lost claim
@@ -307,6 +318,13 @@ class Worker(WorkerRounds):
                 elif not self._renew_handed(key, lease):
                     fresh.append(lease)
         return fresh
+
+    def _handed(self, key: tuple[str, str]) -> bool:
+        """Whether a job handed off a lease for ``key`` for the loop to start."""
+        return any(
+            isinstance(handed, Lease) and (handed.tenant, handed.item_id) == key
+            for handed in [*self._handoff]
+        )
 
     def _renew_handed(self, key: tuple[str, str], lease: Lease) -> bool:
         """Replace the lease for ``key`` a job handed off (not started yet); whether there was
@@ -402,6 +420,7 @@ class Worker(WorkerRounds):
         leases = self._store.claim(1, self._renew_held)
         successor = None
         with self._guard:
+            leases = self._unheld(leases)
             if len(leases) == 1 and not self._stopping:
                 successor = self._slot(leases[0])
                 successor.handle = slot.handle
@@ -442,10 +461,12 @@ class Worker(WorkerRounds):
                     self._register(handed)  # running already, on its predecessor's task/thread
                     if handed.outcome is not None:
                         self._nudge.set()  # it ended before it was registered: collect it next
-                elif self._stopping:
+                    self._handoff.popleft()  # registered first: always seen as held
+                    continue
+                self._handoff.popleft()  # under the guard: started before anyone looks again
+                if self._stopping:
                     self._handing_back.append(self._slot(handed))  # claimed as the worker stopped
                 else:
                     self._take([handed])
-                self._handoff.popleft()  # registered first: always seen as held
         if not self._running and not self._finished:
             self._next_heartbeat = None

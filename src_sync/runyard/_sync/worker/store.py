@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TypeVar, cast
 
-from runyard._flavours import Event
+from runyard._flavours import Event, Lock
 from runyard._flavours_worker import Condition, Guard
 from runyard._sync.protocols import BatchedWorkQueue, WorkQueue
 from runyard.errors import (
@@ -67,6 +67,7 @@ class WorkerStore:
         self._adopts_ended = 0
         self._adopt_ended = Condition()
         self._guard = Guard()
+        self._adopting = Lock()
 
     def _call(
         self,
@@ -150,10 +151,13 @@ class WorkerStore:
         with self._guard:
             self._adopts_begun += 1
         try:
-            adopted, _ = self._call(
-                "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
-            )
-            return renew(list(adopted))
+            # One adopt at a time, each applied before the next is sent: the later adopt's
+            # tokens are the current ones, and an earlier one must not overwrite them.
+            with self._adopting:
+                adopted, _ = self._call(
+                    "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
+                )
+                return renew(list(adopted))
         finally:
             with self._guard:
                 self._adopts_ended += 1
