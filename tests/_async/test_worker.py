@@ -762,6 +762,13 @@ class AdoptRaceQueue(SpyQueue):
             self.refused.set()
             raise
 
+    async def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
+        try:
+            return await super().heartbeat(*args, **kwargs)
+        except RunyardError:
+            self.refused.set()
+            raise
+
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("hold_adopt", [False, True])
@@ -820,6 +827,68 @@ async def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
 
     await async_gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
+    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    stats = await queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
+@pytest.mark.asyncio
+async def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None:
+    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
+    # adopt re-tokens running job 1's lease, and its reply is held. A heartbeat round falls
+    # due: job 1's heartbeat, with the old token, is refused. The loop waits for the adopt
+    # and goes on with the adopted lease instead of giving job 1 up.
+    clock = ManualClock()
+    queue = AdoptRaceQueue(
+        hold_adopt=True,
+        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5),
+        clock=clock,
+    )
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    both_ended, second_started, finish_first = AsyncEvent(), AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert await second_started.wait(SAFETY)
+            assert await finish_first.wait(SAFETY)
+        else:
+            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
+            second_started.set()
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = AsyncWorker(
+        queue,
+        handler,
+        clock=clock,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    async def drive() -> None:
+        assert await queue.adopted.wait(SAFETY)  # its reply held
+        clock.advance(11)  # a heartbeat round (every 10 s) is due
+        worker.wake()
+        assert await queue.refused.wait(SAFETY)  # job 1's heartbeat, with the old token
+        queue.proceed.set()
+        finish_first.set()
+        done = await both_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    await async_gather([worker.run, drive])
     assert sorted(ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)

@@ -739,6 +739,13 @@ class AdoptRaceQueue(SpyQueue):
             self.refused.set()
             raise
 
+    def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
+        try:
+            return super().heartbeat(*args, **kwargs)
+        except RunyardError:
+            self.refused.set()
+            raise
+
 
 @pytest.mark.parametrize("hold_adopt", [False, True])
 def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
@@ -796,6 +803,67 @@ def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
 
     gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
+    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    stats = queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
+def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None:
+    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
+    # adopt re-tokens running job 1's lease, and its reply is held. A heartbeat round falls
+    # due: job 1's heartbeat, with the old token, is refused. The loop waits for the adopt
+    # and goes on with the adopted lease instead of giving job 1 up.
+    clock = ManualClock()
+    queue = AdoptRaceQueue(
+        hold_adopt=True,
+        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5),
+        clock=clock,
+    )
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    both_ended, second_started, finish_first = Event(), Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert second_started.wait(SAFETY)
+            assert finish_first.wait(SAFETY)
+        else:
+            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
+            second_started.set()
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        clock=clock,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        assert queue.adopted.wait(SAFETY)  # its reply held
+        clock.advance(11)  # a heartbeat round (every 10 s) is due
+        worker.wake()
+        assert queue.refused.wait(SAFETY)  # job 1's heartbeat, with the old token
+        queue.proceed.set()
+        finish_first.set()
+        done = both_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    gather([worker.run, drive])
     assert sorted(ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)
