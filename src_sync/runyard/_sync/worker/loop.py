@@ -385,6 +385,10 @@ class Worker(WorkerRounds):
             slot.outcome = exc
         else:
             if self._settle_in_job:
+                with self._guard:  # the loop gives a job up under it, unless it is settling
+                    if slot.job.cancelled:
+                        return None  # given up (timeout, lost lease, shutdown) as it returned
+                    slot.settling = True  # from here on the loop neither heartbeats nor gives it up
                 try:
                     settled, successor = self._complete(slot)
                 except WorkerAborted:
@@ -413,7 +417,6 @@ class Worker(WorkerRounds):
         """Unbatched, a job sends its own complete and claims its successor, beside the other
         jobs' round trips (the loop would send them one at a time), and runs it next; the
         loop registers it. Batched, the loop's one round trip serves every job."""
-        slot.settling = True  # from here on the loop neither heartbeats nor gives it up
         (error,) = self._settle_current([slot], self._store.complete)
         if self._stopping:
             return Settled(error), None
@@ -440,7 +443,8 @@ class Worker(WorkerRounds):
                 self._completed(slot, slot.outcome.error)
                 continue
             if slot.outcome is None:
-                self._give_up(slot)
+                if not self._give_up(slot):
+                    continue  # its complete went first: that decides
                 self._stats.timed_out += 1
                 slot.result = JobTimeoutError(
                     f"job ran past its {self.settings.job_timeout:g} s timeout"

@@ -49,10 +49,16 @@ class WorkerRounds:
     _wall_clock: Clock
     _guard: Guard
 
-    def _give_up(self, slot: Slot) -> None:
-        slot.job.cancelled = True
+    def _give_up(self, slot: Slot) -> bool:
+        """Give the job up unless it is sending its complete (that decides); whether it was.
+        Under the guard: a job thread checks ``cancelled`` and sets ``settling`` under it."""
+        with self._guard:
+            if slot.settling:
+                return False
+            slot.job.cancelled = True
         if slot.handle is not None:
             slot.handle.cancel()
+        return True
 
     # -- store rounds ----------------------------------------------------------------------
     def _heartbeat_if_due(self) -> None:
@@ -75,9 +81,8 @@ class WorkerRounds:
                 continue
             if slot.lease is not lease:
                 continue  # adopted meanwhile (a job's claim lost its reply): that lease decides
-            if slot.settling:
+            if not self._give_up(slot):
                 continue  # its complete, sent meanwhile, took the item: that decides
-            self._give_up(slot)
             self._running.pop((slot.lease.tenant, slot.lease.item_id), None)
             if slot in self._finished:
                 self._finished.remove(slot)
@@ -189,9 +194,7 @@ class WorkerRounds:
             return True
         if now < self._grace_deadline:
             return False
-        held = [s for s in self._running.values() if not s.settling]
-        for slot in held:
-            self._give_up(slot)
+        held = [s for s in list(self._running.values()) if self._give_up(s)]
         if held:
             self._hand_back(held, started=True)
         return not self._running  # a job sending its complete is waited for (it nudges)
