@@ -14,9 +14,11 @@ from collections.abc import Awaitable, Callable
 
 __all__ = [
     "AsyncCondition",
+    "AsyncGuard",
     "AsyncJobHandle",
     "AsyncJobRunner",
     "Condition",
+    "Guard",
     "JobHandle",
     "JobRunner",
 ]
@@ -63,6 +65,31 @@ class Condition:
         with self._cond:
             self._cond.wait_for(lambda: self.generation != seen, timeout)
             return self.generation
+
+
+class AsyncGuard:
+    """Guards state the loop shares with its jobs (``with``): jobs run as tasks on the loop's
+    thread, between awaits, so nothing can come between a read and a write; a no-op."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class Guard:
+    """Guards state the loop shares with its jobs (``with``): jobs run as threads, so a read
+    and a write must not be split; re-entrant (a guarded step may call another)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class AsyncJobHandle:

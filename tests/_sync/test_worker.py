@@ -701,6 +701,263 @@ def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None
     assert worker.stats().lost == 0
 
 
+class AdoptRaceQueue(SpyQueue):
+    """Loses the reply of the next claim that finds nothing (``lose_empty_claim_reply``):
+    the worker adopts. Then it holds, until ``proceed`` is set, either the adopt's reply
+    (``hold_adopt``) or the claim the worker sends after the adopt."""
+
+    def __init__(self, *, hold_adopt: bool, **options: Any) -> None:
+        super().__init__(**options)
+        self.hold_adopt = hold_adopt
+        self.lose_empty_claim_reply = False
+        self.hold_next_claim = False
+        self.adopted, self.proceed, self.refused = Event(), Event(), Event()
+
+    def claim(self, worker: str) -> Lease | None:
+        if self.hold_next_claim:
+            self.hold_next_claim = False
+            assert self.proceed.wait(SAFETY)
+        lease = super().claim(worker)
+        if lease is None and self.lose_empty_claim_reply:
+            self.lose_empty_claim_reply = False
+            raise StoreOutcomeUnknown("the test lost this reply")
+        return lease
+
+    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = super().adopt(worker, limit=limit)
+        self.adopted.set()
+        if self.hold_adopt:
+            assert self.proceed.wait(SAFETY)
+        else:
+            self.hold_next_claim = True
+        return leases
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        try:
+            super().complete(tenant, item_id, **options)
+        except RunyardError:
+            self.refused.set()
+            raise
+
+    def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
+        try:
+            return super().heartbeat(*args, **kwargs)
+        except RunyardError:
+            self.refused.set()
+            raise
+
+
+@pytest.mark.parametrize("hold_adopt", [False, True])
+def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
+    hold_adopt: bool,
+) -> None:
+    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
+    # adopt re-tokens running job 1's lease. Job 1 then completes while the adopting job has
+    # not gone on: held in the adopt's reply (its complete, with the old token, is refused,
+    # waits for the adopt, and is sent again), or in the claim that fills the slot after
+    # the adopt (the adopted lease was applied before it: the complete carries it).
+    queue = AdoptRaceQueue(
+        hold_adopt=hold_adopt, policy=QueuePolicy(backoff_base=0, random=lambda: 0.5)
+    )
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    first_ended, both_ended, second_started = Event(), Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert second_started.wait(SAFETY)
+            assert queue.adopted.wait(SAFETY)
+        else:
+            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
+            second_started.set()
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if job.payload["n"] == 1:
+            first_ended.set()
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        if hold_adopt:
+            assert queue.refused.wait(SAFETY)  # job 1's complete, with the old token
+        else:
+            assert first_ended.wait(SAFETY)
+        queue.proceed.set()
+        done = both_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
+    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    stats = queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
+def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None:
+    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
+    # adopt re-tokens running job 1's lease, and its reply is held. A heartbeat round falls
+    # due: job 1's heartbeat, with the old token, is refused. The loop waits for the adopt
+    # and goes on with the adopted lease instead of giving job 1 up.
+    clock = ManualClock()
+    queue = AdoptRaceQueue(
+        hold_adopt=True,
+        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5),
+        clock=clock,
+    )
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    both_ended, second_started, finish_first = Event(), Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert second_started.wait(SAFETY)
+            assert finish_first.wait(SAFETY)
+        else:
+            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
+            second_started.set()
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        clock=clock,
+        concurrency=2,
+        batched=False,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        assert queue.adopted.wait(SAFETY)  # its reply held
+        clock.advance(11)  # a heartbeat round (every 10 s) is due
+        worker.wake()
+        assert queue.refused.wait(SAFETY)  # job 1's heartbeat, with the old token
+        queue.proceed.set()
+        finish_first.set()
+        done = both_ended.wait(SAFETY)
+        worker.stop()
+        assert done, ended
+
+    gather([worker.run, drive])
+    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    stats = queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
+class ShutdownAdoptQueue(SpyQueue):
+    """Holds the next claim (``hold_next_claim``) until ``proceed``, then loses its reply;
+    holds the hand-back (a retryable fail, unbatched) of item ``n == 1`` until an adopt."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.hold_next_claim = False
+        self.claim_held, self.proceed = Event(), Event()
+        self.handing_back, self.adopted = Event(), Event()
+
+    def claim(self, worker: str) -> Lease | None:
+        if self.hold_next_claim:
+            self.hold_next_claim = False
+            self.lose_next_claim_reply = True
+            self.claim_held.set()
+            assert self.proceed.wait(SAFETY)
+        return super().claim(worker)
+
+    def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
+        first = isinstance(tenant, Lease) and tenant.item.payload["n"] == 1
+        if first and not self.handing_back.is_set():
+            self.handing_back.set()
+            assert self.adopted.wait(SAFETY)
+        return super().fail(tenant, item_id, **options)
+
+    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
+
+
+def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
+    # Unbatched, concurrency 2, no grace. Job 2 completes and claims its successor (item 3);
+    # the worker stops meanwhile and hands job 1 back. That hand-back is in flight when job
+    # 2's claim loses its reply: adopt re-tokens job 1's lease and item 3's. Job 1 is still
+    # held until its hand-back returns: it is sent again with the new token; item 3, claimed
+    # after the stop, is handed back unstarted, not run as job 2's successor.
+    queue = ShutdownAdoptQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    ended: list[str] = []
+    both_ended, finish_first = Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            finish_first.wait(SAFETY)  # until given up (a thread: until the test ends)
+        elif job.payload["n"] == 2:
+            queue.enqueue("acme", {"n": 3})
+            queue.hold_next_claim = True  # the claim of its successor, item 3
+
+    def on_end(job: Job, outcome: str) -> None:
+        ended.append(f"{job.payload['n']}:{outcome}")
+        if len(ended) == 2:
+            both_ended.set()
+
+    worker = Worker(
+        queue,
+        handler,
+        concurrency=2,
+        batched=False,
+        shutdown_grace=0,
+        hooks=WorkerHooks(on_job_end=on_end),
+        backstop_seconds=60,
+        reap_seconds=600,
+    )
+
+    def drive() -> None:
+        assert queue.claim_held.wait(SAFETY)
+        worker.stop()
+        assert queue.handing_back.wait(SAFETY)
+        queue.proceed.set()
+        assert both_ended.wait(SAFETY), ended
+        finish_first.set()
+
+    gather([worker.run, drive])
+    finish_first.set()
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(ended) == ["1:handed_back", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    stats = worker.stats()
+    assert (stats.completed, stats.handed_back, stats.lost) == (1, 2, 0)
+    counts = queue.stats()
+    assert (counts.leased, counts.ready + counts.delayed) == (0, 2)
+
+
 def test_bad_settings_are_configuration_errors() -> None:
     queue = make_queue(ManualClock())
 

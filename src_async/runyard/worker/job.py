@@ -80,7 +80,9 @@ class Job:
 
     @property
     def token(self) -> int:
-        """The lease's fencing token."""
+        """The lease's fencing token, as the job started with it: after a lost claim reply the
+        worker's ``adopt`` gives the lease a new token, which the worker settles with but the
+        job is not told (see docs/worker.md, store errors)."""
         return self._lease.token
 
     @property

@@ -22,7 +22,7 @@ from runyard._async.worker.rounds import AsyncWorkerRounds
 from runyard._async.worker.store import AsyncWorkerStore, WorkerAborted
 from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
 from runyard._flavours import AsyncEvent
-from runyard._flavours_worker import AsyncJobRunner
+from runyard._flavours_worker import AsyncGuard, AsyncJobRunner
 from runyard.clock import Clock, SystemClock
 from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
@@ -108,11 +108,13 @@ class AsyncWorker(AsyncWorkerRounds):
         self._last_claim = 0.0
         self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
+        self._guard = AsyncGuard()  # the slots' leases and the handoff, against job threads
         self._jobs = AsyncJobRunner()
         self._listener = AsyncJobRunner()
         self._running: dict[tuple[str, str], Slot] = {}
         self._finished: list[Slot] = []
         self._flushing: list[Slot] = []  # finished slots whose settle is in flight
+        self._handing_back: list[Slot] = []  # given up at shutdown, until their release returns
         self._first_finished = 0.0
         self._stopping = False
         self._serving = False
@@ -287,7 +289,7 @@ class AsyncWorker(AsyncWorkerRounds):
         now = self._time()
         while self._due and self._due[0] <= now:
             heapq.heappop(self._due)
-        started = self._take(await self._store.claim(free, self._holds))
+        started = self._take(await self._store.claim(free, self._renew_held))
         if started == free:
             self._claim_due = True
         return started, started == free
@@ -308,38 +310,65 @@ class AsyncWorker(AsyncWorkerRounds):
 
     def _take(self, leases: list[Lease]) -> int:
         """Start a job on each lease the worker does not hold yet; how many."""
-        fresh = self._renew_held(leases)
-        for lease in fresh:
-            self._start(lease)
+        with self._guard:
+            fresh = self._unheld(leases)
+            for lease in fresh:
+                self._start(lease)
         return len(fresh)
+
+    def _unheld(self, leases: list[Lease]) -> list[Lease]:
+        """The leases (a claim's) for items the worker does not hold. One it holds was
+        adopted after the claim returned (by another job's claim that lost its reply): the
+        holder's lease is the newer, and the item must not run twice. Under the guard."""
+        return [
+            lease
+            for lease in leases
+            if self._held((lease.tenant, lease.item_id)) is None
+            and not self._handed((lease.tenant, lease.item_id))
+        ]
 
     def _renew_held(self, leases: list[Lease]) -> list[Lease]:
         """Give each slot the worker holds its lease in ``leases`` (adopted after a lost claim
-        reply: ``adopt`` gives every live lease a new token, and only that one is accepted);
-        return the leases it did not hold."""
+        reply: ``adopt`` gives every live lease a new token, and only that one is accepted),
+        and each lease a job handed off for the loop to start; return the leases it did not
+        hold. Jobs call it too, in the sync twin from their threads: under the guard."""
         fresh = []
-        for lease in leases:
-            slot = self._held((lease.tenant, lease.item_id))
-            if slot is None:
-                fresh.append(lease)
-            else:
-                slot.lease = lease
+        with self._guard:
+            for lease in leases:
+                key = (lease.tenant, lease.item_id)
+                slot = self._held(key)
+                if slot is not None:
+                    slot.lease = lease
+                elif not self._renew_handed(key, lease):
+                    fresh.append(lease)
         return fresh
 
+    def _handed(self, key: tuple[str, str]) -> bool:
+        """Whether a job handed off a lease for ``key`` for the loop to start."""
+        return any(
+            isinstance(handed, Lease) and (handed.tenant, handed.item_id) == key
+            for handed in [*self._handoff]
+        )
+
+    def _renew_handed(self, key: tuple[str, str], lease: Lease) -> bool:
+        """Replace the lease for ``key`` a job handed off (not started yet); whether there was
+        one. Under the guard."""
+        for i, handed in enumerate(self._handoff):
+            if isinstance(handed, Lease) and (handed.tenant, handed.item_id) == key:
+                self._handoff[i] = lease
+                return True
+        return False
+
     def _held(self, key: tuple[str, str]) -> Slot | None:
-        """The slot holding ``key``: running, handed off by its predecessor's job, or finished
-        (waiting to settle, or settling). Jobs call it too, in the sync twin from their
-        threads: it only reads, and copies the lists first."""
+        """The slot holding ``key``: running, handed off by its predecessor's job, finished
+        (waiting to settle, or settling), or being handed back at shutdown."""
         slot = self._running.get(key)
         if slot is not None:
             return slot
-        for held in [*self._finished, *self._flushing, *self._handoff]:
+        for held in [*self._finished, *self._flushing, *self._handing_back, *self._handoff]:
             if isinstance(held, Slot) and held.key == key:
                 return held
         return None
-
-    def _holds(self, key: tuple[str, str]) -> bool:
-        return self._held(key) is not None
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
@@ -380,6 +409,10 @@ class AsyncWorker(AsyncWorkerRounds):
             slot.outcome = exc
         else:
             if self._settle_in_job:
+                with self._guard:  # the loop gives a job up under it, unless it is settling
+                    if slot.job.cancelled:
+                        return None  # given up (timeout, lost lease, shutdown) as it returned
+                    slot.settling = True  # from here on the loop neither heartbeats nor gives it up
                 try:
                     settled, successor = await self._complete(slot)
                 except WorkerAborted:
@@ -408,16 +441,17 @@ class AsyncWorker(AsyncWorkerRounds):
         """Unbatched, a job sends its own complete and claims its successor, beside the other
         jobs' round trips (the loop would send them one at a time), and runs it next; the
         loop registers it. Batched, the loop's one round trip serves every job."""
-        slot.settling = True  # from here on the loop neither heartbeats nor gives it up
         (error,) = await self._settle_current([slot], self._store.complete)
         if self._stopping:
             return Settled(error), None
-        leases = self._renew_held(await self._store.claim(1, self._holds))
+        leases = await self._store.claim(1, self._renew_held)
         successor = None
-        if len(leases) == 1:
-            successor = self._slot(leases[0])
-            successor.handle = slot.handle
-        self._handoff.extend(leases if successor is None else [successor])
+        with self._guard:
+            leases = self._unheld(leases)
+            if len(leases) == 1 and not self._stopping:
+                successor = self._slot(leases[0])
+                successor.handle = slot.handle
+            self._handoff.extend(leases if successor is None else [successor])
         return Settled(error), successor  # handed off before the outcome is set
 
     def _collect(self) -> None:
@@ -433,7 +467,8 @@ class AsyncWorker(AsyncWorkerRounds):
                 self._completed(slot, slot.outcome.error)
                 continue
             if slot.outcome is None:
-                self._give_up(slot)
+                if not self._give_up(slot):
+                    continue  # its complete went first: that decides
                 self._stats.timed_out += 1
                 slot.result = JobTimeoutError(
                     f"job ran past its {self.settings.job_timeout:g} s timeout"
@@ -448,13 +483,18 @@ class AsyncWorker(AsyncWorkerRounds):
             self._finished.append(slot)  # before it leaves the running: always seen as held
             del self._running[key]
         while self._handoff:  # after the outcomes: a job hands its successor off first
-            handed = self._handoff[0]
-            if isinstance(handed, Slot):
-                self._register(handed)  # running already, on its predecessor's task/thread
-                if handed.outcome is not None:
-                    self._nudge.set()  # it ended before it was registered: collect it next
-            else:
-                self._take([handed])
-            self._handoff.popleft()  # registered first: always seen as held
+            with self._guard:  # a job's adopt replaces a lease in the handoff under it
+                handed = self._handoff[0]
+                if isinstance(handed, Slot):
+                    self._register(handed)  # running already, on its predecessor's task/thread
+                    if handed.outcome is not None:
+                        self._nudge.set()  # it ended before it was registered: collect it next
+                    self._handoff.popleft()  # registered first: always seen as held
+                    continue
+                self._handoff.popleft()  # under the guard: started before anyone looks again
+                if self._stopping:
+                    self._handing_back.append(self._slot(handed))  # claimed as the worker stopped
+                else:
+                    self._take([handed])
         if not self._running and not self._finished:
             self._next_heartbeat = None

@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from runyard._async.worker.store import AsyncWorkerStore
+from runyard._flavours_worker import AsyncGuard
 from runyard.clock import Clock
 from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
@@ -35,6 +36,7 @@ class AsyncWorkerRounds:
     _running: dict[tuple[str, str], Slot]
     _finished: list[Slot]
     _flushing: list[Slot]
+    _handing_back: list[Slot]
     _first_finished: float
     _stopping: bool
     _grace_deadline: float | None
@@ -43,11 +45,18 @@ class AsyncWorkerRounds:
     _claim_due: bool
     _due: list[float]
     _wall_clock: Clock
+    _guard: AsyncGuard
 
-    def _give_up(self, slot: Slot) -> None:
-        slot.job.cancelled = True
+    def _give_up(self, slot: Slot) -> bool:
+        """Give the job up unless it is sending its complete (that decides); whether it was.
+        Under the guard: a job thread checks ``cancelled`` and sets ``settling`` under it."""
+        with self._guard:
+            if slot.settling:
+                return False
+            slot.job.cancelled = True
         if slot.handle is not None:
             slot.handle.cancel()
+        return True
 
     # -- store rounds ----------------------------------------------------------------------
     async def _heartbeat_if_due(self) -> None:
@@ -60,16 +69,18 @@ class AsyncWorkerRounds:
         if not held:
             return
         sent = [s.lease for s in held]
+        mark = self._store.adopt_mark()
         results = await self._store.heartbeat(sent)
+        if not all(isinstance(result, Lease) for result in results):
+            await self._store.adopt_overlapped(mark)  # refused by an adopt still in flight?
         for slot, lease, result in zip(held, sent, results, strict=True):
+            if isinstance(result, Lease):
+                self._replace(slot, lease, result)
+                continue
             if slot.lease is not lease:
                 continue  # adopted meanwhile (a job's claim lost its reply): that lease decides
-            if isinstance(result, Lease):
-                slot.lease = result
-                continue
-            if slot.settling:
+            if not self._give_up(slot):
                 continue  # its complete, sent meanwhile, took the item: that decides
-            self._give_up(slot)
             self._running.pop((slot.lease.tenant, slot.lease.item_id), None)
             if slot in self._finished:
                 self._finished.remove(slot)
@@ -136,11 +147,11 @@ class AsyncWorkerRounds:
 
     async def _settle_failure(self, slot: Slot, exc: BaseException) -> None:
         retryable = not isinstance(exc, PermanentFailure)
-        sent = slot.lease
-        result = await self._store.fail(sent, describe_failure(exc), retryable=retryable)
-        while isinstance(result, RunyardError) and slot.lease is not sent:
-            sent = slot.lease  # adopted while the fail was in flight: send it with that lease
+        while True:
+            sent, mark = slot.lease, self._store.adopt_mark()
             result = await self._store.fail(sent, describe_failure(exc), retryable=retryable)
+            if not await self._refused_for_adopt(result, mark, slot, sent):
+                break  # else adopted while the fail was in flight: send it with that lease
         if not isinstance(result, WorkItem):
             self._lost(slot, result)
         elif result.state == "dead":
@@ -175,24 +186,32 @@ class AsyncWorkerRounds:
         await self._heartbeat_if_due()
         if self._finished:
             await self._flush()
+        if self._handing_back:  # claimed by jobs as the worker stopped: never started
+            await self._hand_back(self._handing_back, started=False)
         if not self._running:
             return True
         if now < self._grace_deadline:
             return False
-        held = [s for s in self._running.values() if not s.settling]
-        for slot in held:
-            del self._running[slot.key]
-            self._give_up(slot)
+        held = [s for s in list(self._running.values()) if self._give_up(s)]
         if held:
-            for slot, error in zip(
-                held, await self._settle_current(held, self._store.release), strict=True
-            ):
-                if error is None:
-                    self._stats.handed_back += 1
-                    self._hook(self.hooks.on_job_end, slot.job, "handed_back")
-                else:
-                    self._lost(slot, error)
+            await self._hand_back(held, started=True)
         return not self._running  # a job sending its complete is waited for (it nudges)
+
+    async def _hand_back(self, slots: list[Slot], *, started: bool) -> None:
+        """Release the slots' items; they stay held (running, or in ``_handing_back``) until
+        the release returns: an adopt meanwhile gives them their new leases."""
+        for slot, error in zip(
+            slots, await self._settle_current(slots, self._store.release), strict=True
+        ):
+            self._running.pop(slot.key, None)
+            if error is None:
+                self._stats.handed_back += 1
+                if started:
+                    self._hook(self.hooks.on_job_end, slot.job, "handed_back")
+            elif started:
+                self._lost(slot, error)
+        if not started:
+            self._handing_back = []
 
     async def _settle_current(
         self,
@@ -205,14 +224,31 @@ class AsyncWorkerRounds:
         results: list[RunyardError | None] = [None] * len(slots)
         pending = list(range(len(slots)))
         while pending:
-            sent = [slots[i].lease for i in pending]
+            sent, mark = [slots[i].lease for i in pending], self._store.adopt_mark()
             again = []
             for i, lease, result in zip(pending, sent, await send(sent), strict=True):
                 results[i] = result
-                if result is not None and slots[i].lease is not lease:
+                if await self._refused_for_adopt(result, mark, slots[i], lease):
                     again.append(i)
             pending = again
         return results
+
+    async def _refused_for_adopt(self, result: object, mark: int, slot: Slot, sent: Lease) -> bool:
+        """Whether a send of ``sent`` (``mark`` taken before it) was refused because an
+        ``adopt`` replaced the slot's lease: one in flight meanwhile is waited for first (the
+        job whose claim adopted may not have applied the new leases yet)."""
+        if not isinstance(result, RunyardError):
+            return False
+        if slot.lease is sent:
+            await self._store.adopt_overlapped(mark)
+        return slot.lease is not sent
+
+    def _replace(self, slot: Slot, old: Lease, new: Lease) -> None:
+        """Give ``slot`` the renewed lease ``new`` unless an adopt replaced ``old`` meanwhile
+        (the adopted lease is the newer: a renew of ``old`` went through before the adopt)."""
+        with self._guard:
+            if slot.lease is old:
+                slot.lease = new
 
     # -- hooks and logs --------------------------------------------------------------------
     def _extra(self, slot: Slot, outcome: str) -> dict[str, object]:

@@ -9,7 +9,8 @@ from functools import partial
 from typing import TypeVar, cast
 
 from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
-from runyard._flavours import AsyncEvent
+from runyard._flavours import AsyncEvent, AsyncLock
+from runyard._flavours_worker import AsyncCondition, AsyncGuard
 from runyard.errors import (
     LeaseLostError,
     RunyardError,
@@ -58,6 +59,13 @@ class AsyncWorkerStore:
         caps = getattr(queue, "capabilities", None)
         self.batched = settings.batched and bool(getattr(caps, "batched_operations", False))
         self._batch = cast(AsyncBatchedWorkQueue, queue)
+        # Adopts begun and ended (a claim's reply was lost): a send refused while one was in
+        # flight waits for it to end, then sees whether its slot's lease was replaced.
+        self._adopts_begun = 0
+        self._adopts_ended = 0
+        self._adopt_ended = AsyncCondition()
+        self._guard = AsyncGuard()
+        self._adopting = AsyncLock()
 
     async def _call(
         self,
@@ -100,10 +108,12 @@ class AsyncWorkerStore:
             if await self._aborted.wait(delay):
                 raise WorkerAborted(what)
 
-    async def claim(self, free: int, holds: Callable[[tuple[str, str]], bool]) -> list[Lease]:
-        """Claim up to ``free`` items; after a lost claim reply, the leases ``adopt`` finds:
-        every live lease of the worker, with a new token, those it already holds (``holds``
-        says which (tenant, item id) keys) included. Only new leases count against ``free``."""
+    async def claim(self, free: int, renew: Callable[[list[Lease]], list[Lease]]) -> list[Lease]:
+        """Claim up to ``free`` items; the new leases. After a lost claim reply, ``adopt``
+        finds every live lease of the worker, each with a new token: ``renew`` gives the
+        slots the worker holds theirs at once (before any other round trip, so a settle or
+        heartbeat sent meanwhile is refused only while the adopt is in flight, see
+        ``adopt_overlapped``) and returns the rest, which count against ``free``."""
         leases: list[Lease] = []
         try:
             if self.batched:
@@ -127,16 +137,47 @@ class AsyncWorkerStore:
                 "a claim's reply was lost; recovering this worker's leases through adopt",
                 extra={"worker": self.worker},
             )
-            adopted, _ = await self._call(
-                "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
-            )
             # What the lost claim took is adopted (and what this call claimed before it: those
             # leases are the worker's too, re-tokened); a new claim (not a resend) fills the rest.
-            fresh = sum(1 for lease in adopted if not holds((lease.tenant, lease.item_id)))
-            if fresh < free:
-                adopted += await self.claim(free - fresh, holds)
-            return adopted
+            fresh = await self._adopt(free, renew)
+            if len(fresh) < free:
+                fresh += await self.claim(free - len(fresh), renew)
+            return fresh
         return leases
+
+    async def _adopt(self, free: int, renew: Callable[[list[Lease]], list[Lease]]) -> list[Lease]:
+        with self._guard:
+            self._adopts_begun += 1
+        try:
+            # One adopt at a time, each applied before the next is sent: the later adopt's
+            # tokens are the current ones, and an earlier one must not overwrite them.
+            async with self._adopting:
+                adopted, _ = await self._call(
+                    "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
+                )
+                return renew(list(adopted))
+        finally:
+            with self._guard:
+                self._adopts_ended += 1
+            self._adopt_ended.notify()
+
+    def adopt_mark(self) -> int:
+        """Taken before a send: with ``adopt_overlapped``, whether an adopt overlapped it."""
+        return self._adopts_ended
+
+    async def adopt_overlapped(self, mark: int) -> bool:
+        """Whether an adopt was in flight at some time since ``mark`` was taken (so it may
+        have replaced the lease a refused send carried); if so, wait until no adopt is in
+        flight: the held slots then carry the adopted leases."""
+        if self._adopts_begun == mark:
+            return False
+        while True:
+            seen = self._adopt_ended.generation
+            if self._adopts_begun == self._adopts_ended:
+                return True
+            await self._adopt_ended.wait_past(seen, 1.0)
+            if self._aborted.is_set():
+                raise WorkerAborted("adopt")
 
     async def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         """Renew every lease: the renewed Lease, or why it is lost."""
