@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from typing_extensions import Self
 
 from runyard._flavours import AsyncLock, async_sleep
 from runyard.postgres.flavours import AsyncConnection
@@ -55,7 +56,7 @@ class AsyncPostgresWakeup:
         self._lock = AsyncLock()  # close() against a reconnect (the sync twin's threads)
 
     @classmethod
-    async def connect(cls, dsn: str, *, tables: StateTables | None = None) -> AsyncPostgresWakeup:
+    async def connect(cls, dsn: str, *, tables: StateTables | None = None) -> Self:
         """Open an autocommit connection and LISTEN on the wake channel. Raises
         ConfigurationError for a channel name past 63 bytes, psycopg.OperationalError."""
         channel = wake_channel(tables or StateTables())

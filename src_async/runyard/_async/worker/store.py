@@ -165,11 +165,15 @@ class AsyncWorkerStore:
         """Taken before a send: with ``adopt_overlapped``, whether an adopt overlapped it."""
         return self._adopts_ended
 
+    def adopted_since(self, mark: int) -> bool:
+        """Whether an adopt was in flight at some time since ``mark`` was taken."""
+        return self._adopts_begun != mark
+
     async def adopt_overlapped(self, mark: int) -> bool:
         """Whether an adopt was in flight at some time since ``mark`` was taken (so it may
         have replaced the lease a refused send carried); if so, wait until no adopt is in
         flight: the held slots then carry the adopted leases."""
-        if self._adopts_begun == mark:
+        if not self.adopted_since(mark):
             return False
         while True:
             seen = self._adopt_ended.generation

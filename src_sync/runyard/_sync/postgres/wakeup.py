@@ -18,6 +18,7 @@ from runyard._flavours import Lock, sleep
 from runyard.postgres.flavours import Connection
 from runyard.postgres.schema import StateTables
 from runyard.postgres.wake import wake_channel
+from typing_extensions import Self
 
 __all__ = ["PostgresWakeup"]
 
@@ -56,7 +57,7 @@ class PostgresWakeup:
         self._lock = Lock()  # close() against a reconnect (the sync twin's threads)
 
     @classmethod
-    def connect(cls, dsn: str, *, tables: StateTables | None = None) -> PostgresWakeup:
+    def connect(cls, dsn: str, *, tables: StateTables | None = None) -> Self:
         """Open an autocommit connection and LISTEN on the wake channel. Raises
         ConfigurationError for a channel name past 63 bytes, psycopg.OperationalError."""
         channel = wake_channel(tables or StateTables())

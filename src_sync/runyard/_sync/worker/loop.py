@@ -22,7 +22,7 @@ from functools import partial
 from runyard._flavours import Event
 from runyard._flavours_worker import Guard, JobRunner
 from runyard._sync.protocols import WorkQueue
-from runyard._sync.worker.rounds import WorkerRounds
+from runyard._sync.worker.listening import WorkerListening
 from runyard._sync.worker.store import WorkerAborted, WorkerStore
 from runyard._sync.worker.wakeup import Wakeup, wakeup_for
 from runyard.clock import Clock, SystemClock
@@ -44,7 +44,7 @@ __all__ = ["Worker"]
 log = logging.getLogger("runyard.worker")
 
 
-class Worker(WorkerRounds):
+class Worker(WorkerListening):
     """Runs ``handler(job)`` on the items of ``queue``.
 
     A handler that returns completes the item; ``PermanentFailure`` dead-letters it at once;
@@ -134,11 +134,6 @@ class Worker(WorkerRounds):
         self._aborted.set()
         self._nudge.set()
 
-    def wake(self) -> None:
-        """Make the loop look at its work now (as a wake-up hint does)."""
-        self._claim_due = True
-        self._nudge.set()
-
     def stats(self) -> WorkerStats:
         """A copy of the worker's counters."""
         return replace(self._stats, in_flight=len(self._running))
@@ -193,61 +188,6 @@ class Worker(WorkerRounds):
                 self._wakeup.close()
         return self.stats()
 
-    def _listen(self) -> None:
-        """Turn wake-up hints into nudges while the worker serves (a job of its own).
-
-        A wake-up that consumes its hints (Redis: one listener pops each) is waited on only
-        while a slot is free and the worker is not stopping, and after a hint not before the
-        loop has claimed; a hint it returns once the slots have filled by another path (the
-        backstop, a retry falling due, a full claim) is given back for an idle worker. Any
-        other wake-up (PostgreSQL: every listener gets every notification, and a listener
-        that stops reading holds the server's notification queue) is read busy or not; a
-        hint while busy only makes the next claim due."""
-        assert self._wakeup is not None
-        consumes = self._wakeup.consumes_hints
-        failures = 0
-        while self._serving:
-            if consumes and not self._listening.is_set():
-                self._listening.wait()
-                continue
-            try:
-                woke = self._wakeup.wait(min(self.settings.backstop_seconds, 5.0))
-                wanted = self._wants_hints()
-                if woke and consumes and not wanted:
-                    self._wakeup.give_back()  # not this worker's wake: an idle one's
-                    continue
-            except Exception as exc:  # a lost listener: the backstop polls meanwhile
-                if not self._serving:
-                    break  # the wake-up was closed under it: the worker is stopping
-                failures += 1
-                level = logging.WARNING if failures == 1 else logging.DEBUG
-                log.log(
-                    level,
-                    "wake-up listener failed (%s): polling every %g s until it recovers",
-                    exc,
-                    self.settings.backstop_seconds,
-                    extra={"worker": self.name},
-                )
-                self._aborted.wait(self.settings.store_backoff(failures))
-                continue
-            if failures:
-                log.info("wake-up listener recovered", extra={"worker": self.name})
-                self.wake()  # hints sent meanwhile were missed
-            failures = 0
-            if not woke:
-                continue
-            if consumes:
-                self._listening.clear()  # the loop sets it again after its claim, if not full
-            if wanted:
-                self.wake()
-            else:
-                self._claim_due = True  # claimed once a slot frees; no turn of the loop now
-
-    def _wants_hints(self) -> bool:
-        """Whether a hint can start a job now: serving, not stopping, and a slot free as of
-        the loop's last turn."""
-        return self._serving and self._listening.is_set()
-
     def _wait_seconds(self) -> float:
         """How long the loop may sleep before something falls due (unless nudged)."""
         mono, now = time.monotonic(), self._time()
@@ -289,7 +229,8 @@ class Worker(WorkerRounds):
         now = self._time()
         while self._due and self._due[0] <= now:
             heapq.heappop(self._due)
-        started = self._take(self._store.claim(free, self._renew_held))
+        mark = self._store.adopt_mark()
+        started = self._take(self._store.claim(free, self._renew_held), mark)
         if started == free:
             self._claim_due = True
         return started, started == free
@@ -308,67 +249,14 @@ class Worker(WorkerRounds):
             or time.monotonic() >= self._last_claim + self.settings.backstop_seconds
         )
 
-    def _take(self, leases: list[Lease]) -> int:
-        """Start a job on each lease the worker does not hold yet; how many."""
+    def _take(self, leases: list[Lease], mark: int | None = None) -> int:
+        """Start a job on each lease the worker does not hold yet; how many. ``mark``: the
+        store's adopt mark taken before the claim that returned ``leases``."""
         with self._guard:
-            fresh = self._unheld(leases)
+            fresh = self._unheld(leases, mark)
             for lease in fresh:
                 self._start(lease)
         return len(fresh)
-
-    def _unheld(self, leases: list[Lease]) -> list[Lease]:
-        """The leases (a claim's) for items the worker does not hold. One it holds was
-        adopted after the claim returned (by another job's claim that lost its reply): the
-        holder's lease is the newer, and the item must not run twice. Under the guard."""
-        return [
-            lease
-            for lease in leases
-            if self._held((lease.tenant, lease.item_id)) is None
-            and not self._handed((lease.tenant, lease.item_id))
-        ]
-
-    def _renew_held(self, leases: list[Lease]) -> list[Lease]:
-        """Give each slot the worker holds its lease in ``leases`` (adopted after a lost claim
-        reply: ``adopt`` gives every live lease a new token, and only that one is accepted),
-        and each lease a job handed off for the loop to start; return the leases it did not
-        hold. Jobs call it too, in the sync twin from their threads: under the guard."""
-        fresh = []
-        with self._guard:
-            for lease in leases:
-                key = (lease.tenant, lease.item_id)
-                slot = self._held(key)
-                if slot is not None:
-                    slot.lease = lease
-                elif not self._renew_handed(key, lease):
-                    fresh.append(lease)
-        return fresh
-
-    def _handed(self, key: tuple[str, str]) -> bool:
-        """Whether a job handed off a lease for ``key`` for the loop to start."""
-        return any(
-            isinstance(handed, Lease) and (handed.tenant, handed.item_id) == key
-            for handed in [*self._handoff]
-        )
-
-    def _renew_handed(self, key: tuple[str, str], lease: Lease) -> bool:
-        """Replace the lease for ``key`` a job handed off (not started yet); whether there was
-        one. Under the guard."""
-        for i, handed in enumerate(self._handoff):
-            if isinstance(handed, Lease) and (handed.tenant, handed.item_id) == key:
-                self._handoff[i] = lease
-                return True
-        return False
-
-    def _held(self, key: tuple[str, str]) -> Slot | None:
-        """The slot holding ``key``: running, handed off by its predecessor's job, finished
-        (waiting to settle, or settling), or being handed back at shutdown."""
-        slot = self._running.get(key)
-        if slot is not None:
-            return slot
-        for held in [*self._finished, *self._flushing, *self._handing_back, *self._handoff]:
-            if isinstance(held, Slot) and held.key == key:
-                return held
-        return None
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
@@ -444,10 +332,11 @@ class Worker(WorkerRounds):
         (error,) = self._settle_current([slot], self._store.complete)
         if self._stopping:
             return Settled(error), None
+        mark = self._store.adopt_mark()
         leases = self._store.claim(1, self._renew_held)
         successor = None
         with self._guard:
-            leases = self._unheld(leases)
+            leases = self._unheld(leases, mark)
             if len(leases) == 1 and not self._stopping:
                 successor = self._slot(leases[0])
                 successor.handle = slot.handle
