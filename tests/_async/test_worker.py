@@ -995,3 +995,48 @@ async def test_bad_settings_are_configuration_errors() -> None:
         AsyncWorker(queue, handler, concurrency=0)
     with pytest.raises(ConfigurationError, match="unknown worker setting"):
         AsyncWorker(queue, handler, poll_seconds=1)
+
+
+@pytest.mark.asyncio
+async def test_a_lapsed_lease_claimed_back_gives_the_old_job_up_as_lost() -> None:
+    # The worker's clock stands still, so it never heartbeats; the queue's clock moves past
+    # the lease, another worker's reap makes the item ready again, and this worker's next
+    # claim takes it back with a new token while the first job still runs.
+    clock = ManualClock()
+    queue = make_queue(clock, lease_seconds=5)
+    await queue.enqueue("acme", {}, item_id="x")
+    started: list[int] = []
+    first, second = AsyncEvent(), AsyncEvent()
+    release = AsyncEvent()
+    ended: list[str] = []
+
+    async def handler(job: Job) -> None:
+        started.append(job.token)
+        (second if first.is_set() else first).set()
+        await release.wait(SAFETY)
+
+    hooks = WorkerHooks(on_job_end=lambda job, outcome: ended.append(f"{job.token}:{outcome}"))
+    worker = AsyncWorker(
+        queue,
+        handler,
+        clock=ManualClock(),
+        concurrency=2,
+        batched=False,
+        wakeup=None,
+        hooks=hooks,
+    )
+
+    async def drive() -> None:
+        assert await first.wait(SAFETY)
+        clock.advance(6)
+        assert [item.item_id for item in await queue.reap()] == ["x"]
+        worker.wake()
+        assert await second.wait(SAFETY)
+        release.set()
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    assert len(started) == 2 and started[0] < started[1]
+    assert f"{started[0]}:lost" in ended
+    assert worker.stats().lost == 1 and worker.stats().completed == 1
+    assert await queue.get_item("acme", "x") is None

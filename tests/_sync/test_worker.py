@@ -968,3 +968,47 @@ def test_bad_settings_are_configuration_errors() -> None:
         Worker(queue, handler, concurrency=0)
     with pytest.raises(ConfigurationError, match="unknown worker setting"):
         Worker(queue, handler, poll_seconds=1)
+
+
+def test_a_lapsed_lease_claimed_back_gives_the_old_job_up_as_lost() -> None:
+    # The worker's clock stands still, so it never heartbeats; the queue's clock moves past
+    # the lease, another worker's reap makes the item ready again, and this worker's next
+    # claim takes it back with a new token while the first job still runs.
+    clock = ManualClock()
+    queue = make_queue(clock, lease_seconds=5)
+    queue.enqueue("acme", {}, item_id="x")
+    started: list[int] = []
+    first, second = Event(), Event()
+    release = Event()
+    ended: list[str] = []
+
+    def handler(job: Job) -> None:
+        started.append(job.token)
+        (second if first.is_set() else first).set()
+        release.wait(SAFETY)
+
+    hooks = WorkerHooks(on_job_end=lambda job, outcome: ended.append(f"{job.token}:{outcome}"))
+    worker = Worker(
+        queue,
+        handler,
+        clock=ManualClock(),
+        concurrency=2,
+        batched=False,
+        wakeup=None,
+        hooks=hooks,
+    )
+
+    def drive() -> None:
+        assert first.wait(SAFETY)
+        clock.advance(6)
+        assert [item.item_id for item in queue.reap()] == ["x"]
+        worker.wake()
+        assert second.wait(SAFETY)
+        release.set()
+        worker.stop()
+
+    gather([worker.run, drive])
+    assert len(started) == 2 and started[0] < started[1]
+    assert f"{started[0]}:lost" in ended
+    assert worker.stats().lost == 1 and worker.stats().completed == 1
+    assert queue.get_item("acme", "x") is None

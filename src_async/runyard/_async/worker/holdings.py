@@ -26,9 +26,10 @@ class AsyncWorkerHoldings(AsyncWorkerRounds):
         """The leases (a claim's) for items the worker does not hold. One it holds was
         adopted after the claim returned (by another job's claim that lost its reply): the
         holder's lease is the newer, and the item must not run twice. When no adopt ran since
-        ``mark`` (taken before the claim was sent), every lease is new: the scan of the held
-        slots (every handed-off successor too, between two turns of the loop) is skipped.
-        Under the guard."""
+        ``mark`` (taken before the claim was sent), the scan of the held slots (every
+        handed-off successor too, between two turns of the loop) is skipped: a lease for a
+        held item can then only be a lapsed one claimed back, and registering the new slot
+        gives the old one up as lost. Under the guard."""
         if mark is not None and not self._store.adopted_since(mark):
             return leases
         return [

@@ -24,7 +24,7 @@ from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
 from runyard._flavours import AsyncEvent
 from runyard._flavours_worker import AsyncGuard, AsyncJobRunner
 from runyard.clock import Clock, SystemClock
-from runyard.errors import ConfigurationError
+from runyard.errors import ConfigurationError, LeaseLostError
 from runyard.keys import validate_identifier
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
@@ -268,6 +268,13 @@ class AsyncWorker(AsyncWorkerListening):
         slot.handle = self._jobs.start(partial(self._execute, slot))
 
     def _register(self, slot: Slot) -> None:
+        old = self._running.get(slot.key)
+        if old is not None and old is not slot:
+            # Its lease lapsed (this worker cut off, or its loop held up, past the lease) and a
+            # claim took the item back with a new token: the new job decides, the old one is
+            # given up as lost (its settle would be refused), never left running unseen.
+            self._give_up(old)
+            self._lost(old, LeaseLostError(old.lease.item_id, "taken"))
         self._running[slot.key] = slot
         if self._next_heartbeat is None:
             self._next_heartbeat = self._time() + self._heartbeat_every
