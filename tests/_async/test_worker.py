@@ -3,7 +3,7 @@ store errors. Time moves by a ManualClock; threads and tasks meet at events, nev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -549,6 +549,43 @@ async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: boo
     assert runs == [item.item_id] and stats.completed == 1
 
 
+class Endings:
+    """The worker's ``on_job_end`` hook for these tests: each end as "n:outcome" (n from the
+    job's payload), ``all`` set once ``expected`` jobs have ended, and ``watched`` once job
+    ``watch`` has."""
+
+    def __init__(self, expected: int, *, watch: int | None = None) -> None:
+        self.ended: list[str] = []
+        self.expected, self.watch = expected, watch
+        self.all, self.watched = AsyncEvent(), AsyncEvent()
+
+    def __call__(self, job: Job, outcome: str) -> None:
+        self.ended.append(f"{job.payload['n']}:{outcome}")
+        if job.payload["n"] == self.watch:
+            self.watched.set()
+        if len(self.ended) == self.expected:
+            self.all.set()
+
+
+def adopt_race_worker(
+    queue: AsyncMemoryWorkQueue,
+    handler: Callable[[Job], Awaitable[None]],
+    endings: Endings,
+    **options: Any,
+) -> AsyncWorker:
+    """A worker of concurrency 2, unbatched unless told, reporting its jobs' ends to
+    ``endings``, that neither polls nor reaps within a test."""
+    settings: dict[str, Any] = {"concurrency": 2, "batched": False}
+    return AsyncWorker(
+        queue,
+        handler,
+        hooks=WorkerHooks(on_job_end=endings),
+        backstop_seconds=60,
+        reap_seconds=600,
+        **{**settings, **options},
+    )
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("batched", [True, False])
 async def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool) -> None:
@@ -556,9 +593,8 @@ async def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched:
     # worker must go on with that one, or the running job's complete is refused.
     clock = ManualClock()
     queue = make_queue(clock)
-    first_started, release, both_ended = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    first_started, release, endings = AsyncEvent(), AsyncEvent(), Endings(2)
     runs: list[int] = []
-    ended: list[str] = []
 
     async def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -568,33 +604,19 @@ async def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched:
         else:
             release.set()
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = AsyncWorker(
-        queue,
-        handler,
-        clock=clock,
-        concurrency=2,
-        batched=batched,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings, clock=clock, batched=batched)
 
     async def drive() -> None:
         await queue.enqueue("acme", {"n": 1})
         assert await first_started.wait(SAFETY)
         queue.lose_next_claim_reply = True
         await queue.enqueue("acme", {"n": 2})
-        assert await both_ended.wait(SAFETY)
+        assert await endings.all.wait(SAFETY)
         worker.stop()
 
     await async_gather([worker.run, drive])
     assert queue.lose_next_claim_reply is False  # the reply was lost
-    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     stats = worker.stats()
     assert (stats.completed, stats.lost) == (2, 0)
@@ -638,8 +660,7 @@ async def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() ->
     for n in (1, 2, 3):
         await queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    all_ended = AsyncEvent()
+    endings = Endings(3)
 
     async def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -647,29 +668,16 @@ async def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() ->
             assert await queue.in_flight.wait(SAFETY)
             queue.lose_next_claim_reply = True  # the claim of its successor, item 3
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 3:
-            all_ended.set()
-
-    worker = AsyncWorker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings)
 
     async def drive() -> None:
-        done = await all_ended.wait(SAFETY)
+        done = await endings.all.wait(SAFETY)
         worker.stop()
-        assert done, (ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
+        assert done, (endings.ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
 
     await async_gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed", "3:completed"]
     assert sorted(runs) == [1, 2, 3]
     assert worker.stats().lost == 0
 
@@ -683,8 +691,7 @@ async def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -
     for n in (1, 2):
         await queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    all_ended, second_started = AsyncEvent(), AsyncEvent()
+    endings, second_started = Endings(3), AsyncEvent()
 
     async def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -697,29 +704,16 @@ async def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -
             await queue.enqueue("acme", {"n": 3})  # the loop is busy settling job 1
             queue.lose_next_claim_reply = True  # the claim of its successor, item 3
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 3:
-            all_ended.set()
-
-    worker = AsyncWorker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings)
 
     async def drive() -> None:
-        done = await all_ended.wait(SAFETY)
+        done = await endings.all.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, endings.ended
 
     await async_gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(ended) == ["1:dead", "2:completed", "3:completed"]
+    assert sorted(endings.ended) == ["1:dead", "2:completed", "3:completed"]
     assert sorted(runs) == [1, 2, 3]
     assert worker.stats().lost == 0
 
@@ -786,8 +780,7 @@ async def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
     for n in (1, 2):
         await queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    first_ended, both_ended, second_started = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    endings, second_started = Endings(2, watch=1), AsyncEvent()
 
     async def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -798,36 +791,21 @@ async def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
             queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
             second_started.set()
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if job.payload["n"] == 1:
-            first_ended.set()
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = AsyncWorker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings)
 
     async def drive() -> None:
         if hold_adopt:
             assert await queue.refused.wait(SAFETY)  # job 1's complete, with the old token
         else:
-            assert await first_ended.wait(SAFETY)
+            assert await endings.watched.wait(SAFETY)
         queue.proceed.set()
-        done = await both_ended.wait(SAFETY)
+        done = await endings.all.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, endings.ended
 
     await async_gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
-    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)
     stats = await queue.stats()
@@ -849,8 +827,7 @@ async def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -
     for n in (1, 2):
         await queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    both_ended, second_started, finish_first = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    endings, second_started, finish_first = Endings(2), AsyncEvent(), AsyncEvent()
 
     async def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -861,21 +838,7 @@ async def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -
             queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
             second_started.set()
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = AsyncWorker(
-        queue,
-        handler,
-        clock=clock,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings, clock=clock)
 
     async def drive() -> None:
         assert await queue.adopted.wait(SAFETY)  # its reply held
@@ -884,12 +847,12 @@ async def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -
         assert await queue.refused.wait(SAFETY)  # job 1's heartbeat, with the old token
         queue.proceed.set()
         finish_first.set()
-        done = await both_ended.wait(SAFETY)
+        done = await endings.all.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, endings.ended
 
     await async_gather([worker.run, drive])
-    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)
     stats = await queue.stats()
@@ -938,8 +901,7 @@ async def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_se
     for n in (1, 2):
         await queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    both_ended, finish_first = AsyncEvent(), AsyncEvent()
+    endings, finish_first = Endings(2), AsyncEvent()
 
     async def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -949,34 +911,20 @@ async def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_se
             await queue.enqueue("acme", {"n": 3})
             queue.hold_next_claim = True  # the claim of its successor, item 3
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = AsyncWorker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        shutdown_grace=0,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings, shutdown_grace=0)
 
     async def drive() -> None:
         assert await queue.claim_held.wait(SAFETY)
         worker.stop()
         assert await queue.handing_back.wait(SAFETY)
         queue.proceed.set()
-        assert await both_ended.wait(SAFETY), ended
+        assert await endings.all.wait(SAFETY), endings.ended
         finish_first.set()
 
     await async_gather([worker.run, drive])
     finish_first.set()
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(ended) == ["1:handed_back", "2:completed"]
+    assert sorted(endings.ended) == ["1:handed_back", "2:completed"]
     assert sorted(runs) == [1, 2]
     stats = worker.stats()
     assert (stats.completed, stats.handed_back, stats.lost) == (1, 2, 0)

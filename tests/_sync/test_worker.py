@@ -5,7 +5,7 @@ store errors. Time moves by a ManualClock; threads and tasks meet at events, nev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -529,15 +529,51 @@ def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: bool) -> 
     assert runs == [item.item_id] and stats.completed == 1
 
 
+class Endings:
+    """The worker's ``on_job_end`` hook for these tests: each end as "n:outcome" (n from the
+    job's payload), ``all`` set once ``expected`` jobs have ended, and ``watched`` once job
+    ``watch`` has."""
+
+    def __init__(self, expected: int, *, watch: int | None = None) -> None:
+        self.ended: list[str] = []
+        self.expected, self.watch = expected, watch
+        self.all, self.watched = Event(), Event()
+
+    def __call__(self, job: Job, outcome: str) -> None:
+        self.ended.append(f"{job.payload['n']}:{outcome}")
+        if job.payload["n"] == self.watch:
+            self.watched.set()
+        if len(self.ended) == self.expected:
+            self.all.set()
+
+
+def adopt_race_worker(
+    queue: MemoryWorkQueue,
+    handler: Callable[[Job], None],
+    endings: Endings,
+    **options: Any,
+) -> Worker:
+    """A worker of concurrency 2, unbatched unless told, reporting its jobs' ends to
+    ``endings``, that neither polls nor reaps within a test."""
+    settings: dict[str, Any] = {"concurrency": 2, "batched": False}
+    return Worker(
+        queue,
+        handler,
+        hooks=WorkerHooks(on_job_end=endings),
+        backstop_seconds=60,
+        reap_seconds=600,
+        **{**settings, **options},
+    )
+
+
 @pytest.mark.parametrize("batched", [True, False])
 def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool) -> None:
     # adopt gives every live lease of the worker a new token, the running job's too: the
     # worker must go on with that one, or the running job's complete is refused.
     clock = ManualClock()
     queue = make_queue(clock)
-    first_started, release, both_ended = Event(), Event(), Event()
+    first_started, release, endings = Event(), Event(), Endings(2)
     runs: list[int] = []
-    ended: list[str] = []
 
     def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -547,33 +583,19 @@ def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool)
         else:
             release.set()
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = Worker(
-        queue,
-        handler,
-        clock=clock,
-        concurrency=2,
-        batched=batched,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings, clock=clock, batched=batched)
 
     def drive() -> None:
         queue.enqueue("acme", {"n": 1})
         assert first_started.wait(SAFETY)
         queue.lose_next_claim_reply = True
         queue.enqueue("acme", {"n": 2})
-        assert both_ended.wait(SAFETY)
+        assert endings.all.wait(SAFETY)
         worker.stop()
 
     gather([worker.run, drive])
     assert queue.lose_next_claim_reply is False  # the reply was lost
-    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     stats = worker.stats()
     assert (stats.completed, stats.lost) == (2, 0)
@@ -616,8 +638,7 @@ def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
     for n in (1, 2, 3):
         queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    all_ended = Event()
+    endings = Endings(3)
 
     def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -625,29 +646,16 @@ def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
             assert queue.in_flight.wait(SAFETY)
             queue.lose_next_claim_reply = True  # the claim of its successor, item 3
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 3:
-            all_ended.set()
-
-    worker = Worker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings)
 
     def drive() -> None:
-        done = all_ended.wait(SAFETY)
+        done = endings.all.wait(SAFETY)
         worker.stop()
-        assert done, (ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
+        assert done, (endings.ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
 
     gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed", "3:completed"]
     assert sorted(runs) == [1, 2, 3]
     assert worker.stats().lost == 0
 
@@ -660,8 +668,7 @@ def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None
     for n in (1, 2):
         queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    all_ended, second_started = Event(), Event()
+    endings, second_started = Endings(3), Event()
 
     def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -674,29 +681,16 @@ def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None
             queue.enqueue("acme", {"n": 3})  # the loop is busy settling job 1
             queue.lose_next_claim_reply = True  # the claim of its successor, item 3
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 3:
-            all_ended.set()
-
-    worker = Worker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings)
 
     def drive() -> None:
-        done = all_ended.wait(SAFETY)
+        done = endings.all.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, endings.ended
 
     gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(ended) == ["1:dead", "2:completed", "3:completed"]
+    assert sorted(endings.ended) == ["1:dead", "2:completed", "3:completed"]
     assert sorted(runs) == [1, 2, 3]
     assert worker.stats().lost == 0
 
@@ -762,8 +756,7 @@ def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
     for n in (1, 2):
         queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    first_ended, both_ended, second_started = Event(), Event(), Event()
+    endings, second_started = Endings(2, watch=1), Event()
 
     def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -774,36 +767,21 @@ def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
             queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
             second_started.set()
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if job.payload["n"] == 1:
-            first_ended.set()
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = Worker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings)
 
     def drive() -> None:
         if hold_adopt:
             assert queue.refused.wait(SAFETY)  # job 1's complete, with the old token
         else:
-            assert first_ended.wait(SAFETY)
+            assert endings.watched.wait(SAFETY)
         queue.proceed.set()
-        done = both_ended.wait(SAFETY)
+        done = endings.all.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, endings.ended
 
     gather([worker.run, drive])
     assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
-    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)
     stats = queue.stats()
@@ -824,8 +802,7 @@ def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None
     for n in (1, 2):
         queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    both_ended, second_started, finish_first = Event(), Event(), Event()
+    endings, second_started, finish_first = Endings(2), Event(), Event()
 
     def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -836,21 +813,7 @@ def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None
             queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
             second_started.set()
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = Worker(
-        queue,
-        handler,
-        clock=clock,
-        concurrency=2,
-        batched=False,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings, clock=clock)
 
     def drive() -> None:
         assert queue.adopted.wait(SAFETY)  # its reply held
@@ -859,12 +822,12 @@ def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None
         assert queue.refused.wait(SAFETY)  # job 1's heartbeat, with the old token
         queue.proceed.set()
         finish_first.set()
-        done = both_ended.wait(SAFETY)
+        done = endings.all.wait(SAFETY)
         worker.stop()
-        assert done, ended
+        assert done, endings.ended
 
     gather([worker.run, drive])
-    assert sorted(ended) == ["1:completed", "2:completed"]
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
     assert sorted(runs) == [1, 2]
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)
     stats = queue.stats()
@@ -912,8 +875,7 @@ def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_sent_aga
     for n in (1, 2):
         queue.enqueue("acme", {"n": n})
     runs: list[int] = []
-    ended: list[str] = []
-    both_ended, finish_first = Event(), Event()
+    endings, finish_first = Endings(2), Event()
 
     def handler(job: Job) -> None:
         runs.append(job.payload["n"])
@@ -923,34 +885,20 @@ def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_sent_aga
             queue.enqueue("acme", {"n": 3})
             queue.hold_next_claim = True  # the claim of its successor, item 3
 
-    def on_end(job: Job, outcome: str) -> None:
-        ended.append(f"{job.payload['n']}:{outcome}")
-        if len(ended) == 2:
-            both_ended.set()
-
-    worker = Worker(
-        queue,
-        handler,
-        concurrency=2,
-        batched=False,
-        shutdown_grace=0,
-        hooks=WorkerHooks(on_job_end=on_end),
-        backstop_seconds=60,
-        reap_seconds=600,
-    )
+    worker = adopt_race_worker(queue, handler, endings, shutdown_grace=0)
 
     def drive() -> None:
         assert queue.claim_held.wait(SAFETY)
         worker.stop()
         assert queue.handing_back.wait(SAFETY)
         queue.proceed.set()
-        assert both_ended.wait(SAFETY), ended
+        assert endings.all.wait(SAFETY), endings.ended
         finish_first.set()
 
     gather([worker.run, drive])
     finish_first.set()
     assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(ended) == ["1:handed_back", "2:completed"]
+    assert sorted(endings.ended) == ["1:handed_back", "2:completed"]
     assert sorted(runs) == [1, 2]
     stats = worker.stats()
     assert (stats.completed, stats.handed_back, stats.lost) == (1, 2, 0)
