@@ -7,6 +7,7 @@ PostgreSQL server's and of this process's clock.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -110,47 +112,57 @@ def _libfaketime() -> str:
     return str(found[0])
 
 
+@contextlib.contextmanager
+def _clock_stepped_worker(
+    source: str, tables: StateTables, tmp_path: Path
+) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """Run ``source`` (argv: DSN, schema) in a process whose wall clock follows the shift in
+    the file yielded beside it ("+0" first; libfaketime reads it on every call) while its
+    monotonic clock runs true; killed if still running when the block ends."""
+    script = tmp_path / "worker.py"
+    script.write_text(source, encoding="utf-8")
+    shift = tmp_path / "faketime.rc"
+    shift.write_text("+0\n", encoding="utf-8")
+    env = {
+        **os.environ,
+        "LD_PRELOAD": _libfaketime(),
+        "FAKETIME_TIMESTAMP_FILE": str(shift),
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, str(script), PG_DSN, str(tables.schema)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        yield worker, shift
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
 def test_a_worker_whose_clock_steps_forty_seconds_after_open_leaves_a_live_lease_alone(
     pg_tables: StateTables, tmp_path: Path
 ) -> None:
     # The wall clock of the worker process reads the server's time at open() and jumps 40 s
     # ahead afterwards (an NTP step, an operator, a VM resumed); its monotonic clock does not.
-    library = _libfaketime()
-    script = tmp_path / "worker_stepping.py"
-    script.write_text(STEPPING_WORKER, encoding="utf-8")
-    shift = tmp_path / "faketime.rc"
-    shift.write_text("+0\n", encoding="utf-8")
     with ConnectionPool(PG_DSN, min_size=1, max_size=2, open=True) as pool:
         queue = PostgresWorkQueue.open(pool, tables=pg_tables, policy=QueuePolicy(lease_seconds=10))
         queue.enqueue("acme", {"job": 1}, item_id="job-1")
         lease = queue.claim("steady")
         assert lease is not None
-        env = {
-            **os.environ,
-            "LD_PRELOAD": library,
-            "FAKETIME_TIMESTAMP_FILE": str(shift),
-            "FAKETIME_NO_CACHE": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        }
-        worker = subprocess.Popen(
-            [sys.executable, str(script), PG_DSN, str(pg_tables.schema)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        try:
+        with _clock_stepped_worker(STEPPING_WORKER, pg_tables, tmp_path) as (worker, shift):
             assert worker.stdout is not None and worker.stdin is not None
             assert worker.stdout.readline().strip() == "opened"
             shift.write_text("+40s\n", encoding="utf-8")
             worker.stdin.write("go\n")
             worker.stdin.flush()
             out, err = worker.communicate(timeout=120)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
         assert worker.returncode == 0, err
         report = json.loads(out.strip().splitlines()[-1])
         assert abs(report["offset"]) < 5  # at open() the two clocks agreed
@@ -200,29 +212,10 @@ def test_a_wall_clock_stepped_back_does_not_stop_a_workers_heartbeats(
     # back 20 s at 1.5 s (its monotonic clock does not): timed on the wall clock, the next
     # heartbeat would be 20 s away and the lease would lapse; another process reaping at
     # 5.5 s would take it back and the job would run twice.
-    library = _libfaketime()
-    script = tmp_path / "worker_heartbeating.py"
-    script.write_text(HEARTBEATING_WORKER, encoding="utf-8")
-    shift = tmp_path / "faketime.rc"
-    shift.write_text("+0\n", encoding="utf-8")
     with ConnectionPool(PG_DSN, min_size=1, max_size=2, open=True) as pool:
         queue = PostgresWorkQueue.open(pool, tables=pg_tables, policy=QueuePolicy(lease_seconds=3))
         queue.enqueue("acme", {}, item_id="job-1")
-        env = {
-            **os.environ,
-            "LD_PRELOAD": library,
-            "FAKETIME_TIMESTAMP_FILE": str(shift),
-            "FAKETIME_NO_CACHE": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        }
-        worker = subprocess.Popen(
-            [sys.executable, str(script), PG_DSN, str(pg_tables.schema)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        try:
+        with _clock_stepped_worker(HEARTBEATING_WORKER, pg_tables, tmp_path) as (worker, shift):
             assert worker.stdout is not None
             assert worker.stdout.readline().strip() == "started"
             time.sleep(1.5)  # builds the scenario: the step comes mid-job
@@ -230,10 +223,6 @@ def test_a_wall_clock_stepped_back_does_not_stop_a_workers_heartbeats(
             time.sleep(4.0)  # 5.5 s into the job: more than a lease past the step
             reaped = queue.reap()
             out, err = worker.communicate(timeout=120)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
         assert worker.returncode == 0, err
         report = json.loads(out.strip().splitlines()[-1])
         assert reaped == []
