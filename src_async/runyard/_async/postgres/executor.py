@@ -103,7 +103,11 @@ class AsyncPsycopgExecutor:
         try:
             return await _run(conn, statement, args, self.prepare)
         finally:
-            if not conn.broken and not conn.closed:
+            # Only an idle connection can leave autocommit: one a failed statement left
+            # ACTIVE (its socket closed before psycopg marked it broken) would raise
+            # ProgrammingError here over the driver's error; the pool discards it anyway.
+            idle = conn.info.transaction_status == TransactionStatus.IDLE
+            if idle and not conn.broken and not conn.closed:
                 await conn.set_autocommit(False)
 
     async def aclose(self) -> None:

@@ -105,7 +105,11 @@ class PsycopgExecutor:
         try:
             return _run(conn, statement, args, self.prepare)
         finally:
-            if not conn.broken and not conn.closed:
+            # Only an idle connection can leave autocommit: one a failed statement left
+            # ACTIVE (its socket closed before psycopg marked it broken) would raise
+            # ProgrammingError here over the driver's error; the pool discards it anyway.
+            idle = conn.info.transaction_status == TransactionStatus.IDLE
+            if idle and not conn.broken and not conn.closed:
                 conn.set_autocommit(False)
 
     def close(self) -> None:
