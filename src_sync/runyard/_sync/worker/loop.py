@@ -30,6 +30,7 @@ from runyard.errors import ConfigurationError, LeaseLostError
 from runyard.keys import validate_identifier
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
+from runyard.worker.holdings import WorkerHoldings
 from runyard.worker.job import DONE, Job, default_worker_name, interval_timer
 from runyard.worker.outcomes import (
     JobTimeoutError,
@@ -44,7 +45,7 @@ __all__ = ["Worker"]
 log = logging.getLogger("runyard.worker")
 
 
-class Worker(WorkerListening):
+class Worker(WorkerListening, WorkerHoldings):
     """Runs ``handler(job)`` on the items of ``queue``.
 
     A handler that returns completes the item; ``PermanentFailure`` dead-letters it at once;
@@ -257,6 +258,9 @@ class Worker(WorkerListening):
             for lease in fresh:
                 self._start(lease)
         return len(fresh)
+
+    def _adopted_since(self, mark: int) -> bool:
+        return self._store.adopted_since(mark)
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout

@@ -1,26 +1,36 @@
-"""Which leases the worker holds, and how an adopt's new tokens reach them: the half of
-``AsyncWorker`` that keeps a lease from running twice after a claim lost its reply."""
+"""Which leases the worker holds, and how an adopt's new tokens reach them: the part of both
+workers that keeps a lease from running twice after a claim lost its reply (no I/O)."""
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
-from runyard._async.worker.rounds import AsyncWorkerRounds
 from runyard.models import Lease
 from runyard.worker.slot import Slot
 
-__all__ = ["AsyncWorkerHoldings"]
+__all__ = ["WorkerHoldings"]
 
 
-class AsyncWorkerHoldings(AsyncWorkerRounds):
-    """The held-lease bookkeeping of ``AsyncWorker`` (its base: the attributes are set there).
+class WorkerHoldings:
+    """The held-lease bookkeeping of ``AsyncWorker`` and ``Worker`` (a base: the attributes are
+    set by the worker).
 
     ``adopt`` gives every live lease of the worker a new token, and only that one is
     accepted: each slot the worker holds (running, handed off by its predecessor's job,
     finished, settling, or being handed back) must take it, and a claim's lease for an item
     the worker already holds must not start a second job."""
 
+    _running: dict[tuple[str, str], Slot]
+    _finished: list[Slot]
+    _flushing: list[Slot]
+    _handing_back: list[Slot]
     _handoff: deque[Slot | Lease]
+    _guard: Any  # the worker's AsyncGuard or Guard: a context manager
+
+    def _adopted_since(self, mark: int) -> bool:
+        """Whether an adopt was in flight at some time since the store's adopt ``mark``."""
+        raise NotImplementedError
 
     def _unheld(self, leases: list[Lease], mark: int | None = None) -> list[Lease]:
         """The leases (a claim's) for items the worker does not hold. One it holds was
@@ -30,7 +40,7 @@ class AsyncWorkerHoldings(AsyncWorkerRounds):
         handed-off successor too, between two turns of the loop) is skipped: a lease for a
         held item can then only be a lapsed one claimed back, and registering the new slot
         gives the old one up as lost. Under the guard."""
-        if mark is not None and not self._store.adopted_since(mark):
+        if mark is not None and not self._adopted_since(mark):
             return leases
         return [
             lease
