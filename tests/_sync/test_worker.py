@@ -5,76 +5,18 @@ store errors. Time moves by a ManualClock; threads and tasks meet at events, nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from runyard import ManualClock, MemoryWorkQueue, QueuePolicy
+from runyard import ManualClock, QueuePolicy
 from runyard._flavours import Event, gather
 from runyard._sync.worker import Worker
-from runyard.errors import (
-    ConfigurationError,
-    QueueUnavailableError,
-    RunyardError,
-    StoreOutcomeUnknown,
-)
-from runyard.models import Lease, WorkItem
+from runyard.errors import ConfigurationError, QueueUnavailableError, RunyardError
+from runyard.models import Lease
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
 
-SAFETY = 30.0  # seconds an event may take before the test fails; never reached when it passes
-
-
-class SpyQueue(MemoryWorkQueue):
-    """A memory queue that reports heartbeat rounds and can fail or lose claims (single or
-    batched: the worker claims one way or the other)."""
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.beats = Event()
-        self.claimed_nothing = Event()
-        self.empty_claims = 0
-        self.outages = 0
-        self.lose_next_claim_reply = False
-
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
-        out = super().heartbeat_many(leases)
-        self.beats.set()
-        return out
-
-    def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
-        out = super().heartbeat(*args, **kwargs)
-        self.beats.set()
-        return out
-
-    def claim(self, worker: str) -> Lease | None:
-        self._before_claim()
-        lease = super().claim(worker)
-        self._after_claim([lease] if lease else [])
-        return lease
-
-    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
-        self._before_claim()
-        leases = super().claim_many(worker, limit=limit)
-        self._after_claim(leases)
-        return leases
-
-    def _before_claim(self) -> None:
-        if self.outages:
-            self.outages -= 1
-            raise QueueUnavailableError("the test's outage")
-
-    def _after_claim(self, leases: list[Lease]) -> None:
-        if not leases:
-            self.empty_claims += 1
-            self.claimed_nothing.set()
-        if leases and self.lose_next_claim_reply:
-            self.lose_next_claim_reply = False
-            raise StoreOutcomeUnknown("the test lost this reply")
-
-
-def make_queue(clock: ManualClock, **policy: Any) -> SpyQueue:
-    settings: dict[str, Any] = {"lease_seconds": 30, "backoff_base": 0, "random": lambda: 0.5}
-    return SpyQueue(policy=QueuePolicy(**{**settings, **policy}), clock=clock)
+from tests._sync.memory_worker_spy import SAFETY, SpyQueue, make_queue
 
 
 @pytest.mark.parametrize("batched", [True, False])
@@ -369,6 +311,69 @@ def test_jobs_past_the_grace_are_handed_back_without_burning_an_attempt() -> Non
     assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
 
 
+class DownAtShutdownQueue(SpyQueue):
+    """A memory queue whose hand-backs fail (the store down) while ``down`` is set."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.down = False
+        self.refused = 0
+
+    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        if self.down:
+            self.refused += 1
+            raise QueueUnavailableError("the test's outage")
+        return super().release_many(leases)
+
+
+def test_a_hand_back_the_store_refuses_ends_after_handback_seconds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The store is down when the grace ends: the hand-back is retried for handback_seconds,
+    # then the worker exits anyway (as abort() does): the lease lapses and is recovered.
+    clock = ManualClock()
+    queue = DownAtShutdownQueue(
+        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5), clock=clock
+    )
+    item = queue.enqueue("acme", {})
+    started, release, returned = Event(), Event(), Event()
+
+    def handler(job: Job) -> None:
+        started.set()
+        release.wait(SAFETY)  # until given up (a thread: until the test ends)
+
+    worker = Worker(
+        queue,
+        handler,
+        clock=clock,
+        shutdown_grace=0,
+        handback_seconds=0.2,
+        store_backoff_base=0.01,
+        store_backoff_cap=0.05,
+    )
+
+    def run() -> None:
+        worker.run()
+        returned.set()
+
+    def drive() -> None:
+        assert started.wait(SAFETY)
+        queue.down = True
+        worker.stop()
+        ended = returned.wait(SAFETY)
+        queue.down = False  # the worker of the code before this bound waits until now
+        release.set()
+        assert ended
+
+    gather([run, drive])
+    stats = worker.stats()
+    assert queue.refused >= 1 and stats.store_errors >= 1
+    assert (stats.handed_back, stats.completed, stats.lost) == (0, 0, 0)
+    stored = queue.get_item("acme", item.item_id)
+    assert stored is not None and stored.state == "leased"
+    assert "gave up waiting on the store" in caplog.text
+
+
 def test_an_idle_worker_is_woken_by_an_enqueue_not_by_its_backstop() -> None:
     clock = ManualClock()
     queue = make_queue(clock)
@@ -513,399 +518,6 @@ def test_store_errors_are_waited_out() -> None:
     assert (stats.store_errors, stats.completed) == (3, 1)
 
 
-@pytest.mark.parametrize("batched", [True, False])
-def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: bool) -> None:
-    clock = ManualClock()
-    queue = make_queue(clock)
-    item = queue.enqueue("acme", {})
-    queue.lose_next_claim_reply = True
-    runs: list[str] = []
-
-    def handler(job: Job) -> None:
-        runs.append(job.item_id)
-
-    stats = Worker(queue, handler, clock=clock, batched=batched).run_until_idle()
-    assert queue.lose_next_claim_reply is False  # the reply was lost
-    assert runs == [item.item_id] and stats.completed == 1
-
-
-class Endings:
-    """The worker's ``on_job_end`` hook for these tests: each end as "n:outcome" (n from the
-    job's payload), ``all`` set once ``expected`` jobs have ended, and ``watched`` once job
-    ``watch`` has."""
-
-    def __init__(self, expected: int, *, watch: int | None = None) -> None:
-        self.ended: list[str] = []
-        self.expected, self.watch = expected, watch
-        self.all, self.watched = Event(), Event()
-
-    def __call__(self, job: Job, outcome: str) -> None:
-        self.ended.append(f"{job.payload['n']}:{outcome}")
-        if job.payload["n"] == self.watch:
-            self.watched.set()
-        if len(self.ended) == self.expected:
-            self.all.set()
-
-
-def adopt_race_worker(
-    queue: MemoryWorkQueue,
-    handler: Callable[[Job], None],
-    endings: Endings,
-    **options: Any,
-) -> Worker:
-    """A worker of concurrency 2, unbatched unless told, reporting its jobs' ends to
-    ``endings``, that neither polls nor reaps within a test."""
-    settings: dict[str, Any] = {"concurrency": 2, "batched": False}
-    return Worker(
-        queue,
-        handler,
-        hooks=WorkerHooks(on_job_end=endings),
-        backstop_seconds=60,
-        reap_seconds=600,
-        **{**settings, **options},
-    )
-
-
-@pytest.mark.parametrize("batched", [True, False])
-def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool) -> None:
-    # adopt gives every live lease of the worker a new token, the running job's too: the
-    # worker must go on with that one, or the running job's complete is refused.
-    clock = ManualClock()
-    queue = make_queue(clock)
-    first_started, release, endings = Event(), Event(), Endings(2)
-    runs: list[int] = []
-
-    def handler(job: Job) -> None:
-        runs.append(job.payload["n"])
-        if job.payload["n"] == 1:
-            first_started.set()
-            assert release.wait(SAFETY)
-        else:
-            release.set()
-
-    worker = adopt_race_worker(queue, handler, endings, clock=clock, batched=batched)
-
-    def drive() -> None:
-        queue.enqueue("acme", {"n": 1})
-        assert first_started.wait(SAFETY)
-        queue.lose_next_claim_reply = True
-        queue.enqueue("acme", {"n": 2})
-        assert endings.all.wait(SAFETY)
-        worker.stop()
-
-    gather([worker.run, drive])
-    assert queue.lose_next_claim_reply is False  # the reply was lost
-    assert sorted(endings.ended) == ["1:completed", "2:completed"]
-    assert sorted(runs) == [1, 2]
-    stats = worker.stats()
-    assert (stats.completed, stats.lost) == (2, 0)
-
-
-class HeldSettleQueue(SpyQueue):
-    """Holds the complete or the fail of item ``n == 1`` (reporting it in flight) until an
-    ``adopt`` has given that item's lease a new token: the settle carries the old one."""
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.in_flight, self.adopted = Event(), Event()
-        self.held: Lease | None = None
-
-    def _hold(self, lease: Any) -> None:
-        if isinstance(lease, Lease) and lease.item.payload["n"] == 1 and self.held is None:
-            self.held = lease
-            self.in_flight.set()
-            assert self.adopted.wait(SAFETY)
-
-    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
-        self._hold(tenant)
-        super().complete(tenant, item_id, **options)
-
-    def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
-        self._hold(tenant)
-        return super().fail(tenant, item_id, **options)
-
-    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
-
-
-def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
-    # Unbatched, jobs send their own complete and claim their successor. Job 1's complete is
-    # in flight when job 2's successor claim loses its reply: adopt re-tokens job 1's lease,
-    # the complete with the old token is refused, and is sent again with the new one.
-    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
-    for n in (1, 2, 3):
-        queue.enqueue("acme", {"n": n})
-    runs: list[int] = []
-    endings = Endings(3)
-
-    def handler(job: Job) -> None:
-        runs.append(job.payload["n"])
-        if job.payload["n"] == 2:
-            assert queue.in_flight.wait(SAFETY)
-            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
-
-    worker = adopt_race_worker(queue, handler, endings)
-
-    def drive() -> None:
-        done = endings.all.wait(SAFETY)
-        worker.stop()
-        assert done, (endings.ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
-
-    gather([worker.run, drive])
-    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(endings.ended) == ["1:completed", "2:completed", "3:completed"]
-    assert sorted(runs) == [1, 2, 3]
-    assert worker.stats().lost == 0
-
-
-def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None:
-    # Unbatched, the loop settles job 1's failure (permanent: it is never run again). While
-    # that fail is in flight, job 2's successor claim loses its reply: adopt re-tokens job 1's
-    # lease too. The worker still holds it (settling): it is neither started again nor lost.
-    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
-    for n in (1, 2):
-        queue.enqueue("acme", {"n": n})
-    runs: list[int] = []
-    endings, second_started = Endings(3), Event()
-
-    def handler(job: Job) -> None:
-        runs.append(job.payload["n"])
-        if job.payload["n"] == 1:
-            assert second_started.wait(SAFETY)  # the loop claimed both first
-            raise PermanentFailure("bad input")
-        if job.payload["n"] == 2:
-            second_started.set()
-            assert queue.in_flight.wait(SAFETY)
-            queue.enqueue("acme", {"n": 3})  # the loop is busy settling job 1
-            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
-
-    worker = adopt_race_worker(queue, handler, endings)
-
-    def drive() -> None:
-        done = endings.all.wait(SAFETY)
-        worker.stop()
-        assert done, endings.ended
-
-    gather([worker.run, drive])
-    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(endings.ended) == ["1:dead", "2:completed", "3:completed"]
-    assert sorted(runs) == [1, 2, 3]
-    assert worker.stats().lost == 0
-
-
-class AdoptRaceQueue(SpyQueue):
-    """Loses the reply of the next claim that finds nothing (``lose_empty_claim_reply``):
-    the worker adopts. Then it holds, until ``proceed`` is set, either the adopt's reply
-    (``hold_adopt``) or the claim the worker sends after the adopt."""
-
-    def __init__(self, *, hold_adopt: bool, **options: Any) -> None:
-        super().__init__(**options)
-        self.hold_adopt = hold_adopt
-        self.lose_empty_claim_reply = False
-        self.hold_next_claim = False
-        self.adopted, self.proceed, self.refused = Event(), Event(), Event()
-
-    def claim(self, worker: str) -> Lease | None:
-        if self.hold_next_claim:
-            self.hold_next_claim = False
-            assert self.proceed.wait(SAFETY)
-        lease = super().claim(worker)
-        if lease is None and self.lose_empty_claim_reply:
-            self.lose_empty_claim_reply = False
-            raise StoreOutcomeUnknown("the test lost this reply")
-        return lease
-
-    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = super().adopt(worker, limit=limit)
-        self.adopted.set()
-        if self.hold_adopt:
-            assert self.proceed.wait(SAFETY)
-        else:
-            self.hold_next_claim = True
-        return leases
-
-    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
-        try:
-            super().complete(tenant, item_id, **options)
-        except RunyardError:
-            self.refused.set()
-            raise
-
-    def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
-        try:
-            return super().heartbeat(*args, **kwargs)
-        except RunyardError:
-            self.refused.set()
-            raise
-
-
-@pytest.mark.parametrize("hold_adopt", [False, True])
-def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
-    hold_adopt: bool,
-) -> None:
-    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
-    # adopt re-tokens running job 1's lease. Job 1 then completes while the adopting job has
-    # not gone on: held in the adopt's reply (its complete, with the old token, is refused,
-    # waits for the adopt, and is sent again), or in the claim that fills the slot after
-    # the adopt (the adopted lease was applied before it: the complete carries it).
-    queue = AdoptRaceQueue(
-        hold_adopt=hold_adopt, policy=QueuePolicy(backoff_base=0, random=lambda: 0.5)
-    )
-    for n in (1, 2):
-        queue.enqueue("acme", {"n": n})
-    runs: list[int] = []
-    endings, second_started = Endings(2, watch=1), Event()
-
-    def handler(job: Job) -> None:
-        runs.append(job.payload["n"])
-        if job.payload["n"] == 1:
-            assert second_started.wait(SAFETY)
-            assert queue.adopted.wait(SAFETY)
-        else:
-            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
-            second_started.set()
-
-    worker = adopt_race_worker(queue, handler, endings)
-
-    def drive() -> None:
-        if hold_adopt:
-            assert queue.refused.wait(SAFETY)  # job 1's complete, with the old token
-        else:
-            assert endings.watched.wait(SAFETY)
-        queue.proceed.set()
-        done = endings.all.wait(SAFETY)
-        worker.stop()
-        assert done, endings.ended
-
-    gather([worker.run, drive])
-    assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
-    assert sorted(endings.ended) == ["1:completed", "2:completed"]
-    assert sorted(runs) == [1, 2]
-    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
-    stats = queue.stats()
-    assert (stats.leased, stats.ready) == (0, 0)
-
-
-def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None:
-    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
-    # adopt re-tokens running job 1's lease, and its reply is held. A heartbeat round falls
-    # due: job 1's heartbeat, with the old token, is refused. The loop waits for the adopt
-    # and goes on with the adopted lease instead of giving job 1 up.
-    clock = ManualClock()
-    queue = AdoptRaceQueue(
-        hold_adopt=True,
-        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5),
-        clock=clock,
-    )
-    for n in (1, 2):
-        queue.enqueue("acme", {"n": n})
-    runs: list[int] = []
-    endings, second_started, finish_first = Endings(2), Event(), Event()
-
-    def handler(job: Job) -> None:
-        runs.append(job.payload["n"])
-        if job.payload["n"] == 1:
-            assert second_started.wait(SAFETY)
-            assert finish_first.wait(SAFETY)
-        else:
-            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
-            second_started.set()
-
-    worker = adopt_race_worker(queue, handler, endings, clock=clock)
-
-    def drive() -> None:
-        assert queue.adopted.wait(SAFETY)  # its reply held
-        clock.advance(11)  # a heartbeat round (every 10 s) is due
-        worker.wake()
-        assert queue.refused.wait(SAFETY)  # job 1's heartbeat, with the old token
-        queue.proceed.set()
-        finish_first.set()
-        done = endings.all.wait(SAFETY)
-        worker.stop()
-        assert done, endings.ended
-
-    gather([worker.run, drive])
-    assert sorted(endings.ended) == ["1:completed", "2:completed"]
-    assert sorted(runs) == [1, 2]
-    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
-    stats = queue.stats()
-    assert (stats.leased, stats.ready) == (0, 0)
-
-
-class ShutdownAdoptQueue(SpyQueue):
-    """Holds the next claim (``hold_next_claim``) until ``proceed``, then loses its reply;
-    holds the hand-back (a retryable fail, unbatched) of item ``n == 1`` until an adopt."""
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.hold_next_claim = False
-        self.claim_held, self.proceed = Event(), Event()
-        self.handing_back, self.adopted = Event(), Event()
-
-    def claim(self, worker: str) -> Lease | None:
-        if self.hold_next_claim:
-            self.hold_next_claim = False
-            self.lose_next_claim_reply = True
-            self.claim_held.set()
-            assert self.proceed.wait(SAFETY)
-        return super().claim(worker)
-
-    def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
-        first = isinstance(tenant, Lease) and tenant.item.payload["n"] == 1
-        if first and not self.handing_back.is_set():
-            self.handing_back.set()
-            assert self.adopted.wait(SAFETY)
-        return super().fail(tenant, item_id, **options)
-
-    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
-
-
-def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
-    # Unbatched, concurrency 2, no grace. Job 2 completes and claims its successor (item 3);
-    # the worker stops meanwhile and hands job 1 back. That hand-back is in flight when job
-    # 2's claim loses its reply: adopt re-tokens job 1's lease and item 3's. Job 1 is still
-    # held until its hand-back returns: it is sent again with the new token; item 3, claimed
-    # after the stop, is handed back unstarted, not run as job 2's successor.
-    queue = ShutdownAdoptQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
-    for n in (1, 2):
-        queue.enqueue("acme", {"n": n})
-    runs: list[int] = []
-    endings, finish_first = Endings(2), Event()
-
-    def handler(job: Job) -> None:
-        runs.append(job.payload["n"])
-        if job.payload["n"] == 1:
-            finish_first.wait(SAFETY)  # until given up (a thread: until the test ends)
-        elif job.payload["n"] == 2:
-            queue.enqueue("acme", {"n": 3})
-            queue.hold_next_claim = True  # the claim of its successor, item 3
-
-    worker = adopt_race_worker(queue, handler, endings, shutdown_grace=0)
-
-    def drive() -> None:
-        assert queue.claim_held.wait(SAFETY)
-        worker.stop()
-        assert queue.handing_back.wait(SAFETY)
-        queue.proceed.set()
-        assert endings.all.wait(SAFETY), endings.ended
-        finish_first.set()
-
-    gather([worker.run, drive])
-    finish_first.set()
-    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
-    assert sorted(endings.ended) == ["1:handed_back", "2:completed"]
-    assert sorted(runs) == [1, 2]
-    stats = worker.stats()
-    assert (stats.completed, stats.handed_back, stats.lost) == (1, 2, 0)
-    counts = queue.stats()
-    assert (counts.leased, counts.ready + counts.delayed) == (0, 2)
-
-
 def test_bad_settings_are_configuration_errors() -> None:
     queue = make_queue(ManualClock())
 
@@ -916,47 +528,3 @@ def test_bad_settings_are_configuration_errors() -> None:
         Worker(queue, handler, concurrency=0)
     with pytest.raises(ConfigurationError, match="unknown worker setting"):
         Worker(queue, handler, poll_seconds=1)
-
-
-def test_a_lapsed_lease_claimed_back_gives_the_old_job_up_as_lost() -> None:
-    # The worker's clock stands still, so it never heartbeats; the queue's clock moves past
-    # the lease, another worker's reap makes the item ready again, and this worker's next
-    # claim takes it back with a new token while the first job still runs.
-    clock = ManualClock()
-    queue = make_queue(clock, lease_seconds=5)
-    queue.enqueue("acme", {}, item_id="x")
-    started: list[int] = []
-    first, second = Event(), Event()
-    release = Event()
-    ended: list[str] = []
-
-    def handler(job: Job) -> None:
-        started.append(job.token)
-        (second if first.is_set() else first).set()
-        release.wait(SAFETY)
-
-    hooks = WorkerHooks(on_job_end=lambda job, outcome: ended.append(f"{job.token}:{outcome}"))
-    worker = Worker(
-        queue,
-        handler,
-        clock=ManualClock(),
-        concurrency=2,
-        batched=False,
-        wakeup=None,
-        hooks=hooks,
-    )
-
-    def drive() -> None:
-        assert first.wait(SAFETY)
-        clock.advance(6)
-        assert [item.item_id for item in queue.reap()] == ["x"]
-        worker.wake()
-        assert second.wait(SAFETY)
-        release.set()
-        worker.stop()
-
-    gather([worker.run, drive])
-    assert len(started) == 2 and started[0] < started[1]
-    assert f"{started[0]}:lost" in ended
-    assert worker.stats().lost == 1 and worker.stats().completed == 1
-    assert queue.get_item("acme", "x") is None

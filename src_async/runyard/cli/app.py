@@ -127,6 +127,9 @@ def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="jobs at once")] = 1,
     sync: Annotated[bool, typer.Option("--sync", help="the thread twin (a plain handler)")] = False,
     shutdown_grace: Annotated[float, typer.Option(min=0, help="seconds to finish on stop")] = 30.0,
+    handback_seconds: Annotated[
+        float, typer.Option(min=0, help="seconds past the grace to hand the rest back")
+    ] = 10.0,
     job_timeout: Annotated[float | None, typer.Option(min=0, help="seconds per job")] = None,
     lease_seconds: Annotated[float, typer.Option(min=0.1, help="the queue's lease length")] = 30.0,
 ) -> None:
@@ -138,7 +141,10 @@ def worker(
 
     try:
         settings = WorkerSettings(
-            concurrency=concurrency, shutdown_grace=shutdown_grace, job_timeout=job_timeout
+            concurrency=concurrency,
+            shutdown_grace=shutdown_grace,
+            handback_seconds=handback_seconds,
+            job_timeout=job_timeout,
         )
         policy = QueuePolicy(lease_seconds=lease_seconds)
         stats = run_worker(handler, url, settings, sync=sync, policy=policy)

@@ -9,7 +9,18 @@ from typing import Any
 from runyard.models import Lease
 from runyard.worker.slot import Slot
 
-__all__ = ["WorkerHoldings"]
+__all__ = ["WorkerHoldings", "same_claim"]
+
+
+def same_claim(a: Lease, b: Lease) -> bool:
+    """Whether ``a`` and ``b`` are leases of one claim of one item: ``adopt`` gives a claim a
+    new token and keeps its attempt, while a later claim of the item (after its fail was
+    applied, or its lease lapsed) counts a new attempt."""
+    return a.item_id == b.item_id and a.tenant == b.tenant and a.item.attempts == b.item.attempts
+
+
+def _claim(lease: Lease) -> tuple[str, str, int]:
+    return (lease.tenant, lease.item_id, lease.item.attempts)
 
 
 class WorkerHoldings:
@@ -18,8 +29,10 @@ class WorkerHoldings:
 
     ``adopt`` gives every live lease of the worker a new token, and only that one is
     accepted: each slot the worker holds (running, handed off by its predecessor's job,
-    finished, settling, or being handed back) must take it, and a claim's lease for an item
-    the worker already holds must not start a second job."""
+    finished, settling, or being handed back) must take it, a lease the worker did not hold
+    must start, and a claim's lease re-tokened meanwhile must not start a second job. A
+    slot holds one claim of its item (``same_claim``): a finished slot whose fail was
+    applied does not hold the item's next claim, even before the fail's reply is read."""
 
     _running: dict[tuple[str, str], Slot]
     _finished: list[Slot]
@@ -27,67 +40,101 @@ class WorkerHoldings:
     _handing_back: list[Slot]
     _handoff: deque[Slot | Lease]
     _guard: Any  # the worker's AsyncGuard or Guard: a context manager
+    _nudge: Any  # the worker's AsyncEvent or Event: wakes its loop
+    # Claims sent and not yet taken in (``_claim_sent``/``_claimed``), and the token under
+    # which each claim (tenant, item id, attempt) was adopted while one was out: a claim
+    # whose reply is read after an adopt re-tokened it carries the older token, whether or
+    # not the adopted lease's job still runs. Kept until no claim is out.
+    _claims_out: int
+    _adopted: dict[tuple[str, str, int], int]
 
     def _adopted_since(self, mark: int) -> bool:
         """Whether an adopt was in flight at some time since the store's adopt ``mark``."""
         raise NotImplementedError
 
-    def _unheld(self, leases: list[Lease], mark: int | None = None) -> list[Lease]:
-        """The leases (a claim's) for items the worker does not hold. One it holds was
-        adopted after the claim returned (by another job's claim that lost its reply): the
-        holder's lease is the newer, and the item must not run twice. When no adopt ran since
-        ``mark`` (taken before the claim was sent), the scan of the held slots (every
-        handed-off successor too, between two turns of the loop) is skipped: a lease for a
-        held item can then only be a lapsed one claimed back, and registering the new slot
-        gives the old one up as lost. Under the guard."""
-        if mark is not None and not self._adopted_since(mark):
-            return leases
-        return [
-            lease
-            for lease in leases
-            if self._held((lease.tenant, lease.item_id)) is None
-            and not self._handed((lease.tenant, lease.item_id))
-        ]
+    def _adopt_mark(self) -> int:
+        """The store's adopt mark, taken before a send."""
+        raise NotImplementedError
 
-    def _renew_held(self, leases: list[Lease]) -> list[Lease]:
+    def _claim_sent(self) -> int:
+        """Count a claim about to be sent; the mark to give ``_claimed`` with its leases."""
+        with self._guard:
+            self._claims_out += 1
+        return self._adopt_mark()
+
+    def _claimed(self, leases: list[Lease], mark: int) -> list[Lease]:
+        """The leases of a claim sent at ``mark`` that the worker may start: not one an
+        adopt re-tokened meanwhile (its adopted lease went to its slot or to the handoff,
+        and may have run already). Counts the claim in. When no adopt ran since ``mark``,
+        the scan is skipped: a lease for a held item can then only be a lapsed one claimed
+        back, a new claim, and registering it gives the old slot up as lost. Under the
+        guard."""
+        try:
+            if not self._adopted_since(mark):
+                return leases
+            return [
+                lease
+                for lease in leases
+                if self._adopted.get(_claim(lease), lease.token) <= lease.token
+                and self._holds_none(lease)
+            ]
+        finally:
+            self._claims_out -= 1
+            if not self._claims_out:
+                self._adopted.clear()
+
+    def _unheld(self, leases: list[Lease]) -> list[Lease]:
+        """The leases (handed off by jobs) the worker does not hold yet: a slot, or the
+        handoff, may hold a newer lease of the same claim (adopted meanwhile): the item must
+        not run twice. Under the guard."""
+        return [lease for lease in leases if self._holds_none(lease)]
+
+    def _holds_none(self, lease: Lease) -> bool:
+        return self._held(lease) is None and not self._handed(lease)
+
+    def _renew_held(self, leases: list[Lease]) -> int:
         """Give each slot the worker holds its lease in ``leases`` (adopted after a lost claim
         reply: ``adopt`` gives every live lease a new token, and only that one is accepted),
-        and each lease a job handed off for the loop to start; return the leases it did not
-        hold. Jobs call it too, in the sync twin from their threads: under the guard."""
+        and each lease a job handed off for the loop to start; hand off the others (the lost
+        claim's) for the loop to start, in the same step; note each as adopted (``_claimed``).
+        Returns how many it handed off: they fill the claim's slots. Jobs call it too, in
+        the sync twin from their threads: under the guard."""
         fresh = []
         with self._guard:
             for lease in leases:
-                key = (lease.tenant, lease.item_id)
-                slot = self._held(key)
+                self._adopted[_claim(lease)] = lease.token
+                slot = self._held(lease)
                 if slot is not None:
                     slot.lease = lease
-                elif not self._renew_handed(key, lease):
+                elif not self._renew_handed(lease):
                     fresh.append(lease)
-        return fresh
+            self._handoff.extend(fresh)
+        if fresh:
+            self._nudge.set()
+        return len(fresh)
 
-    def _handed(self, key: tuple[str, str]) -> bool:
-        """Whether a job handed off a lease for ``key`` for the loop to start."""
+    def _handed(self, lease: Lease) -> bool:
+        """Whether a job handed off a lease of ``lease``'s claim for the loop to start."""
         return any(
-            isinstance(handed, Lease) and (handed.tenant, handed.item_id) == key
-            for handed in [*self._handoff]
+            isinstance(handed, Lease) and same_claim(handed, lease) for handed in [*self._handoff]
         )
 
-    def _renew_handed(self, key: tuple[str, str], lease: Lease) -> bool:
-        """Replace the lease for ``key`` a job handed off (not started yet); whether there was
-        one. Under the guard."""
+    def _renew_handed(self, lease: Lease) -> bool:
+        """Replace the handed-off lease (not started yet) of ``lease``'s claim; whether there
+        was one. Under the guard."""
         for i, handed in enumerate(self._handoff):
-            if isinstance(handed, Lease) and (handed.tenant, handed.item_id) == key:
+            if isinstance(handed, Lease) and same_claim(handed, lease):
                 self._handoff[i] = lease
                 return True
         return False
 
-    def _held(self, key: tuple[str, str]) -> Slot | None:
-        """The slot holding ``key``: running, handed off by its predecessor's job, finished
-        (waiting to settle, or settling), or being handed back at shutdown."""
-        slot = self._running.get(key)
-        if slot is not None:
+    def _held(self, lease: Lease) -> Slot | None:
+        """The slot holding ``lease``'s claim: running, handed off by its predecessor's job,
+        finished (waiting to settle, or settling), or being handed back at shutdown."""
+        slot = self._running.get((lease.tenant, lease.item_id))
+        if slot is not None and same_claim(slot.lease, lease):
             return slot
         for held in [*self._finished, *self._flushing, *self._handing_back, *self._handoff]:
-            if isinstance(held, Slot) and held.key == key:
+            if isinstance(held, Slot) and same_claim(held.lease, lease):
                 return held
         return None

@@ -31,6 +31,10 @@ class WorkerSettings:
     - ``job_timeout``: seconds a job may run before it is failed (retryable); None: no limit.
     - ``shutdown_grace``: seconds in-flight jobs may finish after a stop before they are handed
       back to ready.
+    - ``handback_seconds``: seconds the store calls of a shutdown may take past the grace
+      (settles and hand-backs retried through store errors, a wait for an adopt in flight);
+      then the worker exits anyway, as ``abort()`` does: what it did not hand back lapses and
+      is recovered.
     - ``backstop_seconds``: the polling backstop; wake-ups are lossy hints.
     - ``flush_seconds``: how long a finished job's settle may wait to share a round trip.
     - ``batched``: use the queue's batched calls when it declares ``batched_operations``.
@@ -42,6 +46,7 @@ class WorkerSettings:
     heartbeat_seconds: float | None = None
     job_timeout: float | None = None
     shutdown_grace: float = 30.0
+    handback_seconds: float = 10.0
     backstop_seconds: float = 1.0
     flush_seconds: float = 0.002
     batched: bool = True
@@ -59,6 +64,7 @@ class WorkerSettings:
         _positive("heartbeat_seconds", self.heartbeat_seconds)
         _positive("job_timeout", self.job_timeout)
         _positive("shutdown_grace", self.shutdown_grace, zero=True)
+        _positive("handback_seconds", self.handback_seconds, zero=True)
         _positive("backstop_seconds", self.backstop_seconds)
         _positive("flush_seconds", self.flush_seconds, zero=True)
         _positive("reap_seconds", self.reap_seconds)

@@ -4,6 +4,7 @@ waited out with jittered backoff."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TypeVar, cast
@@ -66,6 +67,34 @@ class AsyncWorkerStore:
         self._adopt_ended = AsyncCondition()
         self._guard = AsyncGuard()
         self._adopting = AsyncLock()
+        self._give_up_at: float | None = None  # on time.monotonic(): set by a stop
+        self.on_give_up: Callable[[], None] = aborted.set  # the worker's abort()
+
+    def give_up_at(self, deadline: float) -> None:
+        """From a stop on: store waits (an error's backoff, an adopt in flight) end at
+        ``deadline`` (``time.monotonic()``), and the worker aborts."""
+        self._give_up_at = deadline
+
+    async def _wait(
+        self, what: str, event_wait: Callable[[float], Awaitable[object]], seconds: float
+    ) -> None:
+        """Wait ``seconds`` (through ``event_wait``, which may end early); raise WorkerAborted
+        if the worker is aborted, or once a stop's deadline passes (aborting it)."""
+        if self._give_up_at is not None:
+            left = self._give_up_at - time.monotonic()
+            if left <= 0:
+                self._log.warning(
+                    "stopping: gave up waiting on the store (%s) past the shutdown's "
+                    "handback_seconds; held leases lapse and are recovered",
+                    what,
+                    extra={"worker": self.worker, "operation": what},
+                )
+                self.on_give_up()
+                raise WorkerAborted(what)
+            seconds = min(seconds, left)
+        await event_wait(seconds)
+        if self._aborted.is_set():
+            raise WorkerAborted(what)
 
     async def _call(
         self,
@@ -105,15 +134,15 @@ class AsyncWorkerStore:
                 delay,
                 extra={"worker": self.worker, "operation": what, "failures": failures},
             )
-            if await self._aborted.wait(delay):
-                raise WorkerAborted(what)
+            await self._wait(what, self._aborted.wait, delay)
 
-    async def claim(self, free: int, renew: Callable[[list[Lease]], list[Lease]]) -> list[Lease]:
+    async def claim(self, free: int, renew: Callable[[list[Lease]], int]) -> list[Lease]:
         """Claim up to ``free`` items; the new leases. After a lost claim reply, ``adopt``
         finds every live lease of the worker, each with a new token: ``renew`` gives the
         slots the worker holds theirs at once (before any other round trip, so a settle or
         heartbeat sent meanwhile is refused only while the adopt is in flight, see
-        ``adopt_overlapped``) and returns the rest, which count against ``free``."""
+        ``adopt_overlapped``), hands the rest to the worker to start, and says how many: they
+        count against ``free``, and are not returned."""
         leases: list[Lease] = []
         try:
             if self.batched:
@@ -139,13 +168,11 @@ class AsyncWorkerStore:
             )
             # What the lost claim took is adopted (and what this call claimed before it: those
             # leases are the worker's too, re-tokened); a new claim (not a resend) fills the rest.
-            fresh = await self._adopt(free, renew)
-            if len(fresh) < free:
-                fresh += await self.claim(free - len(fresh), renew)
-            return fresh
+            handed = await self._adopt(free, renew)
+            return await self.claim(free - handed, renew) if handed < free else []
         return leases
 
-    async def _adopt(self, free: int, renew: Callable[[list[Lease]], list[Lease]]) -> list[Lease]:
+    async def _adopt(self, free: int, renew: Callable[[list[Lease]], int]) -> int:
         with self._guard:
             self._adopts_begun += 1
         try:
@@ -179,9 +206,7 @@ class AsyncWorkerStore:
             seen = self._adopt_ended.generation
             if self._adopts_begun == self._adopts_ended:
                 return True
-            await self._adopt_ended.wait_past(seen, 1.0)
-            if self._aborted.is_set():
-                raise WorkerAborted("adopt")
+            await self._wait("adopt", partial(self._adopt_ended.wait_past, seen), 1.0)
 
     async def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         """Renew every lease: the renewed Lease, or why it is lost."""

@@ -97,6 +97,7 @@ class Worker(WorkerListening, WorkerHoldings):
         self._listening = Event()
         self._aborted = Event()
         self._store = WorkerStore(queue, self.name, self.settings, self._stats, self._aborted, log)
+        self._store.on_give_up = self.abort
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0
@@ -109,6 +110,8 @@ class Worker(WorkerListening, WorkerHoldings):
         self._last_claim = 0.0
         self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
+        self._claims_out = 0
+        self._adopted: dict[tuple[str, str, int], int] = {}
         self._guard = Guard()  # the slots' leases and the handoff, against job threads
         self._jobs = JobRunner()
         self._listener = JobRunner()
@@ -125,7 +128,11 @@ class Worker(WorkerListening, WorkerHoldings):
 
     # -- control ---------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop claiming; in-flight jobs get ``shutdown_grace`` seconds, then are handed back."""
+        """Stop claiming; in-flight jobs get ``shutdown_grace`` seconds, then are handed back;
+        store calls get ``handback_seconds`` more, then the worker exits anyway."""
+        if not self._stopping:
+            grace = self.settings.shutdown_grace + self.settings.handback_seconds
+            self._store.give_up_at(time.monotonic() + grace)
         self._stopping = True
         self._listening.clear()
         self._nudge.set()
@@ -167,7 +174,7 @@ class Worker(WorkerListening, WorkerHoldings):
                 flushed = self._flush_due()
                 if flushed:
                     self._flush()
-                idle = not (claimed or flushed or self._running or self._finished)
+                idle = not (claimed or flushed or self._running or self._finished or self._handoff)
                 if until_idle and idle:
                     reaped = len(self._store.reap())
                     self._stats.reaped += reaped
@@ -230,7 +237,7 @@ class Worker(WorkerListening, WorkerHoldings):
         now = self._time()
         while self._due and self._due[0] <= now:
             heapq.heappop(self._due)
-        mark = self._store.adopt_mark()
+        mark = self._claim_sent()
         started = self._take(self._store.claim(free, self._renew_held), mark)
         if started == free:
             self._claim_due = True
@@ -252,15 +259,19 @@ class Worker(WorkerListening, WorkerHoldings):
 
     def _take(self, leases: list[Lease], mark: int | None = None) -> int:
         """Start a job on each lease the worker does not hold yet; how many. ``mark``: the
-        store's adopt mark taken before the claim that returned ``leases``."""
+        claim's (``_claim_sent``), when a claim returned ``leases``; else a job handed them
+        off."""
         with self._guard:
-            fresh = self._unheld(leases, mark)
+            fresh = self._unheld(leases) if mark is None else self._claimed(leases, mark)
             for lease in fresh:
                 self._start(lease)
         return len(fresh)
 
     def _adopted_since(self, mark: int) -> bool:
         return self._store.adopted_since(mark)
+
+    def _adopt_mark(self) -> int:
+        return self._store.adopt_mark()
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
@@ -343,11 +354,11 @@ class Worker(WorkerListening, WorkerHoldings):
         (error,) = self._settle_current([slot], self._store.complete)
         if self._stopping:
             return Settled(error), None
-        mark = self._store.adopt_mark()
+        mark = self._claim_sent()
         leases = self._store.claim(1, self._renew_held)
         successor = None
         with self._guard:
-            leases = self._unheld(leases, mark)
+            leases = self._claimed(leases, mark)
             if len(leases) == 1 and not self._stopping:
                 successor = self._slot(leases[0])
                 successor.handle = slot.handle

@@ -1,0 +1,581 @@
+"""The worker when a claim loses its reply: ``adopt`` gives every live lease of the worker a
+new token, and each job the worker holds must go on with it, an item must not run twice, and
+none may be left unrun; and a lease taken back after it lapsed. Memory queue, both twins;
+tasks and threads meet at events, never sleeps."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
+from runyard._async.worker import AsyncWorker
+from runyard._flavours import AsyncEvent, async_gather
+from runyard.errors import RunyardError, StoreOutcomeUnknown
+from runyard.models import Lease, WorkItem
+from runyard.worker import Job, PermanentFailure, WorkerHooks
+
+from tests._async.memory_worker_spy import SAFETY, SpyQueue, make_queue
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_claim_whose_reply_was_lost_is_adopted_and_run_once(batched: bool) -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    item = await queue.enqueue("acme", {})
+    queue.lose_next_claim_reply = True
+    runs: list[str] = []
+
+    async def handler(job: Job) -> None:
+        runs.append(job.item_id)
+
+    stats = await AsyncWorker(queue, handler, clock=clock, batched=batched).run_until_idle()
+    assert queue.lose_next_claim_reply is False  # the reply was lost
+    assert runs == [item.item_id] and stats.completed == 1
+
+
+class Endings:
+    """The worker's ``on_job_end`` hook for these tests: each end as "n:outcome" (n from the
+    job's payload), ``all`` set once ``expected`` jobs have ended, and ``watched`` once job
+    ``watch`` has."""
+
+    def __init__(self, expected: int, *, watch: int | None = None) -> None:
+        self.ended: list[str] = []
+        self.expected, self.watch = expected, watch
+        self.all, self.watched = AsyncEvent(), AsyncEvent()
+
+    def __call__(self, job: Job, outcome: str) -> None:
+        self.ended.append(f"{job.payload['n']}:{outcome}")
+        if job.payload["n"] == self.watch:
+            self.watched.set()
+        if len(self.ended) == self.expected:
+            self.all.set()
+
+
+def adopt_race_worker(
+    queue: AsyncMemoryWorkQueue,
+    handler: Callable[[Job], Awaitable[None]],
+    endings: Endings,
+    **options: Any,
+) -> AsyncWorker:
+    """A worker of concurrency 2, unbatched unless told, reporting its jobs' ends to
+    ``endings``, that neither polls nor reaps within a test."""
+    settings: dict[str, Any] = {"concurrency": 2, "batched": False}
+    return AsyncWorker(
+        queue,
+        handler,
+        hooks=WorkerHooks(on_job_end=endings),
+        backstop_seconds=60,
+        reap_seconds=600,
+        **{**settings, **options},
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_lost_claim_reply_does_not_cost_a_running_job_its_lease(batched: bool) -> None:
+    # adopt gives every live lease of the worker a new token, the running job's too: the
+    # worker must go on with that one, or the running job's complete is refused.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    first_started, release, endings = AsyncEvent(), AsyncEvent(), Endings(2)
+    runs: list[int] = []
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            first_started.set()
+            assert await release.wait(SAFETY)
+        else:
+            release.set()
+
+    worker = adopt_race_worker(queue, handler, endings, clock=clock, batched=batched)
+
+    async def drive() -> None:
+        await queue.enqueue("acme", {"n": 1})
+        assert await first_started.wait(SAFETY)
+        queue.lose_next_claim_reply = True
+        await queue.enqueue("acme", {"n": 2})
+        assert await endings.all.wait(SAFETY)
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    assert queue.lose_next_claim_reply is False  # the reply was lost
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    stats = worker.stats()
+    assert (stats.completed, stats.lost) == (2, 0)
+
+
+class HeldSettleQueue(SpyQueue):
+    """Holds the complete or the fail of item ``n == held`` (reporting it in flight) until an
+    ``adopt`` has given that item's lease a new token: the settle carries the old one."""
+
+    def __init__(self, *, held: int = 1, **options: Any) -> None:
+        super().__init__(**options)
+        self.in_flight, self.adopted = AsyncEvent(), AsyncEvent()
+        self.hold_n = held
+        self.held: Lease | None = None
+
+    async def _hold(self, lease: Any) -> None:
+        if (
+            isinstance(lease, Lease)
+            and lease.item.payload["n"] == self.hold_n
+            and self.held is None
+        ):
+            self.held = lease
+            self.in_flight.set()
+            assert await self.adopted.wait(SAFETY)
+
+    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        await self._hold(tenant)
+        await super().complete(tenant, item_id, **options)
+
+    async def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
+        await self._hold(tenant)
+        return await super().fail(tenant, item_id, **options)
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = await super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
+
+
+@pytest.mark.asyncio
+async def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
+    # Unbatched, jobs send their own complete and claim their successor. Job 1's complete is
+    # in flight when job 2's successor claim loses its reply: adopt re-tokens job 1's lease,
+    # the complete with the old token is refused, and is sent again with the new one.
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2, 3):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    endings = Endings(3)
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 2:
+            assert await queue.in_flight.wait(SAFETY)
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
+
+    worker = adopt_race_worker(queue, handler, endings)
+
+    async def drive() -> None:
+        done = await endings.all.wait(SAFETY)
+        worker.stop()
+        assert done, (endings.ended, runs, queue.in_flight.is_set(), queue.adopted.is_set())
+
+    await async_gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(endings.ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3]
+    assert worker.stats().lost == 0
+
+
+@pytest.mark.asyncio
+async def test_a_failure_settling_when_its_lease_is_adopted_is_not_run_again() -> None:
+    # Unbatched, the loop settles job 1's failure (permanent: it is never run again). While
+    # that fail is in flight, job 2's successor claim loses its reply: adopt re-tokens job 1's
+    # lease too. The worker still holds it (settling): it is neither started again nor lost.
+    queue = HeldSettleQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    endings, second_started = Endings(3), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert await second_started.wait(SAFETY)  # the loop claimed both first
+            raise PermanentFailure("bad input")
+        if job.payload["n"] == 2:
+            second_started.set()
+            assert await queue.in_flight.wait(SAFETY)
+            await queue.enqueue("acme", {"n": 3})  # the loop is busy settling job 1
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 3
+
+    worker = adopt_race_worker(queue, handler, endings)
+
+    async def drive() -> None:
+        done = await endings.all.wait(SAFETY)
+        worker.stop()
+        assert done, endings.ended
+
+    await async_gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(endings.ended) == ["1:dead", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3]
+    assert worker.stats().lost == 0
+
+
+@pytest.mark.asyncio
+async def test_an_item_failed_and_claimed_again_during_the_flush_runs_again() -> None:
+    # Unbatched, concurrency 3. Jobs 1 and 3 pass their timeout together, and the loop fails
+    # them one after the other. Job 1's fail returns (the item is ready again at once) and
+    # job 3's is in flight when job 2's successor claim takes item 1 and loses its reply:
+    # adopt returns that new claim (attempt 2) and job 3's lease re-tokened. The slot that
+    # settled item 1's first attempt holds it no more: the new claim runs; job 3's fail is
+    # sent again with its adopted token.
+    clock = ManualClock()
+    policy = QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5)
+    queue = HeldSettleQueue(held=3, policy=policy, clock=clock)
+    for n in (1, 3):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[tuple[int, int]] = []
+    endings, finish = Endings(5), AsyncEvent()
+    started = {n: AsyncEvent() for n in (1, 2, 3)}
+
+    async def handler(job: Job) -> None:
+        n = job.payload["n"]
+        runs.append((n, job.attempt))
+        started[n].set()
+        if n == 2:
+            assert await queue.in_flight.wait(SAFETY)
+            queue.lose_next_claim_reply = True  # the claim of its successor: item 1 again
+        elif job.attempt == 1:
+            await finish.wait(SAFETY)  # until timed out (a thread: until the test ends)
+
+    worker = adopt_race_worker(queue, handler, endings, clock=clock, concurrency=3, job_timeout=10)
+
+    async def drive() -> None:
+        assert await started[1].wait(SAFETY) and await started[3].wait(SAFETY)
+        clock.advance(5)
+        await queue.enqueue("acme", {"n": 2})
+        assert await started[2].wait(SAFETY)
+        clock.advance(6)  # jobs 1 and 3 are past their timeout; job 2 is not
+        worker.wake()
+        done = await endings.all.wait(SAFETY)
+        worker.stop()
+        finish.set()
+        assert done, (endings.ended, runs)
+
+    await async_gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(endings.ended) == [
+        "1:completed",
+        "1:retried",
+        "2:completed",
+        "3:completed",
+        "3:retried",
+    ]
+    assert sorted(runs) == [(1, 1), (1, 2), (2, 1), (3, 1), (3, 2)]
+    stats = await queue.stats()
+    assert (stats.leased, stats.ready, worker.stats().lost) == (0, 0, 0)
+
+
+class AdoptRaceQueue(SpyQueue):
+    """Loses the reply of the next claim that finds nothing (``lose_empty_claim_reply``):
+    the worker adopts. Then it holds, until ``proceed`` is set, either the adopt's reply
+    (``hold_adopt``) or the claim the worker sends after the adopt."""
+
+    def __init__(self, *, hold_adopt: bool, **options: Any) -> None:
+        super().__init__(**options)
+        self.hold_adopt = hold_adopt
+        self.lose_empty_claim_reply = False
+        self.hold_next_claim = False
+        self.adopted, self.proceed, self.refused = AsyncEvent(), AsyncEvent(), AsyncEvent()
+
+    async def claim(self, worker: str) -> Lease | None:
+        if self.hold_next_claim:
+            self.hold_next_claim = False
+            assert await self.proceed.wait(SAFETY)
+        lease = await super().claim(worker)
+        if lease is None and self.lose_empty_claim_reply:
+            self.lose_empty_claim_reply = False
+            raise StoreOutcomeUnknown("the test lost this reply")
+        return lease
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = await super().adopt(worker, limit=limit)
+        self.adopted.set()
+        if self.hold_adopt:
+            assert await self.proceed.wait(SAFETY)
+        else:
+            self.hold_next_claim = True
+        return leases
+
+    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        try:
+            await super().complete(tenant, item_id, **options)
+        except RunyardError:
+            self.refused.set()
+            raise
+
+    async def heartbeat(self, *args: Any, **kwargs: Any) -> Lease:
+        try:
+            return await super().heartbeat(*args, **kwargs)
+        except RunyardError:
+            self.refused.set()
+            raise
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("hold_adopt", [False, True])
+async def test_a_settle_refused_before_its_adopt_was_applied_is_sent_again(
+    hold_adopt: bool,
+) -> None:
+    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
+    # adopt re-tokens running job 1's lease. Job 1 then completes while the adopting job has
+    # not gone on: held in the adopt's reply (its complete, with the old token, is refused,
+    # waits for the adopt, and is sent again), or in the claim that fills the slot after
+    # the adopt (the adopted lease was applied before it: the complete carries it).
+    queue = AdoptRaceQueue(
+        hold_adopt=hold_adopt, policy=QueuePolicy(backoff_base=0, random=lambda: 0.5)
+    )
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    endings, second_started = Endings(2, watch=1), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert await second_started.wait(SAFETY)
+            assert await queue.adopted.wait(SAFETY)
+        else:
+            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
+            second_started.set()
+
+    worker = adopt_race_worker(queue, handler, endings)
+
+    async def drive() -> None:
+        if hold_adopt:
+            assert await queue.refused.wait(SAFETY)  # job 1's complete, with the old token
+        else:
+            assert await endings.watched.wait(SAFETY)
+        queue.proceed.set()
+        done = await endings.all.wait(SAFETY)
+        worker.stop()
+        assert done, endings.ended
+
+    await async_gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_empty_claim_reply is False
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    stats = await queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
+@pytest.mark.asyncio
+async def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None:
+    # Unbatched, concurrency 2. Job 2's successor claim finds nothing and loses its reply:
+    # adopt re-tokens running job 1's lease, and its reply is held. A heartbeat round falls
+    # due: job 1's heartbeat, with the old token, is refused. The loop waits for the adopt
+    # and goes on with the adopted lease instead of giving job 1 up.
+    clock = ManualClock()
+    queue = AdoptRaceQueue(
+        hold_adopt=True,
+        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5),
+        clock=clock,
+    )
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    endings, second_started, finish_first = Endings(2), AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert await second_started.wait(SAFETY)
+            assert await finish_first.wait(SAFETY)
+        else:
+            queue.lose_empty_claim_reply = True  # the claim of its successor finds nothing
+            second_started.set()
+
+    worker = adopt_race_worker(queue, handler, endings, clock=clock)
+
+    async def drive() -> None:
+        assert await queue.adopted.wait(SAFETY)  # its reply held
+        clock.advance(11)  # a heartbeat round (every 10 s) is due
+        worker.wake()
+        assert await queue.refused.wait(SAFETY)  # job 1's heartbeat, with the old token
+        queue.proceed.set()
+        finish_first.set()
+        done = await endings.all.wait(SAFETY)
+        worker.stop()
+        assert done, endings.ended
+
+    await async_gather([worker.run, drive])
+    assert sorted(endings.ended) == ["1:completed", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    stats = await queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
+class ShutdownAdoptQueue(SpyQueue):
+    """Holds the next claim (``hold_next_claim``) until ``proceed``, then loses its reply;
+    holds the hand-back (a retryable fail, unbatched) of item ``n == 1`` until an adopt."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.hold_next_claim = False
+        self.claim_held, self.proceed = AsyncEvent(), AsyncEvent()
+        self.handing_back, self.adopted = AsyncEvent(), AsyncEvent()
+
+    async def claim(self, worker: str) -> Lease | None:
+        if self.hold_next_claim:
+            self.hold_next_claim = False
+            self.lose_next_claim_reply = True
+            self.claim_held.set()
+            assert await self.proceed.wait(SAFETY)
+        return await super().claim(worker)
+
+    async def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
+        first = isinstance(tenant, Lease) and tenant.item.payload["n"] == 1
+        if first and not self.handing_back.is_set():
+            self.handing_back.set()
+            assert await self.adopted.wait(SAFETY)
+        return await super().fail(tenant, item_id, **options)
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = await super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
+
+
+@pytest.mark.asyncio
+async def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
+    # Unbatched, concurrency 2, no grace. Job 2 completes and claims its successor (item 3);
+    # the worker stops meanwhile and hands job 1 back. That hand-back is in flight when job
+    # 2's claim loses its reply: adopt re-tokens job 1's lease and item 3's. Job 1 is still
+    # held until its hand-back returns: it is sent again with the new token; item 3, claimed
+    # after the stop, is handed back unstarted, not run as job 2's successor.
+    queue = ShutdownAdoptQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    endings, finish_first = Endings(2), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            await finish_first.wait(SAFETY)  # until given up (a thread: until the test ends)
+        elif job.payload["n"] == 2:
+            await queue.enqueue("acme", {"n": 3})
+            queue.hold_next_claim = True  # the claim of its successor, item 3
+
+    worker = adopt_race_worker(queue, handler, endings, shutdown_grace=0)
+
+    async def drive() -> None:
+        assert await queue.claim_held.wait(SAFETY)
+        worker.stop()
+        assert await queue.handing_back.wait(SAFETY)
+        queue.proceed.set()
+        assert await endings.all.wait(SAFETY), endings.ended
+        finish_first.set()
+
+    await async_gather([worker.run, drive])
+    finish_first.set()
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(endings.ended) == ["1:handed_back", "2:completed"]
+    assert sorted(runs) == [1, 2]
+    stats = worker.stats()
+    assert (stats.completed, stats.handed_back, stats.lost) == (1, 2, 0)
+    counts = await queue.stats()
+    assert (counts.leased, counts.ready + counts.delayed) == (0, 2)
+
+
+class StuckAdoptQueue(ShutdownAdoptQueue):
+    """An adopt is applied, and its reply held until ``adopt_release``."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.adopt_release = AsyncEvent()
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = await super().adopt(worker, limit=limit)
+        assert await self.adopt_release.wait(SAFETY)
+        return leases
+
+
+@pytest.mark.asyncio
+async def test_a_hand_back_waiting_on_an_adopt_in_flight_ends_after_handback_seconds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As in the test above, job 1's hand-back is refused for an adopt in flight, but that
+    # adopt's reply never comes: the hand-back's wait for it ends after handback_seconds, and
+    # the worker exits (as abort() does); the leases lapse and are recovered.
+    queue = StuckAdoptQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        await queue.enqueue("acme", {"n": n})
+    endings, finish_first, returned = Endings(1), AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        if job.payload["n"] == 1:
+            await finish_first.wait(SAFETY)  # until given up (a thread: until the test ends)
+        elif job.payload["n"] == 2:
+            await queue.enqueue("acme", {"n": 3})
+            queue.hold_next_claim = True  # the claim of its successor, item 3
+
+    worker = adopt_race_worker(queue, handler, endings, shutdown_grace=0, handback_seconds=0.2)
+
+    async def run() -> None:
+        await worker.run()
+        returned.set()
+
+    async def drive() -> None:
+        assert await queue.claim_held.wait(SAFETY)
+        worker.stop()
+        assert await queue.handing_back.wait(SAFETY)
+        queue.proceed.set()
+        ended = await returned.wait(SAFETY)
+        queue.adopt_release.set()  # the worker of the code before this bound waits until now
+        finish_first.set()
+        assert ended
+
+    await async_gather([run, drive])
+    assert queue.adopted.is_set()
+    stats = worker.stats()
+    assert (stats.handed_back, stats.lost) == (0, 0)
+    counts = await queue.stats()  # item 2 completed (its job's successor claim never returned)
+    assert (counts.leased, counts.ready) == (2, 0)  # items 1 and 3, until their leases lapse
+    assert "gave up waiting on the store (adopt)" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_lapsed_lease_claimed_back_gives_the_old_job_up_as_lost() -> None:
+    # The worker's clock stands still, so it never heartbeats; the queue's clock moves past
+    # the lease, another worker's reap makes the item ready again, and this worker's next
+    # claim takes it back with a new token while the first job still runs.
+    clock = ManualClock()
+    queue = make_queue(clock, lease_seconds=5)
+    await queue.enqueue("acme", {}, item_id="x")
+    started: list[int] = []
+    first, second = AsyncEvent(), AsyncEvent()
+    release = AsyncEvent()
+    ended: list[str] = []
+
+    async def handler(job: Job) -> None:
+        started.append(job.token)
+        (second if first.is_set() else first).set()
+        await release.wait(SAFETY)
+
+    hooks = WorkerHooks(on_job_end=lambda job, outcome: ended.append(f"{job.token}:{outcome}"))
+    worker = AsyncWorker(
+        queue,
+        handler,
+        clock=ManualClock(),
+        concurrency=2,
+        batched=False,
+        wakeup=None,
+        hooks=hooks,
+    )
+
+    async def drive() -> None:
+        assert await first.wait(SAFETY)
+        clock.advance(6)
+        assert [item.item_id for item in await queue.reap()] == ["x"]
+        worker.wake()
+        assert await second.wait(SAFETY)
+        release.set()
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    assert len(started) == 2 and started[0] < started[1]
+    assert f"{started[0]}:lost" in ended
+    assert worker.stats().lost == 1 and worker.stats().completed == 1
+    assert await queue.get_item("acme", "x") is None
