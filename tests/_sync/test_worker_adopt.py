@@ -529,6 +529,128 @@ def test_a_hand_back_waiting_on_an_adopt_in_flight_ends_after_handback_seconds(
     assert "gave up waiting on the store (adopt)" in caplog.text
 
 
+class ParkingQueue(SpyQueue):
+    """Parks, until an adopt, either the reply of item x's complete (``park="complete"``)
+    or that of the claim its job sends next (``park="claim"``)."""
+
+    def __init__(self, *, park: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.park = park
+        self.park_next_claim = False
+        self.parked, self.adopted = Event(), Event()
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        super().complete(tenant, item_id, **options)
+        if isinstance(tenant, Lease) and tenant.item_id == "x" and not self.parked.is_set():
+            if self.park == "claim":
+                self.park_next_claim = True
+                return
+            self.parked.set()
+            assert self.adopted.wait(SAFETY)
+
+    def claim(self, worker: str) -> Lease | None:
+        park, self.park_next_claim = self.park_next_claim, False
+        lease = super().claim(worker)
+        if park:
+            self.parked.set()
+            assert self.adopted.wait(SAFETY)
+        return lease
+
+    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
+
+
+@pytest.mark.parametrize("park", ["claim", "complete"])
+def test_an_item_enqueued_again_after_it_completed_is_adopted_as_a_new_claim(
+    park: str,
+) -> None:
+    # Unbatched, concurrency 2. Job 1 completes item x, then waits on its successor claim
+    # ("claim": its complete returned) or on its complete's reply ("complete": applied, the
+    # reply not read yet; the queue's clock moved on). Meanwhile x is enqueued again (its
+    # attempts start over), and job 2's successor claim takes it and loses its reply: the
+    # adopted lease is a new claim of x (a later claim time), not job 1's, and must run.
+    clock = ManualClock()
+    queue = ParkingQueue(
+        park=park, policy=QueuePolicy(backoff_base=0, random=lambda: 0.5), clock=clock
+    )
+    queue.enqueue("acme", {"n": 1}, item_id="x")
+    queue.enqueue("acme", {"n": 2})
+    runs: list[int] = []
+    endings, enqueued_again, second_started = Endings(3), Event(), Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+        if job.payload["n"] == 1:
+            assert second_started.wait(SAFETY)  # the loop claimed both first
+        elif job.payload["n"] == 2:
+            second_started.set()
+            assert enqueued_again.wait(SAFETY)
+            queue.lose_next_claim_reply = True  # the claim of its successor: x again
+
+    worker = adopt_race_worker(queue, handler, endings, clock=ManualClock())
+
+    def drive() -> None:
+        assert queue.parked.wait(SAFETY)
+        if park == "complete":
+            clock.advance(1)
+        queue.enqueue("acme", {"n": 3}, item_id="x")
+        enqueued_again.set()
+        done = endings.all.wait(SAFETY)
+        worker.stop()
+        assert done, (endings.ended, runs)
+
+    gather([worker.run, drive])
+    assert queue.adopted.is_set() and queue.lose_next_claim_reply is False
+    assert sorted(endings.ended) == ["1:completed", "2:completed", "3:completed"]
+    assert sorted(runs) == [1, 2, 3] and worker.stats().lost == 0
+    stats = queue.stats()
+    assert (stats.leased, stats.ready) == (0, 0)
+
+
+def test_a_stop_while_a_job_waits_on_an_adopt_ends_after_handback_seconds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Unbatched, one slot: the job's successor claim loses its reply and the adopt's reply
+    # never comes, so the job is still sending its settle (it is never given up) when the
+    # worker stops: the stop still ends after shutdown_grace + handback_seconds.
+    queue = StuckAdoptQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    for n in (1, 2):
+        queue.enqueue("acme", {"n": n})
+    returned = Event()
+
+    def handler(job: Job) -> None:
+        if job.payload["n"] == 1:
+            queue.lose_next_claim_reply = True  # the claim of its successor, item 2
+
+    worker = Worker(
+        queue,
+        handler,
+        batched=False,
+        backstop_seconds=60,
+        reap_seconds=600,
+        shutdown_grace=0,
+        handback_seconds=0.2,
+    )
+
+    def run() -> None:
+        worker.run()
+        returned.set()
+
+    def drive() -> None:
+        assert queue.adopted.wait(SAFETY)
+        worker.stop()
+        ended = returned.wait(SAFETY)
+        queue.adopt_release.set()  # the worker of the code before this bound waits until now
+        assert ended
+
+    gather([run, drive])
+    assert "gave up waiting on the store (jobs sending their settles)" in caplog.text
+    counts = queue.stats()  # item 1 completed; item 2 leased until its lease lapses
+    assert (counts.leased, counts.ready) == (1, 0)
+
+
 def test_a_lapsed_lease_claimed_back_gives_the_old_job_up_as_lost() -> None:
     # The worker's clock stands still, so it never heartbeats; the queue's clock moves past
     # the lease, another worker's reap makes the item ready again, and this worker's next

@@ -14,13 +14,14 @@ __all__ = ["WorkerHoldings", "same_claim"]
 
 def same_claim(a: Lease, b: Lease) -> bool:
     """Whether ``a`` and ``b`` are leases of one claim of one item: ``adopt`` gives a claim a
-    new token and keeps its attempt, while a later claim of the item (after its fail was
-    applied, or its lease lapsed) counts a new attempt."""
-    return a.item_id == b.item_id and a.tenant == b.tenant and a.item.attempts == b.item.attempts
+    new token and keeps its attempt and its claim time, while a later claim of the item
+    (after its fail was applied, its lease lapsed, or it completed and was enqueued again)
+    is taken at a later time."""
+    return _claim(a) == _claim(b)
 
 
-def _claim(lease: Lease) -> tuple[str, str, int]:
-    return (lease.tenant, lease.item_id, lease.item.attempts)
+def _claim(lease: Lease) -> tuple[str, str, int, float]:
+    return (lease.tenant, lease.item_id, lease.item.attempts, lease.claimed_at)
 
 
 class WorkerHoldings:
@@ -46,7 +47,7 @@ class WorkerHoldings:
     # whose reply is read after an adopt re-tokened it carries the older token, whether or
     # not the adopted lease's job still runs. Kept until no claim is out.
     _claims_out: int
-    _adopted: dict[tuple[str, str, int], int]
+    _adopted: dict[tuple[str, str, int, float], int]
 
     def _adopted_since(self, mark: int) -> bool:
         """Whether an adopt was in flight at some time since the store's adopt ``mark``."""
@@ -57,10 +58,21 @@ class WorkerHoldings:
         raise NotImplementedError
 
     def _claim_sent(self) -> int:
-        """Count a claim about to be sent; the mark to give ``_claimed`` with its leases."""
+        """Count a claim about to be sent; the mark to give ``_claimed`` with its leases (or
+        ``_claim_failed`` when it raised)."""
         with self._guard:
             self._claims_out += 1
         return self._adopt_mark()
+
+    def _claim_failed(self) -> None:
+        """Count in a claim that raised."""
+        with self._guard:
+            self._claim_in()
+
+    def _claim_in(self) -> None:
+        self._claims_out -= 1
+        if not self._claims_out:
+            self._adopted.clear()
 
     def _claimed(self, leases: list[Lease], mark: int) -> list[Lease]:
         """The leases of a claim sent at ``mark`` that the worker may start: not one an
@@ -79,9 +91,7 @@ class WorkerHoldings:
                 and self._holds_none(lease)
             ]
         finally:
-            self._claims_out -= 1
-            if not self._claims_out:
-                self._adopted.clear()
+            self._claim_in()
 
     def _unheld(self, leases: list[Lease]) -> list[Lease]:
         """The leases (handed off by jobs) the worker does not hold yet: a slot, or the
@@ -130,11 +140,19 @@ class WorkerHoldings:
 
     def _held(self, lease: Lease) -> Slot | None:
         """The slot holding ``lease``'s claim: running, handed off by its predecessor's job,
-        finished (waiting to settle, or settling), or being handed back at shutdown."""
+        finished (waiting to settle, or settling), or being handed back at shutdown; not one
+        whose settle returned (``Slot.settled``)."""
         slot = self._running.get((lease.tenant, lease.item_id))
-        if slot is not None and same_claim(slot.lease, lease):
+        if slot is not None and not slot.settled and same_claim(slot.lease, lease):
             return slot
         for held in [*self._finished, *self._flushing, *self._handing_back, *self._handoff]:
-            if isinstance(held, Slot) and same_claim(held.lease, lease):
+            if isinstance(held, Slot) and not held.settled and same_claim(held.lease, lease):
                 return held
         return None
+
+    def _settled(self, slots: list[Slot]) -> None:
+        """The settles of ``slots`` returned: they hold their items no more (a claim of the
+        item adopted from now on is a new one). Under the guard."""
+        with self._guard:
+            for slot in slots:
+                slot.settled = True

@@ -30,10 +30,20 @@ class Slot:
     the loop to settle it.
 
     The job writes ``settling`` (before it sends its complete) and ``outcome``; the loop
-    alone writes ``result`` and the rest.
+    alone writes ``result`` and the rest. ``settled``: its settle (complete, fail or hand
+    back) returned, so it no longer holds the item.
     """
 
-    __slots__ = ("deadline", "handle", "job", "lease", "outcome", "result", "settling")
+    __slots__ = (
+        "deadline",
+        "handle",
+        "job",
+        "lease",
+        "outcome",
+        "result",
+        "settled",
+        "settling",
+    )
 
     def __init__(self, lease: Lease, deadline: float | None) -> None:
         self.lease = lease
@@ -41,6 +51,7 @@ class Slot:
         self.deadline = deadline
         self.handle: _Handle | None = None
         self.settling = False
+        self.settled = False
         self.outcome: Done | Settled | BaseException | None = None
         self.result: Done | BaseException | None = None
 

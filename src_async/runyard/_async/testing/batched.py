@@ -49,6 +49,22 @@ class AsyncBatchedQueueCases(AsyncQueueKitBase):
         assert len(await batched.claim_many("w1", limit=5)) == 1
 
     @pytest.mark.asyncio
+    @pytest.mark.parametrize("limit", [16, 17, 40])
+    async def test_claim_many_takes_at_most_its_limit_of_any_size(
+        self, queue: AsyncWorkQueue, limit: int
+    ) -> None:
+        # Sizes on both sides of 16 (a store may send small batches in another form).
+        batched = self._batched(queue)
+        await batched.enqueue_many("a", [NewItem(payload={"n": n}) for n in range(limit + 2)])
+        await batched.enqueue_many("b", [NewItem(payload={"n": n}) for n in range(2)])
+        leases = await batched.claim_many("w1", limit=limit)
+        assert len(leases) == limit
+        assert [lease.tenant for lease in leases[:4]] == ["a", "b", "a", "b"]
+        assert len({(lease.tenant, lease.item_id) for lease in leases}) == limit
+        rest = await batched.claim_many("w1", limit=limit)
+        assert len(rest) == 4 and {lease.tenant for lease in rest} == {"a"}
+
+    @pytest.mark.asyncio
     async def test_complete_many_fails_only_the_stale_item(self, queue: AsyncWorkQueue) -> None:
         batched = self._batched(queue)
         stale, current = await self._stale_and_current(batched)

@@ -35,8 +35,9 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
         assert [a.item_id for a in adopted] == ["a", "b"]
         for before, after in zip(old, adopted, strict=True):
             assert after.token > before.token and after.worker == "w1"
-            # the same claim: the worker tells a re-tokened claim from a later one by this
+            # the same claim: the worker tells a re-tokened claim from a later one by these
             assert after.item.attempts == before.item.attempts == 1
+            assert after.claimed_at == before.claimed_at
             for settle in (queue.heartbeat, queue.complete, queue.fail):
                 with pytest.raises(LeaseLostError) as caught:
                     await settle(before)

@@ -111,11 +111,14 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
         self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
         self._claims_out = 0
-        self._adopted: dict[tuple[str, str, int], int] = {}
+        self._adopted: dict[tuple[str, str, int, float], int] = {}
         self._guard = AsyncGuard()  # the slots' leases and the handoff, against job threads
         self._jobs = AsyncJobRunner()
         self._listener = AsyncJobRunner()
         self._running: dict[tuple[str, str], Slot] = {}
+        # Jobs sending their complete (or waiting on their successor claim) whose item was
+        # claimed anew meanwhile: their outcome is still to be counted.
+        self._closing: list[Slot] = []
         self._finished: list[Slot] = []
         self._flushing: list[Slot] = []  # finished slots whose settle is in flight
         self._handing_back: list[Slot] = []  # given up at shutdown, until their release returns
@@ -123,6 +126,7 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
         self._stopping = False
         self._serving = False
         self._grace_deadline: float | None = None
+        self._stop_logged = False
         self._next_heartbeat: float | None = None
         self._next_reap = 0.0
 
@@ -131,8 +135,9 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
         """Stop claiming; in-flight jobs get ``shutdown_grace`` seconds, then are handed back;
         store calls get ``handback_seconds`` more, then the worker exits anyway."""
         if not self._stopping:
-            grace = self.settings.shutdown_grace + self.settings.handback_seconds
-            self._store.give_up_at(time.monotonic() + grace)
+            grace = self.settings.shutdown_grace
+            self._grace_deadline = self._time() + grace
+            self._store.give_up_at(time.monotonic() + grace + self.settings.handback_seconds)
         self._stopping = True
         self._listening.clear()
         self._nudge.set()
@@ -174,7 +179,14 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
                 flushed = self._flush_due()
                 if flushed:
                     await self._flush()
-                idle = not (claimed or flushed or self._running or self._finished or self._handoff)
+                idle = not (
+                    claimed
+                    or flushed
+                    or self._running
+                    or self._finished
+                    or self._handoff
+                    or self._closing
+                )
                 if until_idle and idle:
                     reaped = len(await self._store.reap())
                     self._stats.reaped += reaped
@@ -211,6 +223,7 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
         if self._stopping:
             if self._grace_deadline is not None and running:
                 waits.append(self._grace_deadline - now)
+            waits.append(self._store.give_up_in())
         else:
             waits.append(self._next_reap - now)  # busy or idle: a dead worker's items return
             if len(self._running) < self.settings.concurrency:
@@ -237,8 +250,19 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
         now = self._time()
         while self._due and self._due[0] <= now:
             heapq.heappop(self._due)
+        handed: list[int] = []  # leases of this worker an adopt handed off (a lost reply)
+
+        def renew(leases: list[Lease]) -> int:
+            handed.append(self._renew_held(leases))
+            return handed[-1]
+
         mark = self._claim_sent()
-        started = self._take(await self._store.claim(free, self._renew_held), mark)
+        try:
+            leases = await self._store.claim(free, renew)
+        except BaseException:
+            self._claim_failed()
+            raise
+        started = self._take(leases, mark) + sum(handed)
         if started == free:
             self._claim_due = True
         return started, started == free
@@ -284,7 +308,11 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
 
     def _register(self, slot: Slot) -> None:
         old = self._running.get(slot.key)
-        if old is not None and old is not slot:
+        if old is not None and old is not slot and old.settling:
+            # Its job sent its complete, which decides: counted when it returns. The item
+            # was enqueued again and claimed anew, or its lease lapsed and was claimed back.
+            self._closing.append(old)
+        elif old is not None and old is not slot:
             # Its lease lapsed (this worker cut off, or its loop held up, past the lease) and a
             # claim took the item back with a new token: the new job decides, the old one is
             # given up as lost (its settle would be refused), never left running unseen.
@@ -352,10 +380,15 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
         jobs' round trips (the loop would send them one at a time), and runs it next; the
         loop registers it. Batched, the loop's one round trip serves every job."""
         (error,) = await self._settle_current([slot], self._store.complete)
+        self._settled([slot])
         if self._stopping:
             return Settled(error), None
         mark = self._claim_sent()
-        leases = await self._store.claim(1, self._renew_held)
+        try:
+            leases = await self._store.claim(1, self._renew_held)
+        except BaseException:
+            self._claim_failed()
+            raise
         successor = None
         with self._guard:
             leases = self._claimed(leases, mark)
@@ -368,6 +401,10 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
     def _collect(self) -> None:
         """Move finished jobs (and jobs past their timeout) to the settle buffer."""
         now = self._time()
+        for slot in list(self._closing):
+            if isinstance(slot.outcome, Settled):
+                self._closing.remove(slot)
+                self._completed(slot, slot.outcome.error)
         for key, slot in list(self._running.items()):
             if slot.outcome is None and (
                 slot.settling or slot.deadline is None or now < slot.deadline

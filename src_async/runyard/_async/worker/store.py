@@ -68,6 +68,7 @@ class AsyncWorkerStore:
         self._guard = AsyncGuard()
         self._adopting = AsyncLock()
         self._give_up_at: float | None = None  # on time.monotonic(): set by a stop
+        self._gave_up = False
         self.on_give_up: Callable[[], None] = aborted.set  # the worker's abort()
 
     def give_up_at(self, deadline: float) -> None:
@@ -75,24 +76,34 @@ class AsyncWorkerStore:
         ``deadline`` (``time.monotonic()``), and the worker aborts."""
         self._give_up_at = deadline
 
+    def give_up_in(self) -> float:
+        """Seconds until a stop's deadline (infinite before a stop)."""
+        if self._give_up_at is None:
+            return float("inf")
+        return self._give_up_at - time.monotonic()
+
+    def give_up(self, what: str) -> None:
+        """Past a stop's deadline: log it (once) and abort the worker."""
+        if not self._gave_up:
+            self._gave_up = True
+            self._log.warning(
+                "stopping: gave up waiting on the store (%s) past the shutdown's "
+                "handback_seconds; held leases lapse and are recovered",
+                what,
+                extra={"worker": self.worker, "operation": what},
+            )
+        self.on_give_up()
+
     async def _wait(
         self, what: str, event_wait: Callable[[float], Awaitable[object]], seconds: float
     ) -> None:
         """Wait ``seconds`` (through ``event_wait``, which may end early); raise WorkerAborted
         if the worker is aborted, or once a stop's deadline passes (aborting it)."""
-        if self._give_up_at is not None:
-            left = self._give_up_at - time.monotonic()
-            if left <= 0:
-                self._log.warning(
-                    "stopping: gave up waiting on the store (%s) past the shutdown's "
-                    "handback_seconds; held leases lapse and are recovered",
-                    what,
-                    extra={"worker": self.worker, "operation": what},
-                )
-                self.on_give_up()
-                raise WorkerAborted(what)
-            seconds = min(seconds, left)
-        await event_wait(seconds)
+        left = self.give_up_in()
+        if left <= 0:
+            self.give_up(what)
+            raise WorkerAborted(what)
+        await event_wait(min(seconds, left))
         if self._aborted.is_set():
             raise WorkerAborted(what)
 

@@ -13,6 +13,7 @@ from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, 
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.postgres.rows import decode_item, decode_lease
+from runyard.postgres.statements.queue_batched import CLAIM_MANY_LITERAL_UP_TO
 from runyard.queue_args import check_items, check_leases
 from runyard.validation import check_limit
 
@@ -100,14 +101,15 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
             expires = self.policy.lease_expiry(now, now)
             drained = self._take_drained()
             reclaim = self._reclaim_args(now)
+            size = limit - len(leases)
             try:
                 rows = self._fetch(
-                    "claim_many",
+                    f"claim_many_{size}" if size <= CLAIM_MANY_LITERAL_UP_TO else "claim_many",
                     now,
                     worker,
                     expires,
                     passed_over,
-                    limit - len(leases),
+                    size,
                     *reclaim,
                     drained,
                     idempotent=False,

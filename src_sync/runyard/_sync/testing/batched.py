@@ -47,6 +47,21 @@ class BatchedQueueCases(QueueKitBase):
         batched.enqueue("acme", {"n": 1})
         assert len(batched.claim_many("w1", limit=5)) == 1
 
+    @pytest.mark.parametrize("limit", [16, 17, 40])
+    def test_claim_many_takes_at_most_its_limit_of_any_size(
+        self, queue: WorkQueue, limit: int
+    ) -> None:
+        # Sizes on both sides of 16 (a store may send small batches in another form).
+        batched = self._batched(queue)
+        batched.enqueue_many("a", [NewItem(payload={"n": n}) for n in range(limit + 2)])
+        batched.enqueue_many("b", [NewItem(payload={"n": n}) for n in range(2)])
+        leases = batched.claim_many("w1", limit=limit)
+        assert len(leases) == limit
+        assert [lease.tenant for lease in leases[:4]] == ["a", "b", "a", "b"]
+        assert len({(lease.tenant, lease.item_id) for lease in leases}) == limit
+        rest = batched.claim_many("w1", limit=limit)
+        assert len(rest) == 4 and {lease.tenant for lease in rest} == {"a"}
+
     def test_complete_many_fails_only_the_stale_item(self, queue: WorkQueue) -> None:
         batched = self._batched(queue)
         stale, current = self._stale_and_current(batched)

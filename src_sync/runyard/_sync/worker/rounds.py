@@ -36,12 +36,15 @@ class WorkerRounds:
     _store: WorkerStore
     _heartbeat_every: float
     _running: dict[tuple[str, str], Slot]
+    _closing: list[Slot]
     _finished: list[Slot]
     _flushing: list[Slot]
     _handing_back: list[Slot]
     _first_finished: float
     _stopping: bool
     _grace_deadline: float | None
+    _stop_logged: bool
+    _settled: Callable[[list[Slot]], None]  # WorkerHoldings's
     _next_heartbeat: float | None
     _next_reap: float
     _claim_due: bool
@@ -131,13 +134,14 @@ class WorkerRounds:
         self._finished = []
         done = [s for s in batch if s.result is DONE]
         if done:
-            for slot, error in zip(
-                done, self._settle_current(done, self._store.complete), strict=True
-            ):
+            results = self._settle_current(done, self._store.complete)
+            self._settled(done)
+            for slot, error in zip(done, results, strict=True):
                 self._completed(slot, error)
         for slot in batch:
             if isinstance(slot.result, BaseException):
                 self._settle_failure(slot, slot.result)
+                self._settled([slot])
         self._flushing = []
 
     def _completed(self, slot: Slot, error: BaseException | None) -> None:
@@ -180,19 +184,23 @@ class WorkerRounds:
             self._hook(self.hooks.on_job_end, slot.job, "retried")
 
     def _shutting_down(self) -> bool:
-        """One shutdown step; True once the worker may exit."""
+        """One shutdown step; True once the worker may exit (its store calls given up past
+        the stop's ``handback_seconds``: as ``abort()`` does)."""
         now = self._time()
-        if self._grace_deadline is None:
-            self._grace_deadline = now + self.settings.shutdown_grace
+        if not self._stop_logged:
+            self._stop_logged = True
             log.info("stopping: no more claims", extra={"worker": self.name})
+        if self._store.give_up_in() <= 0:
+            self._store.give_up("jobs sending their settles")
+            return True
         self._heartbeat_if_due()
         if self._finished:
             self._flush()
         if self._handing_back:  # claimed by jobs as the worker stopped: never started
             self._hand_back(self._handing_back, started=False)
-        if not self._running:
+        if not self._running and not self._closing:
             return True
-        if now < self._grace_deadline:
+        if self._grace_deadline is None or now < self._grace_deadline:
             return False
         held = [s for s in list(self._running.values()) if self._give_up(s)]
         if held:
@@ -202,9 +210,9 @@ class WorkerRounds:
     def _hand_back(self, slots: list[Slot], *, started: bool) -> None:
         """Release the slots' items; they stay held (running, or in ``_handing_back``) until
         the release returns: an adopt meanwhile gives them their new leases."""
-        for slot, error in zip(
-            slots, self._settle_current(slots, self._store.release), strict=True
-        ):
+        results = self._settle_current(slots, self._store.release)
+        self._settled(slots)
+        for slot, error in zip(slots, results, strict=True):
             self._running.pop(slot.key, None)
             if error is None:
                 self._stats.handed_back += 1
