@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from runyard import AsyncMemoryStateStore, AsyncYard, ConfigurationError, RunKey
@@ -72,6 +73,17 @@ async def test_redis_schemes_open_with_the_query_options(
             assert yard.state.settings.max_connections == 8  # type: ignore[attr-defined]
             assert yard.state.live_updates is not None  # type: ignore[attr-defined]
             await _round_trip(yard)
+            state: Any = yard.state  # the event log's protocol
+            updates = state.live_updates
+            await state.append_event(KEY, "step", {})
+            followed = []
+            async for event in state.follow(KEY):
+                followed.append(event.type)
+                if event.type == "step":
+                    await state.finalize(KEY, status="completed", event_type="done", event_data={})
+            assert followed == ["step", "done"]
+            assert updates.connections > 0  # the follower listened on a connection of its own
+        assert updates.connections == 0  # closed with the yard
     finally:
         target.purge(name)
 

@@ -311,6 +311,82 @@ def test_jobs_past_the_grace_are_handed_back_without_burning_an_attempt() -> Non
     assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
 
 
+def test_handback_seconds_zero_still_hands_back_every_job_once() -> None:
+    # No time for the store past the grace: a store error would not be waited out, but each
+    # hand-back is still sent (once).
+    clock = ManualClock()
+    queue = make_queue(clock)
+    item = queue.enqueue("acme", {})
+    started, release = Event(), Event()
+
+    def handler(job: Job) -> None:
+        started.set()
+        release.wait(SAFETY)  # until given up (a thread: until the test ends)
+
+    worker = Worker(queue, handler, clock=clock, shutdown_grace=0, handback_seconds=0)
+
+    def drive() -> None:
+        assert started.wait(SAFETY)
+        worker.stop()
+
+    gather([worker.run, drive])
+    release.set()
+    assert (worker.stats().handed_back, worker.stats().lost) == (1, 0)
+    stored = queue.get_item("acme", item.item_id)
+    assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
+
+
+class ClaimRaisesQueue(SpyQueue):
+    """The claim after the first complete raises an error no store waits out."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.completes = 0
+        self.raised = False
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        super().complete(tenant, item_id, **options)
+        self.completes += 1
+
+    def claim(self, worker: str) -> Lease | None:
+        if self.completes == 1 and not self.raised:
+            self.raised = True
+            raise ConfigurationError("the test's broken claim")
+        return super().claim(worker)
+
+
+def test_a_jobs_successor_claim_that_raises_still_counts_the_job() -> None:
+    # Unbatched, a job claims its successor after its complete: that claim raising (an error
+    # the store does not wait out) is logged; the job still counts as completed, and the
+    # worker goes on.
+    clock = ManualClock()
+    queue = ClaimRaisesQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5), clock=clock)
+    for n in range(2):
+        queue.enqueue("acme", {"n": n})
+    runs: list[int] = []
+    returned = Event()
+
+    def handler(job: Job) -> None:
+        runs.append(job.payload["n"])
+
+    worker = Worker(queue, handler, clock=clock, batched=False)
+
+    def run() -> None:
+        worker.run_until_idle()
+        returned.set()
+
+    def drive() -> None:
+        ended = returned.wait(SAFETY)
+        if not ended:
+            worker.abort()  # the code before this fix waited for ever
+        assert ended
+
+    gather([run, drive])
+    assert queue.raised and sorted(runs) == [0, 1]
+    assert (worker.stats().completed, worker.stats().lost) == (2, 0)
+    assert (queue.stats()).leased == 0
+
+
 class DownAtShutdownQueue(SpyQueue):
     """A memory queue whose hand-backs fail (the store down) while ``down`` is set."""
 

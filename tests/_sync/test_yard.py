@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from runyard import ConfigurationError, MemoryStateStore, RunKey, Yard
@@ -71,6 +72,17 @@ def test_redis_schemes_open_with_the_query_options(
             assert yard.state.settings.max_connections == 8  # type: ignore[attr-defined]
             assert yard.state.live_updates is not None  # type: ignore[attr-defined]
             _round_trip(yard)
+            state: Any = yard.state  # the event log's protocol
+            updates = state.live_updates
+            state.append_event(KEY, "step", {})
+            followed = []
+            for event in state.follow(KEY):
+                followed.append(event.type)
+                if event.type == "step":
+                    state.finalize(KEY, status="completed", event_type="done", event_data={})
+            assert followed == ["step", "done"]
+            assert updates.connections > 0  # the follower listened on a connection of its own
+        assert updates.connections == 0  # closed with the yard
     finally:
         target.purge(name)
 

@@ -104,18 +104,22 @@ async def _open_redis(url: YardURL, options: YardOptions) -> AsyncYard:
 
     dsn, settings, live = redis_settings(url)
     client = client_from_url(dsn, settings)
+    # Closed last opened first: the state store (its live updates' own connection, when the
+    # URL asks for them), then the client the stores share.
     closers: list[Callable[[], Awaitable[None]]] = [client.aclose]
     try:
         state = AsyncRedisStateStore(
             client, clock=options.clock, settings=settings, live_updates=live
         )
+        closers.append(state.aclose)
         await state.preflight()
         queue = await AsyncRedisWorkQueue.open(
             client, clock=options.clock, settings=settings, policy=options.policy
         )
         executions = await AsyncRedisStore.open(client, clock=options.clock, settings=settings)
     except BaseException:
-        await client.aclose()
+        for close in reversed(closers):
+            await close()
         raise
     return AsyncYard(state, queue, executions, url=url, closers=closers)
 

@@ -78,8 +78,9 @@ class WorkerHoldings:
         """The leases of a claim sent at ``mark`` that the worker may start: not one an
         adopt re-tokened meanwhile (its adopted lease went to its slot or to the handoff,
         and may have run already). Counts the claim in. When no adopt ran since ``mark``,
-        the scan is skipped: a lease for a held item can then only be a lapsed one claimed
-        back, a new claim, and registering it gives the old slot up as lost. Under the
+        the scan is skipped: a lease for a held item can then only be a new claim (the old
+        lease lapsed, or the item completed and was enqueued again), and registering it
+        gives the old slot up as lost, or counts it when its complete returns. Under the
         guard."""
         try:
             if not self._adopted_since(mark):

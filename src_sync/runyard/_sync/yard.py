@@ -106,16 +106,20 @@ def _open_redis(url: YardURL, options: YardOptions) -> Yard:
 
     dsn, settings, live = redis_settings(url)
     client = client_from_url(dsn, settings)
+    # Closed last opened first: the state store (its live updates' own connection, when the
+    # URL asks for them), then the client the stores share.
     closers: list[Callable[[], None]] = [client.close]
     try:
         state = RedisStateStore(client, clock=options.clock, settings=settings, live_updates=live)
+        closers.append(state.close)
         state.preflight()
         queue = RedisWorkQueue.open(
             client, clock=options.clock, settings=settings, policy=options.policy
         )
         executions = RedisStore.open(client, clock=options.clock, settings=settings)
     except BaseException:
-        client.close()
+        for close in reversed(closers):
+            close()
         raise
     return Yard(state, queue, executions, url=url, closers=closers)
 

@@ -355,6 +355,10 @@ class Worker(WorkerListening, WorkerHoldings):
                     settled, successor = self._complete(slot)
                 except WorkerAborted:
                     return None
+                except Exception as exc:  # its complete raised what the store does not wait out
+                    slot.outcome = exc  # failed (retryable), as a handler's exception is
+                    self._nudge.set()
+                    return None
                 slot.outcome = settled
             else:
                 slot.outcome = DONE
@@ -386,9 +390,13 @@ class Worker(WorkerListening, WorkerHoldings):
         mark = self._claim_sent()
         try:
             leases = self._store.claim(1, self._renew_held)
-        except BaseException:
+        except WorkerAborted:
             self._claim_failed()
             raise
+        except Exception:  # not one the store waits out (a configuration error, a bug)
+            self._claim_failed()
+            log.exception("a job's claim of its successor failed", extra={"worker": self.name})
+            return Settled(error), None
         successor = None
         with self._guard:
             leases = self._claimed(leases, mark)
@@ -405,6 +413,9 @@ class Worker(WorkerListening, WorkerHoldings):
             if isinstance(slot.outcome, Settled):
                 self._closing.remove(slot)
                 self._completed(slot, slot.outcome.error)
+            elif isinstance(slot.outcome, BaseException):  # its complete raised
+                self._closing.remove(slot)
+                self._lost(slot, slot.outcome)
         for key, slot in list(self._running.items()):
             if slot.outcome is None and (
                 slot.settling or slot.deadline is None or now < slot.deadline

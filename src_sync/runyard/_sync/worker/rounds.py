@@ -184,28 +184,28 @@ class WorkerRounds:
             self._hook(self.hooks.on_job_end, slot.job, "retried")
 
     def _shutting_down(self) -> bool:
-        """One shutdown step; True once the worker may exit (its store calls given up past
-        the stop's ``handback_seconds``: as ``abort()`` does)."""
+        """One shutdown step; True once the worker may exit. Past the stop's
+        ``handback_seconds`` (after this step's settles and hand-backs, which a store error
+        no longer holds up), what is still in flight is given up, as ``abort()`` does."""
         now = self._time()
         if not self._stop_logged:
             self._stop_logged = True
             log.info("stopping: no more claims", extra={"worker": self.name})
-        if self._store.give_up_in() <= 0:
-            self._store.give_up("jobs sending their settles")
-            return True
         self._heartbeat_if_due()
         if self._finished:
             self._flush()
         if self._handing_back:  # claimed by jobs as the worker stopped: never started
             self._hand_back(self._handing_back, started=False)
+        if self._grace_deadline is not None and now >= self._grace_deadline:
+            held = [s for s in list(self._running.values()) if self._give_up(s)]
+            if held:
+                self._hand_back(held, started=True)
         if not self._running and not self._closing:
             return True
-        if self._grace_deadline is None or now < self._grace_deadline:
-            return False
-        held = [s for s in list(self._running.values()) if self._give_up(s)]
-        if held:
-            self._hand_back(held, started=True)
-        return not self._running  # a job sending its complete is waited for (it nudges)
+        if self._store.give_up_in() <= 0:  # jobs sending their complete are waited for: so long
+            self._store.give_up("jobs sending their settles")
+            return True
+        return False
 
     def _hand_back(self, slots: list[Slot], *, started: bool) -> None:
         """Release the slots' items; they stay held (running, or in ``_handing_back``) until
@@ -213,7 +213,8 @@ class WorkerRounds:
         results = self._settle_current(slots, self._store.release)
         self._settled(slots)
         for slot, error in zip(slots, results, strict=True):
-            self._running.pop(slot.key, None)
+            if self._running.get(slot.key) is slot:  # not a job of the item's that still runs
+                del self._running[slot.key]
             if error is None:
                 self._stats.handed_back += 1
                 if started:
