@@ -1,4 +1,5 @@
-"""put_run and put_session are one statement each: create, update and refusal alike."""
+"""put_run, put_session, append_event and finalize are one statement each: create, update and
+refusal alike."""
 
 from __future__ import annotations
 
@@ -114,6 +115,49 @@ def test_put_session_is_one_round_trip_written_or_refused(
     assert (stale.expected, stale.actual) == (1, 2)
     sent, exists = _sent(executor, lambda: store.put_session("acme", "s", {}, expected_version=0))
     assert sent == 1 and isinstance(exists, StateConflictError) and exists.actual == 2
+
+
+def test_append_event_is_one_round_trip_with_or_without_an_event_id(
+    counted: tuple[PostgresStateStore, CountingExecutor],
+) -> None:
+    store, executor = counted
+    key = RunKey("acme", "r")
+    store.put_run(key, {}, expected_version=0)
+    sent, first = _sent(executor, lambda: store.append_event(key, "step", {"n": 1}))
+    assert sent == 1 and first.seq == 1
+    sent, second = _sent(executor, lambda: store.append_event(key, "step", {"n": 2}, event_id="e2"))
+    assert sent == 1 and second.seq == 2
+    # The same event_id and content again: the stored event, in the same one statement.
+    sent, again = _sent(executor, lambda: store.append_event(key, "step", {"n": 2}, event_id="e2"))
+    assert sent == 1 and again == second
+    assert [(e.seq, e.event_id) for e in store.read_events(key)] == [(1, None), (2, "e2")]
+
+
+def test_finalize_is_one_round_trip_with_or_without_an_event_id(
+    counted: tuple[PostgresStateStore, CountingExecutor],
+) -> None:
+    store, executor = counted
+    plain, named = RunKey("acme", "a"), RunKey("acme", "b")
+    for key in (plain, named):
+        store.put_run(key, {}, expected_version=0)
+    store.append_event(named, "step", {})
+    sent, ended = _sent(
+        executor,
+        lambda: store.finalize(plain, status="completed", event_type="done", event_data={}),
+    )
+    assert sent == 1 and (ended.status, ended.version) == ("completed", 2)
+    sent, failed = _sent(
+        executor,
+        lambda: store.finalize(
+            named, status="error", event_type="crashed", event_data={"e": 1}, event_id="end"
+        ),
+    )
+    assert sent == 1 and (failed.status, failed.version) == ("error", 2)
+    events = store.read_events(named)
+    assert [(e.seq, e.type, e.event_id, e.terminal) for e in events] == [
+        (1, "step", None, False),
+        (2, "crashed", "end", True),
+    ]
 
 
 def _wait_until_blocked(application_name: str) -> None:

@@ -1,10 +1,27 @@
-"""SQLite yard URLs and the default URL (parsing only, no I/O)."""
+"""Yard URLs: SQLite paths, the default URL, redaction, and the clients rediss:// URLs build
+(parsing and construction only, no I/O)."""
 
 from __future__ import annotations
 
 import pytest
+import redis
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.connection import Connection as AsyncConnection
+from redis.asyncio.connection import SSLConnection as AsyncSSLConnection
 from runyard import ConfigurationError
-from runyard.yard import DEFAULT_URL, default_url, parse_yard_url, redact, sqlite_path
+from runyard._async.redis.scripts import client_from_url as async_client_from_url
+from runyard._async.yard import OPENERS as ASYNC_OPENERS
+from runyard._sync.redis.scripts import client_from_url
+from runyard._sync.yard import OPENERS
+from runyard.yard import (
+    DEFAULT_URL,
+    default_url,
+    parse_yard_url,
+    redact,
+    redis_settings,
+    sqlite_path,
+)
 
 KNOWN = {"memory", "sqlite", "redis", "postgresql"}
 
@@ -78,3 +95,72 @@ def test_no_error_shows_a_query_password() -> None:
     assert "s3cret" not in str(unknown.value)
     parsed = parse_yard_url("postgresql://h/db?password=s3cret", KNOWN)
     assert "s3cret" not in repr(parsed)
+
+
+# -- rediss:// (TLS) --------------------------------------------------------------------------
+# The yard's Redis opener builds its client with redis_settings() and client_from_url(), then
+# runs preflight (a round trip); these tests build the client the same way and stop there. The
+# host is under .invalid (RFC 6761, never resolves): a client that connected while being built
+# would raise here.
+
+
+@pytest.mark.parametrize("scheme", ["rediss", "rediss+cluster"])
+def test_both_twins_accept_the_tls_schemes(scheme: str) -> None:
+    assert scheme in OPENERS and scheme in ASYNC_OPENERS
+    assert OPENERS[scheme] is OPENERS["redis"] and ASYNC_OPENERS[scheme] is ASYNC_OPENERS["redis"]
+
+
+@pytest.mark.asyncio
+async def test_a_rediss_url_builds_clients_on_ssl_connections() -> None:
+    url = parse_yard_url("rediss://u:s3cret@tls.invalid:6380/2?namespace=prod", OPENERS)
+    dsn, settings, live = redis_settings(url)
+    assert (settings.cluster, settings.namespace, live) == (False, "prod", False)
+    assert dsn == "rediss://u:s3cret@tls.invalid:6380/2"
+    client = async_client_from_url(dsn, settings)
+    try:
+        assert isinstance(client, AsyncRedis) and not isinstance(client, AsyncRedisCluster)
+        pool = client.connection_pool
+        assert pool.connection_class is AsyncSSLConnection
+        assert (pool.connection_kwargs["host"], pool.connection_kwargs["port"]) == (
+            "tls.invalid",
+            6380,
+        )
+        assert pool.connection_kwargs["db"] == 2
+    finally:
+        await client.aclose()
+    blocking = client_from_url(dsn, settings)  # the sync twin's client
+    try:
+        assert isinstance(blocking, redis.Redis)
+        assert blocking.connection_pool.connection_class is redis.SSLConnection
+        assert blocking.connection_pool.connection_kwargs["host"] == "tls.invalid"
+    finally:
+        blocking.close()
+
+
+@pytest.mark.asyncio
+async def test_a_rediss_cluster_url_builds_a_cluster_client_on_ssl_connections() -> None:
+    # Only the asyncio RedisCluster can be built without a server: it discovers its nodes on
+    # first use, whereas the blocking RedisCluster (the sync twin's) connects in its constructor.
+    url = parse_yard_url("rediss+cluster://tls.invalid:7000?namespace=prod", ASYNC_OPENERS)
+    dsn, settings, _ = redis_settings(url)
+    assert settings.cluster is True and dsn == "rediss://tls.invalid:7000"
+    client = async_client_from_url(dsn, settings)
+    try:
+        assert isinstance(client, AsyncRedisCluster)
+        manager = client.nodes_manager
+        assert manager.connection_kwargs["connection_class"] is AsyncSSLConnection
+        startup = [(n.host, n.port, n.connection_class) for n in manager.startup_nodes.values()]
+        assert startup == [("tls.invalid", 7000, AsyncSSLConnection)]
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_redis_cluster_url_without_tls_builds_plain_connections() -> None:
+    url = parse_yard_url("redis+cluster://tls.invalid:7000", ASYNC_OPENERS)
+    client = async_client_from_url(*redis_settings(url)[:2])
+    try:
+        assert isinstance(client, AsyncRedisCluster)
+        assert client.nodes_manager.connection_kwargs["connection_class"] is AsyncConnection
+    finally:
+        await client.aclose()

@@ -16,6 +16,7 @@ from runyard.errors import StateConflictError, StoreOutcomeUnknown
 from runyard.redis import AsyncRedisStateStore, RedisStoreSettings
 
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
+from tests.support.redis_commands import counting_commands
 from tests.support.redis_plugin import AsyncClients, RedisTarget, fresh_namespace
 
 KEY = RunKey("acme", "r")
@@ -127,3 +128,76 @@ async def test_a_lost_patch_written_over_since_is_outcome_unknown(
         await store.patch_run(KEY, CounterDelta(iterations=1))
     stored = await store.get_run(KEY)
     assert stored is not None and stored.iterations == 1  # never sent again
+
+
+# -- the event log: a lost reply is settled by the event_id -------------------------------------
+@pytest.mark.asyncio
+async def test_an_append_whose_reply_is_lost_is_settled_by_its_event_id(
+    stores: tuple[AsyncRedisStateStore, AsyncRedisStateStore],
+    proxy: ReplyDroppingProxy,
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    store, other = stores
+    await store.put_run(KEY, {}, expected_version=0)
+    await store.append_event(KEY, "warm", {})  # seq 1; the script is loaded
+    proxy.drop_next_reply()  # the append runs on the server; its reply is lost
+    with counting_commands(dedicated_redis_target.port) as counted:
+        event = await store.append_event(KEY, "step", {"n": 1}, event_id="e1")
+    assert proxy.dropped == 1
+    # Sent again (the event_id makes it safe), it found the stored event: nothing appended.
+    assert counted.sent.count("evalsha") == 2
+    stored = await other.read_events(KEY)
+    assert [(e.seq, e.type, e.event_id) for e in stored] == [(1, "warm", None), (2, "step", "e1")]
+    assert event == stored[1]
+    # The caller's own resend with the same id returns it too.
+    assert await store.append_event(KEY, "step", {"n": 1}, event_id="e1") == stored[1]
+    assert len(await other.read_events(KEY)) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_finalize_whose_reply_is_lost_is_settled_by_its_event_id(
+    stores: tuple[AsyncRedisStateStore, AsyncRedisStateStore],
+    proxy: ReplyDroppingProxy,
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    store, other = stores
+    await store.put_run(KEY, {}, expected_version=0)
+    await store.append_event(KEY, "step", {})
+    proxy.drop_next_reply()
+    with counting_commands(dedicated_redis_target.port) as counted:
+        record = await store.finalize(
+            KEY, status="completed", event_type="done", event_data={"ok": 1}, event_id="end"
+        )
+    assert proxy.dropped == 1
+    # Settled by sending it again (the retry of the finalize that ended the run), not by
+    # reading the run back.
+    assert counted.sent.count("evalsha") == 2 and "hgetall" not in counted.sent
+    assert (record.status, record.version) == ("completed", 2)
+    stored = await other.get_run(KEY)
+    assert stored is not None and (stored.status, stored.version) == ("completed", 2)
+    events = await other.read_events(KEY)
+    assert [(e.seq, e.type, e.event_id, e.terminal) for e in events] == [
+        (1, "step", None, False),
+        (2, "done", "end", True),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_an_append_without_an_event_id_whose_reply_is_lost_is_outcome_unknown(
+    stores: tuple[AsyncRedisStateStore, AsyncRedisStateStore],
+    proxy: ReplyDroppingProxy,
+    dedicated_redis_target: RedisTarget,
+) -> None:
+    store, other = stores
+    await store.put_run(KEY, {}, expected_version=0)
+    await store.append_event(KEY, "warm", {})
+    proxy.drop_next_reply()
+    with (
+        counting_commands(dedicated_redis_target.port) as counted,
+        pytest.raises(StoreOutcomeUnknown, match="pass event_id= to make it retryable"),
+    ):
+        await store.append_event(KEY, "step", {"n": 1})
+    assert proxy.dropped == 1
+    assert counted.sent.count("evalsha") == 1  # never sent again
+    # It ran once on the server (the proxy lost only the reply).
+    assert [e.type for e in await other.read_events(KEY)] == ["warm", "step"]

@@ -15,8 +15,9 @@ from runyard.postgres import (
     PsycopgExecutor,
     StateTables,
 )
+from runyard.postgres.statements import statements
 
-from tests._sync.postgres_support import open_store
+from tests._sync.postgres_support import CountingExecutor, open_store
 from tests.support.postgres_plugin import PG_PORT
 from tests.support.proxy import ReplyDroppingProxy, running_proxy
 
@@ -240,3 +241,87 @@ def test_a_finalize_whose_reply_is_lost_is_settled_by_its_write_id(
             record = store.finalize(second, status="completed", event_type="done", event_data={})
             assert proxy.dropped == 1 and (record.status, record.version) == ("completed", 2)
             assert [e.terminal for e in store.read_events(second)] == [True]
+
+
+# -- the event log: a lost reply is settled by the event_id -------------------------------------
+def test_an_append_whose_reply_is_lost_is_settled_by_its_event_id(
+    pg_tables: StateTables,
+) -> None:
+    key = RunKey("acme", "r")
+    append = statements(pg_tables).append_event
+    with running_proxy(PG_PORT) as proxy:
+        executor = CountingExecutor(PsycopgExecutor(_pool_via(proxy.port)))
+        store = PostgresStateStore(executor, tables=pg_tables, close_source=True)
+        with store:
+            store.put_run(key, {}, expected_version=0)
+            store.append_event(key, "warm", {})  # seq 1; prepares the statement
+            proxy.drop_next_reply()  # the append commits; its reply is lost
+            before = executor.sent
+            event = store.append_event(key, "step", {"n": 1}, event_id="e1")
+            assert proxy.dropped == 1
+            # Sent again (the event_id makes it safe), it found the stored event.
+            assert executor.statements[before:] == [append, append]
+            stored = store.read_events(key)
+            assert [(e.seq, e.type, e.event_id) for e in stored] == [
+                (1, "warm", None),
+                (2, "step", "e1"),
+            ]
+            assert event == stored[1]
+            # The caller's own resend with the same id returns it too.
+            assert store.append_event(key, "step", {"n": 1}, event_id="e1") == stored[1]
+            assert len(store.read_events(key)) == 2
+
+
+def test_a_finalize_whose_reply_is_lost_is_settled_by_its_event_id(
+    pg_tables: StateTables,
+) -> None:
+    warm, key = RunKey("acme", "warm"), RunKey("acme", "r")
+    finalize = statements(pg_tables).finalize
+    with running_proxy(PG_PORT) as proxy:
+        executor = CountingExecutor(PsycopgExecutor(_pool_via(proxy.port)))
+        store = PostgresStateStore(executor, tables=pg_tables, close_source=True)
+        with store:
+            for k in (warm, key):
+                store.put_run(k, {}, expected_version=0)
+            store.finalize(warm, status="completed", event_type="done", event_data={})
+            store.append_event(key, "step", {})
+            proxy.drop_next_reply()
+            before = executor.sent
+            record = store.finalize(
+                key, status="completed", event_type="done", event_data={"ok": 1}, event_id="end"
+            )
+            assert proxy.dropped == 1
+            # Settled by sending it again (it finds its terminal event), not by reading back.
+            assert executor.statements[before:] == [finalize, finalize]
+            assert (record.status, record.version) == ("completed", 2)
+            events = store.read_events(key)
+            assert [(e.seq, e.type, e.event_id, e.terminal) for e in events] == [
+                (1, "step", None, False),
+                (2, "done", "end", True),
+            ]
+    direct = open_store(pg_tables)
+    with direct:
+        stored = direct.get_run(key)
+        assert stored is not None and (stored.status, stored.version) == ("completed", 2)
+
+
+def test_an_append_without_an_event_id_whose_reply_is_lost_is_outcome_unknown(
+    pg_tables: StateTables,
+) -> None:
+    key = RunKey("acme", "r")
+    with running_proxy(PG_PORT) as proxy:
+        executor = CountingExecutor(PsycopgExecutor(_pool_via(proxy.port)))
+        store = PostgresStateStore(executor, tables=pg_tables, close_source=True)
+        with store:
+            store.put_run(key, {}, expected_version=0)
+            store.append_event(key, "warm", {})  # prepares the statement
+            proxy.drop_next_reply()
+            before = executor.sent
+            # The message says the write may or may not have been applied; unlike Redis's,
+            # it does not suggest event_id.
+            with pytest.raises(StoreOutcomeUnknown, match="may or may not have been applied"):
+                store.append_event(key, "step", {"n": 1})
+            assert proxy.dropped == 1
+            assert executor.sent - before == 1  # never sent again
+            # It committed once (the proxy lost only the reply).
+            assert [e.type for e in store.read_events(key)] == ["warm", "step"]

@@ -96,6 +96,51 @@ def test_claim_heartbeat_and_complete_send_exactly_one_command_each(
         assert counted.sent == ["evalsha"] and counted.stats["evalsha"] == 1
 
 
+def test_append_event_sends_exactly_one_command_with_or_without_an_event_id(
+    store: RedisStateStore, dedicated_redis_target: RedisTarget
+) -> None:
+    port = _port(dedicated_redis_target)
+    key = RunKey("acme", "r")
+    store.put_run(key, {}, expected_version=0)
+    store.append_event(key, "warm", {})  # loads the script
+    with counting_commands(port) as plain:
+        first = store.append_event(key, "step", {"n": 1})
+    with counting_commands(port) as named:
+        second = store.append_event(key, "step", {"n": 2}, event_id="e2")
+    with counting_commands(port) as retried:  # same event_id, same content: the stored event
+        again = store.append_event(key, "step", {"n": 2}, event_id="e2")
+    for counted in (plain, named, retried):
+        assert counted.sent == ["evalsha"] and counted.stats["evalsha"] == 1
+    assert (first.seq, second.seq) == (2, 3)
+    assert again == second
+    assert [(e.seq, e.event_id) for e in store.read_events(key)] == [
+        (1, None),
+        (2, None),
+        (3, "e2"),
+    ]
+
+
+def test_finalize_sends_exactly_one_command(
+    store: RedisStateStore, dedicated_redis_target: RedisTarget
+) -> None:
+    warm, key = RunKey("acme", "warm"), RunKey("acme", "r")
+    for k in (warm, key):
+        store.put_run(k, {}, expected_version=0)
+    store.finalize(warm, status="completed", event_type="done", event_data={})  # loads it
+    store.append_event(key, "step", {})
+    with counting_commands(_port(dedicated_redis_target)) as counted:
+        record = store.finalize(
+            key, status="error", event_type="crashed", event_data={"e": 1}, event_id="end"
+        )
+    assert counted.sent == ["evalsha"] and counted.stats["evalsha"] == 1
+    assert (record.status, record.version) == ("error", 2)
+    events = store.read_events(key)
+    assert [(e.seq, e.type, e.event_id, e.terminal) for e in events] == [
+        (1, "step", None, False),
+        (2, "crashed", "end", True),
+    ]
+
+
 def test_a_value_over_the_limit_is_refused_before_sending(
     dedicated_redis_target: RedisTarget,
 ) -> None:
