@@ -167,6 +167,122 @@ def test_event_log_needs_terminal_statuses(store: object) -> None:
     assert (caught.value.capability, caught.value.missing) == ("event_log", ("terminal_statuses",))
 
 
+class AppendWithoutEventId(EventLog):
+    def append_event(self, key: Any, type: str, data: Any, *, fence: Any) -> None:  # type: ignore[override]
+        ...
+
+
+class AppendWithoutFence(EventLog):
+    def append_event(self, key: Any, type: str, data: Any, *, event_id: Any) -> None:  # type: ignore[override]
+        ...
+
+
+class NoReadEvents(EventLog):
+    read_events = None  # type: ignore[assignment]
+
+
+class Finalizes(EventLog):
+    capabilities = StoreCapabilities(event_log=True, atomic_finalize=True, deployment="single_host")
+
+    def finalize(
+        self,
+        key: Any,
+        *,
+        status: str,
+        event_type: str,
+        event_data: Any,
+        expected_version: Any = None,
+        fence: Any = None,
+        event_id: Any = None,
+    ) -> None: ...
+
+
+class FinalizeWithoutVersion(Finalizes):
+    def finalize(  # type: ignore[override]
+        self,
+        key: Any,
+        *,
+        status: str,
+        event_type: str,
+        event_data: Any,
+        fence: Any = None,
+        event_id: Any = None,
+    ) -> None: ...
+
+
+class FinalizeWithoutFence(Finalizes):
+    def finalize(  # type: ignore[override]
+        self,
+        key: Any,
+        *,
+        status: str,
+        event_type: str,
+        event_data: Any,
+        expected_version: Any = None,
+        event_id: Any = None,
+    ) -> None: ...
+
+
+class FinalizeWithoutEventId(Finalizes):
+    def finalize(  # type: ignore[override]
+        self,
+        key: Any,
+        *,
+        status: str,
+        event_type: str,
+        event_data: Any,
+        expected_version: Any = None,
+        fence: Any = None,
+    ) -> None: ...
+
+
+class NoFinalize(EventLog):
+    capabilities = StoreCapabilities(event_log=True, atomic_finalize=True, deployment="single_host")
+
+
+@pytest.mark.parametrize(
+    ("store", "capability", "method", "missing"),
+    [
+        (AppendWithoutEventId(), "event_log", "AppendWithoutEventId.append_event", ("event_id",)),
+        (AppendWithoutFence(), "event_log", "AppendWithoutFence.append_event", ("fence",)),
+        (
+            FinalizeWithoutVersion(),
+            "atomic_finalize",
+            "FinalizeWithoutVersion.finalize",
+            ("expected_version",),
+        ),
+        (FinalizeWithoutFence(), "atomic_finalize", "FinalizeWithoutFence.finalize", ("fence",)),
+        (
+            FinalizeWithoutEventId(),
+            "atomic_finalize",
+            "FinalizeWithoutEventId.finalize",
+            ("event_id",),
+        ),
+    ],
+)
+def test_an_event_method_without_a_keyword_is_refused_naming_it(
+    store: object, capability: str, method: str, missing: tuple[str, ...]
+) -> None:
+    with pytest.raises(StoreCapabilityError) as caught:
+        validate_capabilities(store)
+    err = caught.value
+    assert (err.capability, err.method, err.missing) == (capability, method, missing)
+
+
+@pytest.mark.parametrize("store", [NoReadEvents(), NoFinalize()])
+def test_an_event_capability_without_its_method_is_refused(store: object) -> None:
+    with pytest.raises(StoreCapabilityError) as caught:
+        validate_capabilities(store)
+    assert caught.value.capability == (
+        "event_log" if isinstance(store, NoReadEvents) else "atomic_finalize"
+    )
+
+
+def test_a_finalize_with_every_keyword_validates() -> None:
+    caps = validate_capabilities(Finalizes())
+    assert caps.event_log and caps.atomic_finalize
+
+
 def test_atomic_finalize_requires_event_log() -> None:
     with pytest.raises(ValueError, match="atomic_finalize=True requires event_log=True"):
         StoreCapabilities(atomic_finalize=True, deployment="single_host")

@@ -20,6 +20,7 @@ from runyard.yard import (
     parse_yard_url,
     redact,
     redis_settings,
+    sqlite_options,
     sqlite_path,
 )
 
@@ -44,10 +45,28 @@ def test_sqlite_urls_name_their_path(url: str, path: str) -> None:
     assert sqlite_path(parsed) == path
 
 
-@pytest.mark.parametrize("url", ["sqlite://host/x.db", "sqlite:///x.db?mode=ro"])
-def test_a_sqlite_url_with_a_host_or_query_is_refused(url: str) -> None:
-    with pytest.raises(ConfigurationError, match="a sqlite URL has no host, query or fragment"):
+@pytest.mark.parametrize("url", ["sqlite://host/x.db", "sqlite:///x.db#frag"])
+def test_a_sqlite_url_with_a_host_or_fragment_is_refused(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="a sqlite URL has no host or fragment"):
         sqlite_path(parse_yard_url(url, KNOWN))
+
+
+def test_a_sqlite_url_refuses_an_option_it_does_not_know_naming_it_and_the_known() -> None:
+    with pytest.raises(ConfigurationError, match=r"'mode'.*durable, live_updates"):
+        sqlite_path(parse_yard_url("sqlite:///x.db?mode=ro", KNOWN))
+
+
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [
+        ("sqlite:///x.db", (True, False)),
+        ("sqlite:///x.db?durable=false&live_updates=true", (False, True)),
+        ("sqlite:///x.db?live_updates=1", (True, True)),
+    ],
+)
+def test_a_sqlite_url_takes_durable_and_live_updates(url: str, options: tuple[bool, bool]) -> None:
+    parsed = parse_yard_url(url, KNOWN)
+    assert (sqlite_path(parsed), sqlite_options(parsed)) == ("x.db", options)
 
 
 def test_the_default_url_is_runyard_url_else_the_sqlite_file() -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "redact",
     "redis_settings",
     "refuse_unknown",
+    "sqlite_options",
     "sqlite_path",
 ]
 
@@ -269,14 +270,26 @@ def postgres_settings(url: YardURL) -> tuple[PostgresStoreSettings, bool]:
     return _settings(PostgresStoreSettings, "PostgreSQL", options, POSTGRES_OPTIONS, dsn=dsn), live
 
 
+SQLITE_OPTIONS = ("durable", "live_updates")
+
+
 def sqlite_path(url: YardURL) -> str:
     """The database path of a ``sqlite:`` URL: ``sqlite:///runyard.db`` is relative to the working
     directory, ``sqlite:////var/lib/app.db`` absolute, ``sqlite://`` or ``sqlite:///:memory:``
-    a private in-memory database. Raises ConfigurationError for a host or a query."""
+    a private in-memory database. Raises ConfigurationError for a host, a fragment, or a query
+    option other than ``SQLITE_OPTIONS``."""
     parts = urlsplit(url.secret)
-    if parts.netloc or parts.query or parts.fragment:
+    if parts.netloc or parts.fragment:
         raise ConfigurationError(
-            f"{url.redacted}: a sqlite URL has no host, query or fragment (sqlite:///path)"
+            f"{url.redacted}: a sqlite URL has no host or fragment (sqlite:///path)"
         )
+    refuse_unknown((name for name, _ in url.query), SQLITE_OPTIONS, "SQLite")
     path = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
     return path or ":memory:"
+
+
+def sqlite_options(url: YardURL) -> tuple[bool, bool]:
+    """(durable, live_updates) of a ``sqlite:`` URL: ``durable`` (default true:
+    ``synchronous=FULL``; false: ``NORMAL``) and ``live_updates`` (default false)."""
+    options = dict(url.query)
+    return flag(options, "durable", default=True), flag(options, "live_updates")

@@ -353,9 +353,9 @@ async def test_an_append_without_an_event_id_whose_reply_is_lost_is_outcome_unkn
             await store.append_event(key, "warm", {})  # prepares the statement
             proxy.drop_next_reply()
             before = executor.sent
-            # The message says the write may or may not have been applied; unlike Redis's,
-            # it does not suggest event_id.
-            with pytest.raises(StoreOutcomeUnknown, match="may or may not have been applied"):
+            # The message says the write may or may not have been applied, and (as Redis's)
+            # how to make it retryable.
+            with pytest.raises(StoreOutcomeUnknown, match="pass event_id= to make it retryable"):
                 await store.append_event(key, "step", {"n": 1})
             assert proxy.dropped == 1
             assert executor.sent - before == 1  # never sent again

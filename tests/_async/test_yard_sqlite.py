@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import AsyncYard, ConfigurationError, RunKey
@@ -82,3 +83,18 @@ async def test_in_process_urls_need_no_file(url: str) -> None:
         assert isinstance(yard.queue, AsyncMemoryWorkQueue) == (url == "memory://")
     finally:
         await yard.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_sqlite_url_sets_durable_and_live_updates(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'opts.db'}?durable=false&live_updates=true"
+    async with await AsyncYard.from_url(url) as yard:
+        state: Any = yard.state
+        assert state.live_updates is not None
+        (synchronous,) = (await state.connection.fetch("PRAGMA synchronous"))[0]
+        assert synchronous == 1  # NORMAL (FULL is 2)
+    async with await AsyncYard.from_url(f"sqlite:///{tmp_path / 'opts.db'}") as yard:
+        state = yard.state
+        assert state.live_updates is None
+        (synchronous,) = (await state.connection.fetch("PRAGMA synchronous"))[0]
+        assert synchronous == 2

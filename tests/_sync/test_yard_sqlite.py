@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import ConfigurationError, RunKey, Yard
@@ -79,3 +80,17 @@ def test_in_process_urls_need_no_file(url: str) -> None:
         assert isinstance(yard.queue, MemoryWorkQueue) == (url == "memory://")
     finally:
         yard.close()
+
+
+def test_a_sqlite_url_sets_durable_and_live_updates(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'opts.db'}?durable=false&live_updates=true"
+    with Yard.from_url(url) as yard:
+        state: Any = yard.state
+        assert state.live_updates is not None
+        (synchronous,) = (state.connection.fetch("PRAGMA synchronous"))[0]
+        assert synchronous == 1  # NORMAL (FULL is 2)
+    with Yard.from_url(f"sqlite:///{tmp_path / 'opts.db'}") as yard:
+        state = yard.state
+        assert state.live_updates is None
+        (synchronous,) = (state.connection.fetch("PRAGMA synchronous"))[0]
+        assert synchronous == 2

@@ -22,6 +22,7 @@ from runyard.yard import (
     postgres_settings,
     redis_settings,
     refuse_unknown,
+    sqlite_options,
     sqlite_path,
 )
 
@@ -162,12 +163,14 @@ async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
         create_schema,
     )
 
-    connection = await connect(sqlite_path(url))
+    path = sqlite_path(url)
+    durable, live = sqlite_options(url)
+    connection = await connect(path, durable=durable)
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
         if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
             await create_schema(connection)
-        state = await AsyncSqliteStateStore.open(connection, clock=options.clock)
+        state = await AsyncSqliteStateStore.open(connection, clock=options.clock, live_updates=live)
         queue = await AsyncSqliteWorkQueue.open(
             connection, clock=options.clock, policy=options.policy
         )

@@ -24,6 +24,7 @@ from runyard.yard import (
     postgres_settings,
     redis_settings,
     refuse_unknown,
+    sqlite_options,
     sqlite_path,
 )
 
@@ -160,12 +161,14 @@ def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
         create_schema,
     )
 
-    connection = connect(sqlite_path(url))
+    path = sqlite_path(url)
+    durable, live = sqlite_options(url)
+    connection = connect(path, durable=durable)
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
         if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
             create_schema(connection)
-        state = SqliteStateStore.open(connection, clock=options.clock)
+        state = SqliteStateStore.open(connection, clock=options.clock, live_updates=live)
         queue = SqliteWorkQueue.open(connection, clock=options.clock, policy=options.policy)
         executions = SqliteStore.open(connection, clock=options.clock)
     except BaseException:

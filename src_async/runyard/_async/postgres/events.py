@@ -102,6 +102,10 @@ class AsyncPostgresEvents:
         extra = (self._channel(), sorted(self.terminal_statuses), self._server_time)
         try:
             rows = await self._fetch("append_event", *args, *extra, idempotent=event_id is not None)
+        except StoreOutcomeUnknown as lost:  # only without an event_id: resent with one
+            raise StoreOutcomeUnknown(
+                f"append_event to {key.run_id!r}: {lost}; pass event_id= to make it retryable"
+            ) from None
         except StatePersistenceError as error:
             if event_id is None or error.reason != "invalid":
                 raise
