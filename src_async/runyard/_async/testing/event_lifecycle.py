@@ -9,6 +9,7 @@ take the runs' logs with them.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -306,3 +307,42 @@ class AsyncEventLifecycleCases:
         # Refused by the call itself, before anything is iterated.
         with pytest.raises(ValueError, match=named):
             log.follow(KEY, **call)  # type: ignore[arg-type]
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("status_seen", ["before", "after"])
+    async def test_follow_misses_nothing_written_between_its_log_read_and_its_status_read(
+        self, store: AsyncStateStore, status_seen: str
+    ) -> None:
+        # The interleaving forced: right after the follower has read the log (one event),
+        # and before its read of the run's status returns, two more events and the terminal
+        # write land. The status it then sees is the run's as it was "before" the writes
+        # (not terminal yet) or "after" them (terminal): either way it must yield all four.
+        log = _log(store, "atomic_finalize")
+        await log.put_run(KEY, {"step": 0}, expected_version=0)
+        await log.append_event(KEY, "step", {"i": 0})
+        original = log.get_run
+        raced: list[bool] = []
+
+        async def racing_get_run(key: RunKey) -> Any:
+            before = await original(key)
+            if not raced:
+                raced.append(True)
+                await log.append_event(KEY, "step", {"i": 1})
+                await log.append_event(KEY, "step", {"i": 2})
+                await log.finalize(KEY, status="completed", event_type="done", event_data={})
+            return before if status_seen == "before" else await original(key)
+
+        log.get_run = racing_get_run  # type: ignore[method-assign]
+        try:
+            followed = [event async for event in log.follow(KEY, poll_seconds=0.01)]
+        finally:
+            del log.get_run
+        if not raced:
+            pytest.skip("this store's follow() does not read the run's status with get_run()")
+        assert [(e.type, e.seq) for e in followed] == [
+            ("step", 1),
+            ("step", 2),
+            ("step", 3),
+            ("done", 4),
+        ]
+        assert followed[-1].terminal
