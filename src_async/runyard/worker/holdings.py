@@ -3,13 +3,15 @@ workers that keeps a lease from running twice after a claim lost its reply (no I
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any
 
 from runyard.models import Lease
 from runyard.worker.slot import Slot
 
-__all__ = ["WorkerHoldings", "same_claim"]
+__all__ = ["ADOPTED_KEPT", "WorkerHoldings", "same_claim"]
+
+ADOPTED_KEPT = 10_000
 
 
 def same_claim(a: Lease, b: Lease) -> bool:
@@ -42,12 +44,11 @@ class WorkerHoldings:
     _handoff: deque[Slot | Lease]
     _guard: Any  # the worker's AsyncGuard or Guard: a context manager
     _nudge: Any  # the worker's AsyncEvent or Event: wakes its loop
-    # Claims sent and not yet taken in (``_claim_sent``/``_claimed``), and the token under
-    # which each claim (tenant, item id, attempt) was adopted while one was out: a claim
-    # whose reply is read after an adopt re-tokened it carries the older token, whether or
-    # not the adopted lease's job still runs. Kept until no claim is out.
-    _claims_out: int
-    _adopted: dict[tuple[str, str, int, float], int]
+    # The token under which each claim (tenant, item id, attempts, claim time) was adopted,
+    # the last ADOPTED_KEPT of them: a claim whose reply is read after an adopt re-tokened
+    # it carries the older token, whether or not the adopted lease's job still runs. An entry
+    # never misleads a later claim (its claim time differs), so old ones are simply dropped.
+    _adopted: OrderedDict[tuple[str, str, int, float], int]
 
     def _adopted_since(self, mark: int) -> bool:
         """Whether an adopt was in flight at some time since the store's adopt ``mark``."""
@@ -58,41 +59,24 @@ class WorkerHoldings:
         raise NotImplementedError
 
     def _claim_sent(self) -> int:
-        """Count a claim about to be sent; the mark to give ``_claimed`` with its leases (or
-        ``_claim_failed`` when it raised)."""
-        with self._guard:
-            self._claims_out += 1
+        """The mark to give ``_claimed`` with a claim's leases: taken before it is sent."""
         return self._adopt_mark()
-
-    def _claim_failed(self) -> None:
-        """Count in a claim that raised."""
-        with self._guard:
-            self._claim_in()
-
-    def _claim_in(self) -> None:
-        self._claims_out -= 1
-        if not self._claims_out:
-            self._adopted.clear()
 
     def _claimed(self, leases: list[Lease], mark: int) -> list[Lease]:
         """The leases of a claim sent at ``mark`` that the worker may start: not one an
         adopt re-tokened meanwhile (its adopted lease went to its slot or to the handoff,
-        and may have run already). Counts the claim in. When no adopt ran since ``mark``,
-        the scan is skipped: a lease for a held item can then only be a new claim (the old
-        lease lapsed, or the item completed and was enqueued again), and registering it
-        gives the old slot up as lost, or counts it when its complete returns. Under the
-        guard."""
-        try:
-            if not self._adopted_since(mark):
-                return leases
-            return [
-                lease
-                for lease in leases
-                if self._adopted.get(_claim(lease), lease.token) <= lease.token
-                and self._holds_none(lease)
-            ]
-        finally:
-            self._claim_in()
+        and may have run already). When no adopt ran since ``mark``, the scan is skipped: a
+        lease for a held item can then only be a new claim (the old lease lapsed, or the
+        item completed and was enqueued again), and registering it gives the old slot up as
+        lost, or counts it when its complete returns. Under the guard."""
+        if not self._adopted_since(mark):
+            return leases
+        return [
+            lease
+            for lease in leases
+            if self._adopted.get(_claim(lease), lease.token) <= lease.token
+            and self._holds_none(lease)
+        ]
 
     def _unheld(self, leases: list[Lease]) -> list[Lease]:
         """The leases (handed off by jobs) the worker does not hold yet: a slot, or the
@@ -114,6 +98,8 @@ class WorkerHoldings:
         with self._guard:
             for lease in leases:
                 self._adopted[_claim(lease)] = lease.token
+                if len(self._adopted) > ADOPTED_KEPT:
+                    self._adopted.popitem(last=False)
                 slot = self._held(lease)
                 if slot is not None:
                     slot.lease = lease
@@ -153,7 +139,7 @@ class WorkerHoldings:
 
     def _settled(self, slots: list[Slot]) -> None:
         """The settles of ``slots`` returned: they hold their items no more (a claim of the
-        item adopted from now on is a new one). Under the guard."""
-        with self._guard:
-            for slot in slots:
-                slot.settled = True
+        item adopted from now on is a new one). Without the guard: one flag each, and an
+        adopt that read it just before is one the claim time tells apart anyway."""
+        for slot in slots:
+            slot.settled = True

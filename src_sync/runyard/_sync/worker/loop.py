@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import fields, replace
 from functools import partial
@@ -110,8 +110,7 @@ class Worker(WorkerListening, WorkerHoldings):
         self._last_claim = 0.0
         self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
-        self._claims_out = 0
-        self._adopted: dict[tuple[str, str, int, float], int] = {}
+        self._adopted: OrderedDict[tuple[str, str, int, float], int] = OrderedDict()
         self._guard = Guard()  # the slots' leases and the handoff, against job threads
         self._jobs = JobRunner()
         self._listener = JobRunner()
@@ -257,11 +256,7 @@ class Worker(WorkerListening, WorkerHoldings):
             return handed[-1]
 
         mark = self._claim_sent()
-        try:
-            leases = self._store.claim(free, renew)
-        except BaseException:
-            self._claim_failed()
-            raise
+        leases = self._store.claim(free, renew)
         started = self._take(leases, mark) + sum(handed)
         if started == free:
             self._claim_due = True
@@ -391,10 +386,8 @@ class Worker(WorkerListening, WorkerHoldings):
         try:
             leases = self._store.claim(1, self._renew_held)
         except WorkerAborted:
-            self._claim_failed()
             raise
         except Exception:  # not one the store waits out (a configuration error, a bug)
-            self._claim_failed()
             log.exception("a job's claim of its successor failed", extra={"worker": self.name})
             return Settled(error), None
         successor = None
