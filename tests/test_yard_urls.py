@@ -51,6 +51,11 @@ def test_a_sqlite_url_with_a_host_or_fragment_is_refused(url: str) -> None:
         sqlite_path(parse_yard_url(url, KNOWN))
 
 
+def test_a_sqlite_option_given_twice_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="'durable' is given twice"):
+        sqlite_options(parse_yard_url("sqlite:///x.db?durable=false&durable=true", KNOWN))
+
+
 def test_a_sqlite_url_refuses_an_option_it_does_not_know_naming_it_and_the_known() -> None:
     with pytest.raises(ConfigurationError, match=r"'mode'.*durable, live_updates"):
         sqlite_path(parse_yard_url("sqlite:///x.db?mode=ro", KNOWN))

@@ -291,5 +291,5 @@ def sqlite_path(url: YardURL) -> str:
 def sqlite_options(url: YardURL) -> tuple[bool, bool]:
     """(durable, live_updates) of a ``sqlite:`` URL: ``durable`` (default true:
     ``synchronous=FULL``; false: ``NORMAL``) and ``live_updates`` (default false)."""
-    options = dict(url.query)
+    _, options = url.split(SQLITE_OPTIONS)  # raises for an option given twice
     return flag(options, "durable", default=True), flag(options, "live_updates")

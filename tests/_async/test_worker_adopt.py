@@ -617,6 +617,63 @@ async def test_an_item_enqueued_again_after_it_completed_is_adopted_as_a_new_cla
     assert (stats.leased, stats.ready) == (0, 0)
 
 
+class HeldCompleteQueue(SpyQueue):
+    """Holds the reply of item x's first complete (applied) until ``release``."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.parked, self.release = AsyncEvent(), AsyncEvent()
+
+    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        await super().complete(tenant, item_id, **options)
+        if isinstance(tenant, Lease) and tenant.item_id == "x" and not self.parked.is_set():
+            self.parked.set()
+            assert await self.release.wait(SAFETY)
+
+
+@pytest.mark.asyncio
+async def test_a_stop_waits_for_a_complete_in_flight_whose_item_was_claimed_anew() -> None:
+    # Unbatched, concurrency 2, no grace. Job 1's complete of x is applied, its reply held;
+    # x is enqueued again and job 2's successor claim takes it (job 3). The worker stops:
+    # job 3 is handed back at once, and the worker waits for job 1's complete (it counts),
+    # not only for the jobs it holds as running.
+    queue = HeldCompleteQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    await queue.enqueue("acme", {"n": 1}, item_id="x")
+    await queue.enqueue("acme", {"n": 2})
+    endings, returned, finish = Endings(3), AsyncEvent(), AsyncEvent()
+    started = {n: AsyncEvent() for n in (1, 2, 3)}
+
+    async def handler(job: Job) -> None:
+        started[job.payload["n"]].set()
+        if job.payload["n"] == 1:
+            assert await started[2].wait(SAFETY)  # the loop claimed both first
+        elif job.payload["n"] == 2:
+            assert await queue.parked.wait(SAFETY)
+            await queue.enqueue("acme", {"n": 3}, item_id="x")
+        else:
+            await finish.wait(SAFETY)  # until given up (a thread: until the test ends)
+
+    worker = adopt_race_worker(queue, handler, endings, shutdown_grace=0)
+
+    async def run() -> None:
+        await worker.run()
+        returned.set()
+
+    async def drive() -> None:
+        assert await started[3].wait(SAFETY)
+        worker.stop()
+        early = await returned.wait(0.5)  # the code before this fix ended here, uncounted
+        queue.release.set()
+        ended = await returned.wait(SAFETY)
+        finish.set()
+        assert ended and not early
+
+    await async_gather([run, drive])
+    assert sorted(endings.ended) == ["1:completed", "2:completed", "3:handed_back"]
+    stats = worker.stats()
+    assert (stats.completed, stats.handed_back, stats.lost) == (2, 1, 0)
+
+
 @pytest.mark.asyncio
 async def test_a_stop_while_a_job_waits_on_an_adopt_ends_after_handback_seconds(
     caplog: pytest.LogCaptureFixture,

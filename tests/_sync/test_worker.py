@@ -387,6 +387,55 @@ def test_a_jobs_successor_claim_that_raises_still_counts_the_job() -> None:
     assert (queue.stats()).leased == 0
 
 
+class CompleteRaisesQueue(SpyQueue):
+    """The first complete raises an error no store waits out (before it is applied)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.raised = False
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        if not self.raised:
+            self.raised = True
+            raise ConfigurationError("the test's broken complete")
+        super().complete(tenant, item_id, **options)
+
+
+def test_a_complete_that_raises_fails_the_job_for_a_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Unbatched, the job sends its own complete; one raising an error the store does not
+    # wait out fails the job (retryable, logged with its traceback) instead of leaving its
+    # slot settling for ever; the retry completes.
+    clock = ManualClock()
+    queue = CompleteRaisesQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5), clock=clock)
+    queue.enqueue("acme", {})
+    returned = Event()
+    attempts: list[int] = []
+
+    def handler(job: Job) -> None:
+        attempts.append(job.attempt)
+
+    worker = Worker(queue, handler, clock=clock, batched=False)
+
+    def run() -> None:
+        worker.run_until_idle()
+        returned.set()
+
+    def drive() -> None:
+        ended = returned.wait(SAFETY)
+        if not ended:
+            worker.abort()
+        assert ended
+
+    gather([run, drive])
+    stats = worker.stats()
+    assert queue.raised and attempts == [1, 2]
+    assert (stats.failed, stats.retried, stats.completed, stats.lost) == (1, 1, 1, 0)
+    assert "a job's complete failed" in caplog.text
+    assert (queue.stats()).leased == 0
+
+
 class DownAtShutdownQueue(SpyQueue):
     """A memory queue whose hand-backs fail (the store down) while ``down`` is set."""
 

@@ -609,6 +609,62 @@ def test_an_item_enqueued_again_after_it_completed_is_adopted_as_a_new_claim(
     assert (stats.leased, stats.ready) == (0, 0)
 
 
+class HeldCompleteQueue(SpyQueue):
+    """Holds the reply of item x's first complete (applied) until ``release``."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.parked, self.release = Event(), Event()
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        super().complete(tenant, item_id, **options)
+        if isinstance(tenant, Lease) and tenant.item_id == "x" and not self.parked.is_set():
+            self.parked.set()
+            assert self.release.wait(SAFETY)
+
+
+def test_a_stop_waits_for_a_complete_in_flight_whose_item_was_claimed_anew() -> None:
+    # Unbatched, concurrency 2, no grace. Job 1's complete of x is applied, its reply held;
+    # x is enqueued again and job 2's successor claim takes it (job 3). The worker stops:
+    # job 3 is handed back at once, and the worker waits for job 1's complete (it counts),
+    # not only for the jobs it holds as running.
+    queue = HeldCompleteQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    queue.enqueue("acme", {"n": 1}, item_id="x")
+    queue.enqueue("acme", {"n": 2})
+    endings, returned, finish = Endings(3), Event(), Event()
+    started = {n: Event() for n in (1, 2, 3)}
+
+    def handler(job: Job) -> None:
+        started[job.payload["n"]].set()
+        if job.payload["n"] == 1:
+            assert started[2].wait(SAFETY)  # the loop claimed both first
+        elif job.payload["n"] == 2:
+            assert queue.parked.wait(SAFETY)
+            queue.enqueue("acme", {"n": 3}, item_id="x")
+        else:
+            finish.wait(SAFETY)  # until given up (a thread: until the test ends)
+
+    worker = adopt_race_worker(queue, handler, endings, shutdown_grace=0)
+
+    def run() -> None:
+        worker.run()
+        returned.set()
+
+    def drive() -> None:
+        assert started[3].wait(SAFETY)
+        worker.stop()
+        early = returned.wait(0.5)  # the code before this fix ended here, uncounted
+        queue.release.set()
+        ended = returned.wait(SAFETY)
+        finish.set()
+        assert ended and not early
+
+    gather([run, drive])
+    assert sorted(endings.ended) == ["1:completed", "2:completed", "3:handed_back"]
+    stats = worker.stats()
+    assert (stats.completed, stats.handed_back, stats.lost) == (2, 1, 0)
+
+
 def test_a_stop_while_a_job_waits_on_an_adopt_ends_after_handback_seconds(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -3,15 +3,20 @@ workers that keeps a lease from running twice after a claim lost its reply (no I
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict, deque
 from typing import Any
 
 from runyard.models import Lease
 from runyard.worker.slot import Slot
 
-__all__ = ["ADOPTED_KEPT", "WorkerHoldings", "same_claim"]
+__all__ = ["ADOPTED_KEPT", "ADOPTED_KEPT_SECONDS", "WorkerHoldings", "same_claim"]
 
+# The adopted-token record is trimmed past ADOPTED_KEPT entries, of those noted more than
+# ADOPTED_KEPT_SECONDS ago: no claim's reply is read that long after it was sent (the stores'
+# statement and socket timeouts are seconds), so none of them can still be needed.
 ADOPTED_KEPT = 10_000
+ADOPTED_KEPT_SECONDS = 300.0
 
 
 def same_claim(a: Lease, b: Lease) -> bool:
@@ -45,10 +50,11 @@ class WorkerHoldings:
     _guard: Any  # the worker's AsyncGuard or Guard: a context manager
     _nudge: Any  # the worker's AsyncEvent or Event: wakes its loop
     # The token under which each claim (tenant, item id, attempts, claim time) was adopted,
-    # the last ADOPTED_KEPT of them: a claim whose reply is read after an adopt re-tokened
-    # it carries the older token, whether or not the adopted lease's job still runs. An entry
-    # never misleads a later claim (its claim time differs), so old ones are simply dropped.
-    _adopted: OrderedDict[tuple[str, str, int, float], int]
+    # and when (time.monotonic()), oldest first: a claim whose reply is read after an adopt
+    # re-tokened it carries the older token, whether or not the adopted lease's job still
+    # runs. An entry never misleads a later claim (its claim time differs); old ones are
+    # trimmed (ADOPTED_KEPT, ADOPTED_KEPT_SECONDS).
+    _adopted: OrderedDict[tuple[str, str, int, float], tuple[int, float]]
 
     def _adopted_since(self, mark: int) -> bool:
         """Whether an adopt was in flight at some time since the store's adopt ``mark``."""
@@ -74,7 +80,7 @@ class WorkerHoldings:
         return [
             lease
             for lease in leases
-            if self._adopted.get(_claim(lease), lease.token) <= lease.token
+            if self._adopted.get(_claim(lease), (lease.token, 0.0))[0] <= lease.token
             and self._holds_none(lease)
         ]
 
@@ -95,17 +101,23 @@ class WorkerHoldings:
         Returns how many it handed off: they fill the claim's slots. Jobs call it too, in
         the sync twin from their threads: under the guard."""
         fresh = []
+        now = time.monotonic()
         with self._guard:
             for lease in leases:
-                self._adopted[_claim(lease)] = lease.token
-                if len(self._adopted) > ADOPTED_KEPT:
-                    self._adopted.popitem(last=False)
+                claim = _claim(lease)
+                self._adopted[claim] = (lease.token, now)
+                self._adopted.move_to_end(claim)
                 slot = self._held(lease)
                 if slot is not None:
                     slot.lease = lease
                 elif not self._renew_handed(lease):
                     fresh.append(lease)
             self._handoff.extend(fresh)
+            while len(self._adopted) > ADOPTED_KEPT:
+                _, (_, noted) = next(iter(self._adopted.items()))
+                if noted > now - ADOPTED_KEPT_SECONDS:
+                    break
+                self._adopted.popitem(last=False)
         if fresh:
             self._nudge.set()
         return len(fresh)

@@ -110,7 +110,7 @@ class Worker(WorkerListening, WorkerHoldings):
         self._last_claim = 0.0
         self._until_idle = False
         self._handoff: deque[Slot | Lease] = deque()  # what jobs claimed, for the loop
-        self._adopted: OrderedDict[tuple[str, str, int, float], int] = OrderedDict()
+        self._adopted: OrderedDict[tuple[str, str, int, float], tuple[int, float]] = OrderedDict()
         self._guard = Guard()  # the slots' leases and the handoff, against job threads
         self._jobs = JobRunner()
         self._listener = JobRunner()
@@ -351,6 +351,11 @@ class Worker(WorkerListening, WorkerHoldings):
                 except WorkerAborted:
                     return None
                 except Exception as exc:  # its complete raised what the store does not wait out
+                    log.exception(
+                        "a job's complete failed; failing item %s for a retry",
+                        slot.lease.item_id,
+                        extra={"worker": self.name},
+                    )
                     slot.outcome = exc  # failed (retryable), as a handler's exception is
                     self._nudge.set()
                     return None
