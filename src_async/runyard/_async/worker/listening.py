@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from runyard._async.worker.rounds import AsyncWorkerRounds
+from runyard._async.worker.jobs import AsyncWorkerJobs
 from runyard._async.worker.wakeup import AsyncWakeup
 from runyard._flavours import AsyncEvent
 
@@ -14,7 +14,7 @@ __all__ = ["AsyncWorkerListening"]
 log = logging.getLogger("runyard.worker")
 
 
-class AsyncWorkerListening(AsyncWorkerRounds):
+class AsyncWorkerListening(AsyncWorkerJobs):
     """The wake-up listener of ``AsyncWorker`` (its base: the attributes are set there)."""
 
     _wakeup: AsyncWakeup | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from runyard._flavours import Event
-from runyard._sync.worker.rounds import WorkerRounds
+from runyard._sync.worker.jobs import WorkerJobs
 from runyard._sync.worker.wakeup import Wakeup
 
 __all__ = ["WorkerListening"]
@@ -16,7 +16,7 @@ __all__ = ["WorkerListening"]
 log = logging.getLogger("runyard.worker")
 
 
-class WorkerListening(WorkerRounds):
+class WorkerListening(WorkerJobs):
     """The wake-up listener of ``Worker`` (its base: the attributes are set there)."""
 
     _wakeup: Wakeup | None

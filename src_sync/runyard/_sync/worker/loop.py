@@ -31,7 +31,7 @@ from runyard.keys import validate_identifier
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
 from runyard.worker.holdings import WorkerHoldings
-from runyard.worker.job import DONE, Job, default_worker_name, interval_timer
+from runyard.worker.job import Job, default_worker_name, interval_timer
 from runyard.worker.outcomes import (
     JobTimeoutError,
     WorkerHooks,
@@ -318,91 +318,6 @@ class Worker(WorkerListening, WorkerHoldings):
             self._next_heartbeat = self._time() + self._heartbeat_every
         self._stats.in_flight = len(self._running)
         self._hook(self.hooks.on_job_start, slot.job)
-
-    def _execute(self, first: Slot) -> None:
-        """Run jobs one after another: the first, then (unbatched) each successor the job
-        claimed itself, in the same task or thread."""
-        slot: Slot | None = first
-        while slot is not None:
-            slot = self._run(slot)
-
-    def _run(self, slot: Slot) -> Slot | None:
-        """Run the handler; record its outcome for the loop; return the successor, if any.
-
-        Any BaseException the handler raises (SystemExit, KeyboardInterrupt, a cancellation
-        of its own) fails the job like an Exception: re-raised, it would end the thread, or
-        the event loop, and keep the job's slot forever. Only the worker's own cancellation
-        (the job given up) ends the job without an outcome."""
-        successor = None
-        try:
-            self.handler(slot.job)
-        except BaseException as exc:
-            if slot.job.cancelled:
-                return None  # given up (timeout, lost lease, shutdown): the loop settled it
-            slot.outcome = exc
-        else:
-            if self._settle_in_job:
-                with self._guard:  # the loop gives a job up under it, unless it is settling
-                    if slot.job.cancelled:
-                        return None  # given up (timeout, lost lease, shutdown) as it returned
-                    slot.settling = True  # from here on the loop neither heartbeats nor gives it up
-                try:
-                    settled, successor = self._complete(slot)
-                except WorkerAborted:
-                    return None
-                except Exception as exc:  # its complete raised what the store does not wait out
-                    log.exception(
-                        "a job's complete failed; failing item %s for a retry",
-                        slot.lease.item_id,
-                        extra={"worker": self.name},
-                    )
-                    slot.outcome = exc  # failed (retryable), as a handler's exception is
-                    self._nudge.set()
-                    return None
-                slot.outcome = settled
-            else:
-                slot.outcome = DONE
-        if successor is None or self._nudge_due():
-            self._nudge.set()
-        return successor
-
-    def _nudge_due(self) -> bool:
-        """A job that goes on with its successor wakes the loop (to count the outcome and
-        register the successor) at most every ``flush_seconds``, not after every job; with
-        a ``job_timeout`` every time, so the successor's deadline is watched at once."""
-        now = time.monotonic()
-        if (
-            self.settings.job_timeout is None
-            and now < self._nudged_at + self.settings.flush_seconds
-        ):
-            return False
-        self._nudged_at = now
-        return True
-
-    def _complete(self, slot: Slot) -> tuple[Settled, Slot | None]:
-        """Unbatched, a job sends its own complete and claims its successor, beside the other
-        jobs' round trips (the loop would send them one at a time), and runs it next; the
-        loop registers it. Batched, the loop's one round trip serves every job."""
-        (error,) = self._settle_current([slot], self._store.complete)
-        self._settled([slot])
-        if self._stopping:
-            return Settled(error), None
-        mark = self._claim_sent()
-        try:
-            leases = self._store.claim(1, self._renew_held)
-        except WorkerAborted:
-            raise
-        except Exception:  # not one the store waits out (a configuration error, a bug)
-            log.exception("a job's claim of its successor failed", extra={"worker": self.name})
-            return Settled(error), None
-        successor = None
-        with self._guard:
-            leases = self._claimed(leases, mark)
-            if len(leases) == 1 and not self._stopping:
-                successor = self._slot(leases[0])
-                successor.handle = slot.handle
-            self._handoff.extend(leases if successor is None else [successor])
-        return Settled(error), successor  # handed off before the outcome is set
 
     def _collect(self) -> None:
         """Move finished jobs (and jobs past their timeout) to the settle buffer."""
