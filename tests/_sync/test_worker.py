@@ -287,33 +287,12 @@ def test_stop_lets_in_flight_jobs_finish_and_claims_nothing_more(batched: bool) 
     assert (queue.stats()).ready == 1
 
 
-def test_jobs_past_the_grace_are_handed_back_without_burning_an_attempt() -> None:
-    clock = ManualClock()
-    queue = make_queue(clock)
-    item = queue.enqueue("acme", {})
-    started, release = Event(), Event()
-
-    def handler(job: Job) -> None:
-        started.set()
-        release.wait(SAFETY)
-
-    worker = Worker(queue, handler, clock=clock, shutdown_grace=0)
-
-    def drive() -> None:
-        assert started.wait(SAFETY)
-        worker.stop()
-
-    gather([worker.run, drive])
-    stats = worker.stats()
-    release.set()
-    assert (stats.handed_back, stats.completed) == (1, 0)
-    stored = queue.get_item("acme", item.item_id)
-    assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
-
-
-def test_handback_seconds_zero_still_hands_back_every_job_once() -> None:
-    # No time for the store past the grace: a store error would not be waited out, but each
-    # hand-back is still sent (once).
+@pytest.mark.parametrize("handback_seconds", [10.0, 0.0])
+def test_jobs_past_the_grace_are_handed_back_without_burning_an_attempt(
+    handback_seconds: float,
+) -> None:
+    # handback_seconds=0: no time for the store past the grace (a store error would not be
+    # waited out), but each hand-back is still sent, once.
     clock = ManualClock()
     queue = make_queue(clock)
     item = queue.enqueue("acme", {})
@@ -323,15 +302,18 @@ def test_handback_seconds_zero_still_hands_back_every_job_once() -> None:
         started.set()
         release.wait(SAFETY)  # until given up (a thread: until the test ends)
 
-    worker = Worker(queue, handler, clock=clock, shutdown_grace=0, handback_seconds=0)
+    worker = Worker(
+        queue, handler, clock=clock, shutdown_grace=0, handback_seconds=handback_seconds
+    )
 
     def drive() -> None:
         assert started.wait(SAFETY)
         worker.stop()
 
     gather([worker.run, drive])
+    stats = worker.stats()
     release.set()
-    assert (worker.stats().handed_back, worker.stats().lost) == (1, 0)
+    assert (stats.handed_back, stats.completed, stats.lost) == (1, 0, 0)
     stored = queue.get_item("acme", item.item_id)
     assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
 
