@@ -106,3 +106,80 @@ def test_an_adopted_lease_wins_over_an_older_claim_of_the_item_registered_after_
     assert (outcome[0].completed, outcome[0].lost) == (3, 0)
     stats = queue.stats()
     assert (stats.leased, stats.ready) == (0, 0)
+
+
+class StopOnSuccessorClaimQueue(MemoryWorkQueue):
+    """Item x, once completed, is enqueued again at once; the claim sent after that complete
+    (the job's successor claim, which takes the new x) stops the worker before it returns;
+    a hand-back (a retryable fail, unbatched) sets ``released``."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.worker: Worker | None = None
+        self.stop_next_claim = False
+        self.released = threading.Event()
+
+    def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        super().complete(tenant, item_id, **options)
+        if isinstance(tenant, Lease) and tenant.item.payload["n"] == 1:
+            self.enqueue("acme", {"n": 2}, item_id="x")
+            self.stop_next_claim = True
+
+    def claim(self, worker: str) -> Lease | None:
+        lease = super().claim(worker)
+        if self.stop_next_claim and self.worker is not None:
+            self.stop_next_claim = False
+            self.worker.stop()
+        return lease
+
+    def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> Any:
+        out = super().fail(tenant, item_id, **options)
+        self.released.set()
+        return out
+
+
+class PausedCompleteWorker(Worker):
+    """Pauses a job's thread after its complete and successor claim returned, before its
+    outcome is recorded, until ``proceed``."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.paused, self.proceed = threading.Event(), threading.Event()
+
+    def _complete(self, slot: Any) -> Any:
+        out = super()._complete(slot)
+        self.paused.set()
+        assert self.proceed.wait(SAFETY)
+        return out
+
+
+def test_a_hand_back_of_a_never_started_lease_leaves_the_running_job_of_its_item() -> None:
+    # Unbatched, one slot, no grace. Job 1 completes item x; x is enqueued again and job 1's
+    # successor claim takes it as the worker stops, so the lease is handed back unstarted.
+    # That hand-back (same item) must not drop job 1, whose outcome its thread has not yet
+    # recorded: job 1 counts as completed once it does.
+    queue = StopOnSuccessorClaimQueue(policy=QueuePolicy(backoff_base=0, random=lambda: 0.5))
+    queue.enqueue("acme", {"n": 1}, item_id="x")
+    runs: list[int] = []
+    worker = PausedCompleteWorker(
+        queue,
+        lambda job: runs.append(job.payload["n"]),
+        batched=False,
+        backstop_seconds=60,
+        reap_seconds=600,
+        shutdown_grace=0,
+    )
+    queue.worker = worker
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        assert worker.paused.wait(SAFETY)  # job 1's thread, its outcome not recorded yet
+        assert queue.released.wait(SAFETY)  # the new x was handed back meanwhile
+    finally:
+        worker.proceed.set()
+        thread.join(SAFETY)
+    assert runs == [1] and outcome
+    assert (outcome[0].completed, outcome[0].handed_back, outcome[0].lost) == (1, 1, 0)
+    stored = queue.get_item("acme", "x")
+    assert stored is not None and stored.state == "ready"
