@@ -16,6 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
+# asyncio.timeout (Python 3.11+) bounds a wait in the waiting task; wait_for runs it in a task
+# of its own (3.10, 3.11), which a busy worker's loop would pay on every turn.
+_timeout: Callable[[float | None], Any] | None = getattr(asyncio, "timeout", None)
+
 __all__ = [
     "AsyncBackground",
     "AsyncBlocking",
@@ -93,9 +97,13 @@ class AsyncEvent:
         if self._event.is_set():
             return True  # without wait_for's task: a busy worker's loop checks this often
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
+            if _timeout is not None:  # Python 3.11+: no task of its own, unlike wait_for
+                async with _timeout(timeout):
+                    await self._event.wait()
+            else:
+                await asyncio.wait_for(self._event.wait(), timeout)
         except asyncio.TimeoutError:
-            return False
+            return self._event.is_set()  # set as the time ran out
         return True
 
 

@@ -20,6 +20,8 @@ __all__ = ["AsyncWorkerJobs"]
 
 log = logging.getLogger("runyard.worker")
 
+SUCCESSOR_NUDGE_SECONDS = 0.01
+
 
 class AsyncWorkerJobs(AsyncWorkerRounds):
     """The jobs of ``AsyncWorker`` (its base: the attributes are set there)."""
@@ -86,9 +88,8 @@ class AsyncWorkerJobs(AsyncWorkerRounds):
         register the successor) at most every ``flush_seconds``, not after every job; with
         a ``job_timeout`` every time, so the successor's deadline is watched at once."""
         now = time.monotonic()
-        if (
-            self.settings.job_timeout is None
-            and now < self._nudged_at + self.settings.flush_seconds
+        if self.settings.job_timeout is None and now < self._nudged_at + max(
+            self.settings.flush_seconds, SUCCESSOR_NUDGE_SECONDS
         ):
             return False
         self._nudged_at = now

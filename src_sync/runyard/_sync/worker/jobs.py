@@ -22,6 +22,8 @@ __all__ = ["WorkerJobs"]
 
 log = logging.getLogger("runyard.worker")
 
+SUCCESSOR_NUDGE_SECONDS = 0.01
+
 
 class WorkerJobs(WorkerRounds):
     """The jobs of ``Worker`` (its base: the attributes are set there)."""
@@ -88,9 +90,8 @@ class WorkerJobs(WorkerRounds):
         register the successor) at most every ``flush_seconds``, not after every job; with
         a ``job_timeout`` every time, so the successor's deadline is watched at once."""
         now = time.monotonic()
-        if (
-            self.settings.job_timeout is None
-            and now < self._nudged_at + self.settings.flush_seconds
+        if self.settings.job_timeout is None and now < self._nudged_at + max(
+            self.settings.flush_seconds, SUCCESSOR_NUDGE_SECONDS
         ):
             return False
         self._nudged_at = now
