@@ -276,6 +276,23 @@ class Worker(WorkerListening, WorkerHoldings):
             or time.monotonic() >= self._last_claim + self.settings.backstop_seconds
         )
 
+    def _take_handoff(self) -> None:
+        """Register the successors jobs handed off and start the leases they claimed (hand
+        them back when stopping), in order. Under the guard."""
+        while self._handoff:
+            handed = self._handoff[0]
+            if isinstance(handed, Slot):
+                self._register(handed)  # running already, on its predecessor's task/thread
+                if handed.outcome is not None:
+                    self._nudge.set()  # it ended before it was registered: collect it next
+                self._handoff.popleft()  # registered first: always seen as held
+                continue
+            self._handoff.popleft()  # under the guard: started before anyone looks again
+            if self._stopping:
+                self._handing_back.append(self._slot(handed))  # claimed as the worker stopped
+            else:
+                self._take([handed])
+
     def _take(self, leases: list[Lease], mark: int | None = None) -> int:
         """Start a job on each lease the worker does not hold yet; how many. ``mark``: the
         claim's (``_claim_sent``), when a claim returned ``leases``; else a job handed them
@@ -354,19 +371,10 @@ class Worker(WorkerListening, WorkerHoldings):
                 self._first_finished = time.monotonic()
             self._finished.append(slot)  # before it leaves the running: always seen as held
             del self._running[key]
-        while self._handoff:  # after the outcomes: a job hands its successor off first
-            with self._guard:  # a job's adopt replaces a lease in the handoff under it
-                handed = self._handoff[0]
-                if isinstance(handed, Slot):
-                    self._register(handed)  # running already, on its predecessor's task/thread
-                    if handed.outcome is not None:
-                        self._nudge.set()  # it ended before it was registered: collect it next
-                    self._handoff.popleft()  # registered first: always seen as held
-                    continue
-                self._handoff.popleft()  # under the guard: started before anyone looks again
-                if self._stopping:
-                    self._handing_back.append(self._slot(handed))  # claimed as the worker stopped
-                else:
-                    self._take([handed])
+        if self._handoff:  # after the outcomes: a job hands its successor off first
+            # One hold of the guard for the whole handoff (a job's adopt replaces a lease in
+            # it under the guard): taken per entry, the thread twin's jobs queued on it.
+            with self._guard:
+                self._take_handoff()
         if not self._running and not self._finished:
             self._next_heartbeat = None
