@@ -276,13 +276,16 @@ class Worker(WorkerListening, WorkerHoldings):
             or time.monotonic() >= self._last_claim + self.settings.backstop_seconds
         )
 
-    def _take_handoff(self) -> None:
+    def _take_handoff(self) -> list[Slot]:
         """Register the successors jobs handed off and start the leases they claimed (hand
-        them back when stopping), in order. Under the guard."""
+        them back when stopping), in order; the jobs started, for their ``on_job_start``
+        once the guard is released. Under the guard."""
+        started: list[Slot] = []
         while self._handoff:
             handed = self._handoff[0]
             if isinstance(handed, Slot):
                 self._register(handed)  # running already, on its predecessor's task/thread
+                started.append(handed)
                 if handed.outcome is not None:
                     self._nudge.set()  # it ended before it was registered: collect it next
                 self._handoff.popleft()  # registered first: always seen as held
@@ -291,17 +294,28 @@ class Worker(WorkerListening, WorkerHoldings):
             if self._stopping:
                 self._handing_back.append(self._slot(handed))  # claimed as the worker stopped
             else:
-                self._take([handed])
+                started += self._start_unheld([handed])
+        return started
 
     def _take(self, leases: list[Lease], mark: int | None = None) -> int:
         """Start a job on each lease the worker does not hold yet; how many. ``mark``: the
         claim's (``_claim_sent``), when a claim returned ``leases``; else a job handed them
         off."""
         with self._guard:
-            fresh = self._unheld(leases) if mark is None else self._claimed(leases, mark)
-            for lease in fresh:
-                self._start(lease)
+            fresh = self._start_unheld(leases, mark)
+        self._started(fresh)
         return len(fresh)
+
+    def _start_unheld(self, leases: list[Lease], mark: int | None = None) -> list[Slot]:
+        """Start a job on each lease the worker does not hold yet; the slots. Under the
+        guard."""
+        fresh = self._unheld(leases) if mark is None else self._claimed(leases, mark)
+        return [self._start(lease) for lease in fresh]
+
+    def _started(self, slots: list[Slot]) -> None:
+        """``on_job_start`` for ``slots``, outside the guard (a hook is the user's code)."""
+        for slot in slots:
+            self._hook(self.hooks.on_job_start, slot.job)
 
     def _adopted_since(self, mark: int) -> bool:
         return self._store.adopted_since(mark)
@@ -313,10 +327,11 @@ class Worker(WorkerListening, WorkerHoldings):
         timeout = self.settings.job_timeout
         return Slot(lease, self._time() + timeout if timeout is not None else None)
 
-    def _start(self, lease: Lease) -> None:
+    def _start(self, lease: Lease) -> Slot:
         slot = self._slot(lease)
         self._register(slot)
         slot.handle = self._jobs.start(partial(self._execute, slot))
+        return slot
 
     def _register(self, slot: Slot) -> None:
         old = self._running.get(slot.key)
@@ -334,7 +349,6 @@ class Worker(WorkerListening, WorkerHoldings):
         if self._next_heartbeat is None:
             self._next_heartbeat = self._time() + self._heartbeat_every
         self._stats.in_flight = len(self._running)
-        self._hook(self.hooks.on_job_start, slot.job)
 
     def _collect(self) -> None:
         """Move finished jobs (and jobs past their timeout) to the settle buffer."""
@@ -375,6 +389,7 @@ class Worker(WorkerListening, WorkerHoldings):
             # One hold of the guard for the whole handoff (a job's adopt replaces a lease in
             # it under the guard): taken per entry, the thread twin's jobs queued on it.
             with self._guard:
-                self._take_handoff()
+                started = self._take_handoff()
+            self._started(started)
         if not self._running and not self._finished:
             self._next_heartbeat = None
