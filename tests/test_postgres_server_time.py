@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue as queue_module
 import shutil
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,10 +190,18 @@ HEARTBEATING_WORKER = textwrap.dedent(
         queue = await AsyncPostgresWorkQueue.open(
             pool, tables=StateTables(schema=schema), policy=QueuePolicy(lease_seconds=3)
         )
+        renew = queue.heartbeat_many
+
+        async def reported(leases):  # each heartbeat round, reported to the test
+            renewed = await renew(leases)
+            print("beat", flush=True)
+            return renewed
+
+        queue.heartbeat_many = reported
 
         async def handler(job):
             print("started", flush=True)
-            await asyncio.sleep(7)  # monotonic: the wall clock's step does not shorten it
+            await asyncio.to_thread(sys.stdin.readline)  # runs until the test says "finish"
 
         worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
         stats = await worker.run_until_idle()
@@ -208,24 +217,45 @@ HEARTBEATING_WORKER = textwrap.dedent(
 def test_a_wall_clock_stepped_back_does_not_stop_a_workers_heartbeats(
     pg_tables: StateTables, tmp_path: Path
 ) -> None:
-    # A 7 s job on a 3 s lease lives on heartbeats. The worker process's wall clock steps
-    # back 20 s at 1.5 s (its monotonic clock does not): timed on the wall clock, the next
-    # heartbeat would be 20 s away and the lease would lapse; another process reaping at
-    # 5.5 s would take it back and the job would run twice.
+    # A job on a 3 s lease lives on heartbeats (one a second), and runs until the test says
+    # "finish". The worker process's wall clock steps back 20 s mid-job (its monotonic clock
+    # does not): timed on the wall clock, the next heartbeat would be 20 s away and the lease
+    # would lapse, so another process's reap would take it back and the job would run
+    # twice. The test waits for four heartbeats after the step (more than a lease), reaps,
+    # then lets the job finish.
     with ConnectionPool(PG_DSN, min_size=1, max_size=2, open=True) as pool:
         queue = PostgresWorkQueue.open(pool, tables=pg_tables, policy=QueuePolicy(lease_seconds=3))
         queue.enqueue("acme", {}, item_id="job-1")
         with _clock_stepped_worker(HEARTBEATING_WORKER, pg_tables, tmp_path) as (worker, shift):
-            assert worker.stdout is not None
-            assert worker.stdout.readline().strip() == "started"
-            time.sleep(1.5)  # builds the scenario: the step comes mid-job
+            assert worker.stdout is not None and worker.stdin is not None
+            lines: queue_module.Queue[str] = queue_module.Queue()
+            reader = threading.Thread(
+                target=lambda: [lines.put(line.strip()) for line in worker.stdout or ()],
+                daemon=True,
+            )
+            reader.start()
+            assert lines.get(timeout=60) == "started"
+            assert lines.get(timeout=60) == "beat"  # the job lives on heartbeats
             shift.write_text("-20s\n", encoding="utf-8")
-            time.sleep(4.0)  # 5.5 s into the job: more than a lease past the step
+            beats_after_step = 0
+            try:
+                while beats_after_step < 4:  # each is a second apart on the monotonic clock
+                    if lines.get(timeout=20) == "beat":
+                        beats_after_step += 1
+            except queue_module.Empty:
+                pass  # the heartbeats stopped (the defect): the reap below shows what follows
             reaped = queue.reap()
-            out, err = worker.communicate(timeout=120)
+            worker.stdin.write("finish\n")
+            worker.stdin.flush()
+            worker.wait(timeout=120)
+            reader.join(timeout=10)
+            err = worker.stderr.read() if worker.stderr is not None else ""
         assert worker.returncode == 0, err
-        report = json.loads(out.strip().splitlines()[-1])
+        rest = []
+        while not lines.empty():
+            rest.append(lines.get())
+        report = json.loads(rest[-1])
+        assert beats_after_step == 4
         assert reaped == []
         assert (report["completed"], report["lost"]) == (1, 0)
-        assert report["heartbeats"] >= 5  # renewed every lease_seconds / 3 through the step
         assert queue.get_item("acme", "job-1") is None
