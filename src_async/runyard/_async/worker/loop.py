@@ -37,13 +37,14 @@ from runyard.worker.outcomes import (
 )
 from runyard.worker.settings import WorkerSettings
 from runyard.worker.slot import Settled, Slot
+from runyard.worker.timing import WorkerTiming
 
 __all__ = ["AsyncWorker"]
 
 log = logging.getLogger("runyard.worker")
 
 
-class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
+class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
     """Runs ``handler(job)`` on the items of ``queue``.
 
     A handler that returns completes the item; ``PermanentFailure`` dead-letters it at once;
@@ -207,32 +208,6 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
                 await self._wakeup.aclose()
         return self.stats()
 
-    def _wait_seconds(self) -> float:
-        """How long the loop may sleep before something falls due (unless nudged)."""
-        mono, now = time.monotonic(), self._time()
-        waits = []
-        if self._finished:
-            waits.append(self._first_finished + self.settings.flush_seconds - mono)
-        if self._next_heartbeat is not None:
-            waits.append(self._next_heartbeat - now)
-        if self._settle_in_job and self._running:
-            waits.append(0.05)  # jobs going on with successors nudge only now and then
-        running = [s for s in self._running.values() if not s.settling]
-        waits.extend(s.deadline - now for s in running if s.deadline is not None)
-        if self._stopping:
-            if self._grace_deadline is not None and running:
-                waits.append(self._grace_deadline - now)
-            waits.append(self._store.give_up_in())
-        else:
-            waits.append(self._next_reap - now)  # busy or idle: a dead worker's items return
-            if len(self._running) < self.settings.concurrency:
-                waits.append(self._last_claim + self.settings.backstop_seconds - mono)
-                if self._claim_due:
-                    waits.append(0.0)  # set after this turn's claim (a reap, a hint)
-                if self._due:
-                    waits.append(self._due[0] - now)  # a retried or reaped item falls due
-        return max(0.0, min(waits, default=self.settings.backstop_seconds))
-
     # -- jobs ------------------------------------------------------------------------------
     async def _fill(self) -> tuple[int, bool]:
         """Claim up to the free slots (unbatched: one per turn of the loop, which turns again
@@ -261,20 +236,6 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings):
         if started == free:
             self._claim_due = True
         return started, started == free
-
-    def _claim_wanted(self) -> bool:
-        """Whether to claim now: always without wake-ups (the worker polls) and when working
-        until idle; with them, after a hint (one that came while every slot was busy too), a
-        full claim, a reap or a retry, and once per ``backstop_seconds`` (hints are lossy).
-        Not merely because a job ended: that empty round trip would delay the claim the next
-        hint asks for."""
-        return (
-            self._wakeup is None
-            or self._until_idle
-            or self._claim_due
-            or bool(self._due and self._due[0] <= self._time())
-            or time.monotonic() >= self._last_claim + self.settings.backstop_seconds
-        )
 
     def _take_handoff(self) -> list[Slot]:
         """Register the successors jobs handed off and start the leases they claimed (hand

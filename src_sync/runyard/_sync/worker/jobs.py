@@ -7,7 +7,6 @@ successor."""
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 
@@ -22,8 +21,6 @@ __all__ = ["WorkerJobs"]
 
 log = logging.getLogger("runyard.worker")
 
-SUCCESSOR_NUDGE_SECONDS = 0.01
-
 
 class WorkerJobs(WorkerRounds):
     """The jobs of ``Worker`` (its base: the attributes are set there)."""
@@ -37,6 +34,7 @@ class WorkerJobs(WorkerRounds):
     _claimed: Callable[[list[Lease], int], list[Lease]]  # WorkerHoldings's
     _renew_held: Callable[[list[Lease]], int]  # WorkerHoldings's
     _slot: Callable[[Lease], Slot]  # the worker's
+    _nudge_due: Callable[[], bool]  # WorkerTiming's
 
     def _execute(self, first: Slot) -> None:
         """Run jobs one after another: the first, then (unbatched) each successor the job
@@ -84,18 +82,6 @@ class WorkerJobs(WorkerRounds):
         if successor is None or self._nudge_due():
             self._nudge.set()
         return successor
-
-    def _nudge_due(self) -> bool:
-        """A job that goes on with its successor wakes the loop (to count the outcome and
-        register the successor) at most every ``flush_seconds``, not after every job; with
-        a ``job_timeout`` every time, so the successor's deadline is watched at once."""
-        now = time.monotonic()
-        if self.settings.job_timeout is None and now < self._nudged_at + max(
-            self.settings.flush_seconds, SUCCESSOR_NUDGE_SECONDS
-        ):
-            return False
-        self._nudged_at = now
-        return True
 
     def _complete(self, slot: Slot) -> tuple[Settled, Slot | None]:
         """Unbatched, a job sends its own complete and claims its successor, beside the other
