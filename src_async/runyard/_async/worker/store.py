@@ -4,7 +4,6 @@ waited out with jittered backoff."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TypeVar, cast
@@ -19,6 +18,7 @@ from runyard.errors import (
     WorkItemNotFoundError,
 )
 from runyard.models import Lease, WorkItem
+from runyard.worker.deadline import StopDeadline
 from runyard.worker.outcomes import WorkerStats
 from runyard.worker.settings import WorkerSettings
 
@@ -32,7 +32,7 @@ class WorkerAborted(Exception):
     """The worker was aborted while it waited out a store error."""
 
 
-class AsyncWorkerStore:
+class AsyncWorkerStore(StopDeadline):
     """Claims, heartbeats, settles and hands back for one worker.
 
     A store error that may pass (``retryable``: unavailable, pool exhausted; or a connection
@@ -51,12 +51,11 @@ class AsyncWorkerStore:
         aborted: AsyncEvent,
         log: logging.Logger,
     ) -> None:
+        StopDeadline.__init__(self, worker, log, aborted.set)
         self.queue = queue
-        self.worker = worker
         self.settings = settings
         self.stats = stats
         self._aborted = aborted
-        self._log = log
         caps = getattr(queue, "capabilities", None)
         self.batched = settings.batched and bool(getattr(caps, "batched_operations", False))
         self._batch = cast(AsyncBatchedWorkQueue, queue)
@@ -67,32 +66,6 @@ class AsyncWorkerStore:
         self._adopt_ended = AsyncCondition()
         self._guard = AsyncGuard()
         self._adopting = AsyncLock()
-        self._give_up_at: float | None = None  # on time.monotonic(): set by a stop
-        self._gave_up = False
-        self.on_give_up: Callable[[], None] = aborted.set  # the worker's abort()
-
-    def give_up_at(self, deadline: float) -> None:
-        """From a stop on: store waits (an error's backoff, an adopt in flight) end at
-        ``deadline`` (``time.monotonic()``), and the worker aborts."""
-        self._give_up_at = deadline
-
-    def give_up_in(self) -> float:
-        """Seconds until a stop's deadline (infinite before a stop)."""
-        if self._give_up_at is None:
-            return float("inf")
-        return self._give_up_at - time.monotonic()
-
-    def give_up(self, what: str) -> None:
-        """Past a stop's deadline: log it (once) and abort the worker."""
-        if not self._gave_up:
-            self._gave_up = True
-            self._log.warning(
-                "stopping: gave up waiting on the store (%s) past the shutdown's "
-                "handback_seconds; held leases lapse and are recovered",
-                what,
-                extra={"worker": self.worker, "operation": what},
-            )
-        self.on_give_up()
 
     async def _wait(
         self, what: str, event_wait: Callable[[float], Awaitable[object]], seconds: float

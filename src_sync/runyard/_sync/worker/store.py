@@ -6,7 +6,6 @@ waited out with jittered backoff."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TypeVar, cast
@@ -21,6 +20,7 @@ from runyard.errors import (
     WorkItemNotFoundError,
 )
 from runyard.models import Lease, WorkItem
+from runyard.worker.deadline import StopDeadline
 from runyard.worker.outcomes import WorkerStats
 from runyard.worker.settings import WorkerSettings
 
@@ -34,7 +34,7 @@ class WorkerAborted(Exception):
     """The worker was aborted while it waited out a store error."""
 
 
-class WorkerStore:
+class WorkerStore(StopDeadline):
     """Claims, heartbeats, settles and hands back for one worker.
 
     A store error that may pass (``retryable``: unavailable, pool exhausted; or a connection
@@ -53,12 +53,11 @@ class WorkerStore:
         aborted: Event,
         log: logging.Logger,
     ) -> None:
+        StopDeadline.__init__(self, worker, log, aborted.set)
         self.queue = queue
-        self.worker = worker
         self.settings = settings
         self.stats = stats
         self._aborted = aborted
-        self._log = log
         caps = getattr(queue, "capabilities", None)
         self.batched = settings.batched and bool(getattr(caps, "batched_operations", False))
         self._batch = cast(BatchedWorkQueue, queue)
@@ -69,32 +68,6 @@ class WorkerStore:
         self._adopt_ended = Condition()
         self._guard = Guard()
         self._adopting = Lock()
-        self._give_up_at: float | None = None  # on time.monotonic(): set by a stop
-        self._gave_up = False
-        self.on_give_up: Callable[[], None] = aborted.set  # the worker's abort()
-
-    def give_up_at(self, deadline: float) -> None:
-        """From a stop on: store waits (an error's backoff, an adopt in flight) end at
-        ``deadline`` (``time.monotonic()``), and the worker aborts."""
-        self._give_up_at = deadline
-
-    def give_up_in(self) -> float:
-        """Seconds until a stop's deadline (infinite before a stop)."""
-        if self._give_up_at is None:
-            return float("inf")
-        return self._give_up_at - time.monotonic()
-
-    def give_up(self, what: str) -> None:
-        """Past a stop's deadline: log it (once) and abort the worker."""
-        if not self._gave_up:
-            self._gave_up = True
-            self._log.warning(
-                "stopping: gave up waiting on the store (%s) past the shutdown's "
-                "handback_seconds; held leases lapse and are recovered",
-                what,
-                extra={"worker": self.worker, "operation": what},
-            )
-        self.on_give_up()
 
     def _wait(self, what: str, event_wait: Callable[[float], object], seconds: float) -> None:
         """Wait ``seconds`` (through ``event_wait``, which may end early); raise WorkerAborted
