@@ -8,19 +8,24 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from runyard._json import dump_json, load_json
-from runyard.errors import InvalidArgumentError, RunyardError
+from runyard.errors import InvalidArgumentError, RunyardError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
 from runyard.validation import check_limit, check_status
 
 __all__ = [
+    "RETRY_HINT",
     "TERMINAL_STATUSES",
     "EventConflictError",
     "RunEvent",
     "check_after",
     "check_finalize",
     "event_body",
+    "lost_append",
     "same_content",
 ]
+
+RETRY_HINT = "pass event_id= to make it retryable"
+"""What a lost reply to an append or finalize without an ``event_id`` tells the caller."""
 
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 """The statuses ``finalize`` may set and that end a ``follow`` (a store may declare others)."""
@@ -100,3 +105,9 @@ def check_finalize(status: str, terminal_statuses: frozenset[str]) -> None:
             argument="status",
             limit=f"one of: {known}",
         )
+
+
+def lost_append(run_id: str, lost: BaseException) -> StoreOutcomeUnknown:
+    """The error for an append without an ``event_id`` whose reply was lost (never resent:
+    it may have been applied), on every backend."""
+    return StoreOutcomeUnknown(f"append_event to {run_id!r}: {lost}; {RETRY_HINT}")

@@ -23,6 +23,7 @@ from runyard.events import (
     check_after,
     check_finalize,
     event_body,
+    lost_append,
 )
 from runyard.models import RunKey, RunRecord
 from runyard.postgres.events import decode_event
@@ -103,9 +104,7 @@ class AsyncPostgresEvents:
         try:
             rows = await self._fetch("append_event", *args, *extra, idempotent=event_id is not None)
         except StoreOutcomeUnknown as lost:  # only without an event_id: resent with one
-            raise StoreOutcomeUnknown(
-                f"append_event to {key.run_id!r}: {lost}; pass event_id= to make it retryable"
-            ) from None
+            raise lost_append(key.run_id, lost) from lost
         except StatePersistenceError as error:
             if event_id is None or error.reason != "invalid":
                 raise

@@ -12,13 +12,14 @@ from runyard._sync.follow import follow_events
 from runyard._sync.redis.scripts import ScriptRunner
 from runyard._sync.redis.updates import RedisUpdates
 from runyard.clock import Clock
-from runyard.errors import StoreOutcomeUnknown
 from runyard.events import (
+    RETRY_HINT,
     TERMINAL_STATUSES,
     RunEvent,
     check_after,
     check_finalize,
     event_body,
+    lost_append,
 )
 from runyard.models import RunKey, RunRecord
 from runyard.redis.common import ReplyLost, decode_run, now_arg, opt_text, pairs, text
@@ -121,9 +122,7 @@ class RedisEvents:
                 idempotent=event_id is not None,
             )
         except ReplyLost as lost:
-            raise StoreOutcomeUnknown(
-                f"append_event to {key.run_id!r}: {lost}; pass event_id= to make it retryable"
-            ) from lost
+            raise lost_append(key.run_id, lost) from lost
         raise_event_refusal(reply, key, event_id, 0)
         return RunEvent(
             tenant=key.tenant,
@@ -178,9 +177,7 @@ class RedisEvents:
                 EVENT_SCRIPTS["finalize"], keys.script_keys(), args, idempotent=event_id is not None
             )
         except ReplyLost as lost:
-            return self._run_written_by(
-                lost, key, write_id, "finalize", "pass event_id= to make it retryable"
-            )
+            return self._run_written_by(lost, key, write_id, "finalize", RETRY_HINT)
         raise_event_refusal(reply, key, event_id, expected_version or 0)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]))
 
