@@ -27,6 +27,7 @@ class SpyQueue(AsyncMemoryWorkQueue):
         self.empty_claims = 0
         self.outages = 0
         self.lose_next_claim_reply = False
+        self.adopted = AsyncEvent()  # set by each adopt, once applied
 
     async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         out = await super().heartbeat_many(leases)
@@ -37,6 +38,11 @@ class SpyQueue(AsyncMemoryWorkQueue):
         out = await super().heartbeat(*args, **kwargs)
         self.beats.set()
         return out
+
+    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = await super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
 
     async def claim(self, worker: str) -> Lease | None:
         self._before_claim()

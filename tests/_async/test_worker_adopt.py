@@ -115,7 +115,7 @@ class HeldSettleQueue(SpyQueue):
 
     def __init__(self, *, held: int = 1, **options: Any) -> None:
         super().__init__(**options)
-        self.in_flight, self.adopted = AsyncEvent(), AsyncEvent()
+        self.in_flight = AsyncEvent()
         self.hold_n = held
         self.held: Lease | None = None
 
@@ -136,11 +136,6 @@ class HeldSettleQueue(SpyQueue):
     async def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
         await self._hold(tenant)
         return await super().fail(tenant, item_id, **options)
-
-    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = await super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
 
 
 @pytest.mark.asyncio
@@ -275,7 +270,7 @@ class AdoptRaceQueue(SpyQueue):
         self.hold_adopt = hold_adopt
         self.lose_empty_claim_reply = False
         self.hold_next_claim = False
-        self.adopted, self.proceed, self.refused = AsyncEvent(), AsyncEvent(), AsyncEvent()
+        self.proceed, self.refused = AsyncEvent(), AsyncEvent()
 
     async def claim(self, worker: str) -> Lease | None:
         if self.hold_next_claim:
@@ -288,8 +283,7 @@ class AdoptRaceQueue(SpyQueue):
         return lease
 
     async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = await super().adopt(worker, limit=limit)
-        self.adopted.set()
+        leases = await super().adopt(worker, limit=limit)  # sets adopted
         if self.hold_adopt:
             assert await self.proceed.wait(SAFETY)
         else:
@@ -414,7 +408,7 @@ class ShutdownAdoptQueue(SpyQueue):
         super().__init__(**options)
         self.hold_next_claim = False
         self.claim_held, self.proceed = AsyncEvent(), AsyncEvent()
-        self.handing_back, self.adopted = AsyncEvent(), AsyncEvent()
+        self.handing_back = AsyncEvent()
 
     async def claim(self, worker: str) -> Lease | None:
         if self.hold_next_claim:
@@ -430,11 +424,6 @@ class ShutdownAdoptQueue(SpyQueue):
             self.handing_back.set()
             assert await self.adopted.wait(SAFETY)
         return await super().fail(tenant, item_id, **options)
-
-    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = await super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
 
 
 @pytest.mark.asyncio
@@ -544,7 +533,7 @@ class ParkingQueue(SpyQueue):
         super().__init__(**options)
         self.park = park
         self.park_next_claim = False
-        self.parked, self.adopted = AsyncEvent(), AsyncEvent()
+        self.parked = AsyncEvent()
 
     async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
         await super().complete(tenant, item_id, **options)
@@ -562,11 +551,6 @@ class ParkingQueue(SpyQueue):
             self.parked.set()
             assert await self.adopted.wait(SAFETY)
         return lease
-
-    async def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = await super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
 
 
 @pytest.mark.asyncio

@@ -29,6 +29,7 @@ class SpyQueue(MemoryWorkQueue):
         self.empty_claims = 0
         self.outages = 0
         self.lose_next_claim_reply = False
+        self.adopted = Event()  # set by each adopt, once applied
 
     def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         out = super().heartbeat_many(leases)
@@ -39,6 +40,11 @@ class SpyQueue(MemoryWorkQueue):
         out = super().heartbeat(*args, **kwargs)
         self.beats.set()
         return out
+
+    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
+        leases = super().adopt(worker, limit=limit)
+        self.adopted.set()
+        return leases
 
     def claim(self, worker: str) -> Lease | None:
         self._before_claim()

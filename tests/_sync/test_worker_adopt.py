@@ -115,7 +115,7 @@ class HeldSettleQueue(SpyQueue):
 
     def __init__(self, *, held: int = 1, **options: Any) -> None:
         super().__init__(**options)
-        self.in_flight, self.adopted = Event(), Event()
+        self.in_flight = Event()
         self.hold_n = held
         self.held: Lease | None = None
 
@@ -136,11 +136,6 @@ class HeldSettleQueue(SpyQueue):
     def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
         self._hold(tenant)
         return super().fail(tenant, item_id, **options)
-
-    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
 
 
 def test_a_complete_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
@@ -272,7 +267,7 @@ class AdoptRaceQueue(SpyQueue):
         self.hold_adopt = hold_adopt
         self.lose_empty_claim_reply = False
         self.hold_next_claim = False
-        self.adopted, self.proceed, self.refused = Event(), Event(), Event()
+        self.proceed, self.refused = Event(), Event()
 
     def claim(self, worker: str) -> Lease | None:
         if self.hold_next_claim:
@@ -285,8 +280,7 @@ class AdoptRaceQueue(SpyQueue):
         return lease
 
     def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = super().adopt(worker, limit=limit)
-        self.adopted.set()
+        leases = super().adopt(worker, limit=limit)  # sets adopted
         if self.hold_adopt:
             assert self.proceed.wait(SAFETY)
         else:
@@ -409,7 +403,7 @@ class ShutdownAdoptQueue(SpyQueue):
         super().__init__(**options)
         self.hold_next_claim = False
         self.claim_held, self.proceed = Event(), Event()
-        self.handing_back, self.adopted = Event(), Event()
+        self.handing_back = Event()
 
     def claim(self, worker: str) -> Lease | None:
         if self.hold_next_claim:
@@ -425,11 +419,6 @@ class ShutdownAdoptQueue(SpyQueue):
             self.handing_back.set()
             assert self.adopted.wait(SAFETY)
         return super().fail(tenant, item_id, **options)
-
-    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
 
 
 def test_a_hand_back_at_shutdown_in_flight_when_its_lease_is_adopted_is_sent_again() -> None:
@@ -537,7 +526,7 @@ class ParkingQueue(SpyQueue):
         super().__init__(**options)
         self.park = park
         self.park_next_claim = False
-        self.parked, self.adopted = Event(), Event()
+        self.parked = Event()
 
     def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
         super().complete(tenant, item_id, **options)
@@ -555,11 +544,6 @@ class ParkingQueue(SpyQueue):
             self.parked.set()
             assert self.adopted.wait(SAFETY)
         return lease
-
-    def adopt(self, worker: str, *, limit: int = 100) -> list[Lease]:
-        leases = super().adopt(worker, limit=limit)
-        self.adopted.set()
-        return leases
 
 
 @pytest.mark.parametrize("park", ["claim", "complete"])
