@@ -3,6 +3,7 @@ store errors. Time moves by a ManualClock; threads and tasks meet at events, nev
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from runyard._flavours import AsyncEvent, async_gather
 from runyard.errors import ConfigurationError, QueueUnavailableError, RunyardError
 from runyard.models import Lease
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
+from runyard.worker.timing import SUCCESSOR_NUDGE_SECONDS
 
 from tests._async.memory_worker_spy import SAFETY, SpyQueue, make_queue
 
@@ -658,3 +660,41 @@ async def test_bad_settings_are_configuration_errors() -> None:
         AsyncWorker(queue, handler, concurrency=0)
     with pytest.raises(ConfigurationError, match="unknown worker setting"):
         AsyncWorker(queue, handler, poll_seconds=1)
+
+
+@pytest.mark.asyncio
+async def test_jobs_going_on_with_their_successors_wake_the_loop_only_now_and_then() -> None:
+    # Unbatched, a job completes its item and claims its successor itself; the loop counts
+    # the outcomes and registers the successors, woken at most every SUCCESSOR_NUDGE_SECONDS
+    # (and when a job has no successor). A successor that ended before the loop registered it
+    # is collected in that same turn: waking the loop again for each one made it turn about
+    # once per job. The bound is per second of the run, so a slow machine only loosens it.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    jobs, concurrency = 400, 4
+    for n in range(jobs):
+        await queue.enqueue("acme", {"n": n})
+    worker = AsyncWorker(
+        queue, _noop, clock=clock, concurrency=concurrency, batched=False, reap_seconds=600
+    )
+    nudges = 0
+    nudge = worker._nudge
+    set_nudge = nudge.set
+
+    def counted() -> None:
+        nonlocal nudges
+        nudges += 1
+        set_nudge()
+
+    nudge.set = counted  # type: ignore[method-assign]
+    began = time.monotonic()
+    stats = await worker.run_until_idle()
+    elapsed = time.monotonic() - began
+    assert stats.completed == jobs
+    # one per nudge interval, one per job chain that ran out of successors, a few to spare
+    bound = elapsed / SUCCESSOR_NUDGE_SECONDS + 2 * concurrency + 4
+    assert nudges <= bound, f"{nudges} nudges for {jobs} jobs in {elapsed:.3f} s"
+
+
+async def _noop(job: Job) -> None:
+    pass

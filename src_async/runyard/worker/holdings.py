@@ -48,6 +48,7 @@ class WorkerHoldings:
     _handing_back: list[Slot]
     _handoff: deque[Slot | Lease]
     _guard: Any  # the worker's AsyncGuard or Guard: a context manager
+    _store: Any  # the worker's AsyncWorkerStore or WorkerStore: adopt_mark, adopted_since
     _nudge: Any  # the worker's AsyncEvent or Event: wakes its loop
     # The token under which each claim (tenant, item id, attempts, claim time) was adopted,
     # and when (time.monotonic()), oldest first: a claim whose reply is read after an adopt
@@ -56,17 +57,10 @@ class WorkerHoldings:
     # trimmed (ADOPTED_KEPT, ADOPTED_KEPT_SECONDS).
     _adopted: OrderedDict[tuple[str, str, int, float], tuple[int, float]]
 
-    def _adopted_since(self, mark: int) -> bool:
-        """Whether an adopt was in flight at some time since the store's adopt ``mark``."""
-        raise NotImplementedError
-
-    def _adopt_mark(self) -> int:
-        """The store's adopt mark, taken before a send."""
-        raise NotImplementedError
-
     def _claim_sent(self) -> int:
-        """The mark to give ``_claimed`` with a claim's leases: taken before it is sent."""
-        return self._adopt_mark()
+        """The mark to give ``_claimed`` with a claim's leases: taken before it is sent (the
+        store's adopt mark)."""
+        return self._store.adopt_mark()  # type: ignore[no-any-return]
 
     def _claimed(self, leases: list[Lease], mark: int) -> list[Lease]:
         """The leases of a claim sent at ``mark`` that the worker may start: not one an
@@ -75,7 +69,7 @@ class WorkerHoldings:
         lease for a held item can then only be a new claim (the old lease lapsed, or the
         item completed and was enqueued again), and registering it gives the old slot up as
         lost, or counts it when its complete returns. Under the guard."""
-        if not self._adopted_since(mark):
+        if not self._store.adopted_since(mark):
             return leases
         return [
             lease

@@ -38,6 +38,7 @@ class Slot:
         "deadline",
         "handle",
         "job",
+        "key",
         "lease",
         "outcome",
         "result",
@@ -47,6 +48,8 @@ class Slot:
 
     def __init__(self, lease: Lease, deadline: float | None) -> None:
         self.lease = lease
+        # (tenant, item id): a renewed or adopted lease the slot takes is of the same claim.
+        self.key = (lease.tenant, lease.item_id)
         self.job = Job(lease)
         self.deadline = deadline
         self.handle: _Handle | None = None
@@ -54,8 +57,3 @@ class Slot:
         self.settled = False
         self.outcome: Done | Settled | BaseException | None = None
         self.result: Done | BaseException | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """(tenant, item id)."""
-        return (self.lease.tenant, self.lease.item_id)

@@ -246,9 +246,7 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
             handed = self._handoff[0]
             if isinstance(handed, Slot):
                 self._register(handed)  # running already, on its predecessor's task/thread
-                started.append(handed)
-                if handed.outcome is not None:
-                    self._nudge.set()  # it ended before it was registered: collect it next
+                started.append(handed)  # one that ended already is collected in this turn
                 self._handoff.popleft()  # registered first: always seen as held
                 continue
             self._handoff.popleft()  # under the guard: started before anyone looks again
@@ -275,14 +273,10 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
 
     def _started(self, slots: list[Slot]) -> None:
         """``on_job_start`` for ``slots``, outside the guard (a hook is the user's code)."""
-        for slot in slots:
-            self._hook(self.hooks.on_job_start, slot.job)
-
-    def _adopted_since(self, mark: int) -> bool:
-        return self._store.adopted_since(mark)
-
-    def _adopt_mark(self) -> int:
-        return self._store.adopt_mark()
+        hook = self.hooks.on_job_start
+        if hook is not None:
+            for slot in slots:
+                self._hook(hook, slot.job)
 
     def _slot(self, lease: Lease) -> Slot:
         timeout = self.settings.job_timeout
@@ -321,36 +315,47 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
             elif isinstance(slot.outcome, BaseException):  # its complete raised
                 self._closing.remove(slot)
                 self._lost(slot, slot.outcome)
-        for key, slot in list(self._running.items()):
-            if slot.outcome is None and (
-                slot.settling or slot.deadline is None or now < slot.deadline
+        for slot in list(self._running.values()):
+            if slot.outcome is not None or (
+                not slot.settling and slot.deadline is not None and now >= slot.deadline
             ):
-                continue
-            if isinstance(slot.outcome, Settled):  # the job sent its complete itself
-                del self._running[key]
-                self._completed(slot, slot.outcome.error)
-                continue
-            if slot.outcome is None:
-                if not self._give_up(slot):
-                    continue  # its complete went first: that decides
-                self._stats.timed_out += 1
-                slot.result = JobTimeoutError(
-                    f"job ran past its {self.settings.job_timeout:g} s timeout"
-                )
-            else:
-                slot.result = slot.outcome
-            if isinstance(slot.result, BaseException):
-                self._stats.failed += 1
-                self._hook(self.hooks.on_failure, slot.job, slot.result)
-            if not self._finished:
-                self._first_finished = time.monotonic()
-            self._finished.append(slot)  # before it leaves the running: always seen as held
-            del self._running[key]
+                self._collect_one(slot, now)
         if self._handoff:  # after the outcomes: a job hands its successor off first
             # One hold of the guard for the whole handoff (a job's adopt replaces a lease in
             # it under the guard): taken per entry, the thread twin's jobs queued on it.
             with self._guard:
                 started = self._take_handoff()
             self._started(started)
+            # A successor that ended before it was registered (unbatched jobs run on between
+            # the loop's turns) is collected now, not on another turn of the loop.
+            for slot in started:
+                if slot.outcome is not None and self._running.get(slot.key) is slot:
+                    self._collect_one(slot, now)
         if not self._running and not self._finished:
             self._next_heartbeat = None
+
+    def _collect_one(self, slot: Slot, now: float) -> None:
+        """Move ``slot`` (running) to the settle buffer if its job finished or passed its
+        timeout; count it when its job sent its complete itself."""
+        if slot.outcome is None and (slot.settling or slot.deadline is None or now < slot.deadline):
+            return
+        if isinstance(slot.outcome, Settled):  # the job sent its complete itself
+            del self._running[slot.key]
+            self._completed(slot, slot.outcome.error)
+            return
+        if slot.outcome is None:
+            if not self._give_up(slot):
+                return  # its complete went first: that decides
+            self._stats.timed_out += 1
+            slot.result = JobTimeoutError(
+                f"job ran past its {self.settings.job_timeout:g} s timeout"
+            )
+        else:
+            slot.result = slot.outcome
+        if isinstance(slot.result, BaseException):
+            self._stats.failed += 1
+            self._hook(self.hooks.on_failure, slot.job, slot.result)
+        if not self._finished:
+            self._first_finished = time.monotonic()
+        self._finished.append(slot)  # before it leaves the running: always seen as held
+        del self._running[slot.key]

@@ -145,7 +145,8 @@ class AsyncWorkerRounds:
     def _completed(self, slot: Slot, error: BaseException | None) -> None:
         if error is None:
             self._stats.completed += 1
-            self._hook(self.hooks.on_job_end, slot.job, "completed")
+            if self.hooks.on_job_end is not None:
+                self._hook(self.hooks.on_job_end, slot.job, "completed")
         else:
             self._lost(slot, error)
 
@@ -237,7 +238,9 @@ class AsyncWorkerRounds:
             again = []
             for i, lease, result in zip(pending, sent, await send(sent), strict=True):
                 results[i] = result
-                if await self._refused_for_adopt(result, mark, slots[i], lease):
+                if result is not None and await self._refused_for_adopt(
+                    result, mark, slots[i], lease
+                ):
                     again.append(i)
             pending = again
         return results

@@ -147,7 +147,8 @@ class WorkerRounds:
     def _completed(self, slot: Slot, error: BaseException | None) -> None:
         if error is None:
             self._stats.completed += 1
-            self._hook(self.hooks.on_job_end, slot.job, "completed")
+            if self.hooks.on_job_end is not None:
+                self._hook(self.hooks.on_job_end, slot.job, "completed")
         else:
             self._lost(slot, error)
 
@@ -239,7 +240,7 @@ class WorkerRounds:
             again = []
             for i, lease, result in zip(pending, sent, send(sent), strict=True):
                 results[i] = result
-                if self._refused_for_adopt(result, mark, slots[i], lease):
+                if result is not None and self._refused_for_adopt(result, mark, slots[i], lease):
                     again.append(i)
             pending = again
         return results
