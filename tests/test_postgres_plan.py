@@ -12,6 +12,7 @@ import pytest
 from psycopg import sql
 from runyard.postgres import StateTables
 from runyard.postgres.statements import statements
+from runyard.postgres.statements.queue import claim_call, claim_name
 
 from tests.support.postgres_plugin import admin_connection
 
@@ -72,6 +73,23 @@ CLAIM_ARGS: tuple[object, ...] = (
     5,
     ["tenant-7", "gone"],
 )
+# The claim's forms (see claim_name): the client sends the reclaim's and the retire's parts
+# only when it has them.
+CLAIM_FORMS = [claim_name(r, d) for r in (False, True) for d in (False, True)]
+FULL_CLAIM = claim_name(True, True)
+
+
+def _claim_args(name: str, args: tuple[object, ...] = CLAIM_ARGS) -> tuple[object, ...]:
+    """The arguments of the claim form ``name`` (CLAIM_ARGS laid out as the client sends
+    them: its reclaim's part with jitters, its retire's with tenants)."""
+    jitters = args[4] if "_reclaim" in name else None
+    drained = args[8] if "_retire" in name else None
+    assert drained is None or isinstance(drained, list)
+    form, sent = claim_call(args[:4], (jitters, *args[5:8]), drained)
+    assert form == name
+    return sent
+
+
 # claim_many's: the same with the batch size after the tenants passed over.
 CLAIM_MANY_ARGS: tuple[object, ...] = (*CLAIM_ARGS[:4], 16, *CLAIM_ARGS[4:])
 
@@ -130,14 +148,15 @@ def _warm_pages(conn: Conn, explain: Callable[[], Any]) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-def test_the_claim_plan_never_scans_the_work_table(pg_tables: StateTables) -> None:
-    claim = statements(pg_tables).claim
+@pytest.mark.parametrize("name", CLAIM_FORMS)
+def test_the_claim_plan_never_scans_the_work_table(pg_tables: StateTables, name: str) -> None:
+    claim, args = getattr(statements(pg_tables), name), _claim_args(name)
     with admin_connection() as conn:
         _load(conn, pg_tables, ITEMS, TENANTS)
         _analyze(conn, pg_tables)
-        custom = _plan(conn, claim)
+        custom = _plan(conn, claim, args)
         _prepare(conn, claim)
-        generic = _generic_plan(conn)
+        generic = _generic_plan(conn, args)
     assert "$1" in generic  # really the generic plan
     for plan in (custom, generic):
         assert f"Seq Scan on {pg_tables.work}" not in plan, plan
@@ -147,17 +166,18 @@ def test_the_claim_plan_never_scans_the_work_table(pg_tables: StateTables) -> No
 @pytest.mark.slow
 @pytest.mark.parametrize("tenants", [1, 1_000], ids=["one-tenant", "1k-tenants"])
 @pytest.mark.parametrize("analyzed", [False, True], ids=["never-analyzed", "analyzed"])
+@pytest.mark.parametrize("name", CLAIM_FORMS)
 def test_a_claim_touches_a_bounded_number_of_pages(
-    pg_tables: StateTables, tenants: int, analyzed: bool
+    pg_tables: StateTables, tenants: int, analyzed: bool, name: str
 ) -> None:
-    claim = statements(pg_tables).claim
+    claim, args = getattr(statements(pg_tables), name), _claim_args(name)
     with admin_connection() as conn:
         _load(conn, pg_tables, 100_000, tenants)
         if analyzed:
             _analyze(conn, pg_tables)
         _prepare(conn, claim)
-        plan = _generic_plan(conn)
-        pages, executed = _generic_pages(conn)
+        plan = _generic_plan(conn, args)
+        pages, executed = _generic_pages(conn, args)
     assert "$1" in plan  # really the generic plan
     assert f"Seq Scan on {pg_tables.work}" not in plan, plan
     assert f"Bitmap Heap Scan on {pg_tables.work}" not in plan, plan
@@ -165,20 +185,21 @@ def test_a_claim_touches_a_bounded_number_of_pages(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", [claim_name(False, False), FULL_CLAIM])
 def test_a_claim_on_a_million_items_never_analyzed_touches_a_bounded_number_of_pages(
-    pg_tables: StateTables,
+    pg_tables: StateTables, name: str
 ) -> None:
     """The custom plan (the first runs of a prepared claim) on one tenant's 1,000,000 items,
     never analyzed: the planner's guess of a few rows once made a bitmap scan and a sort of
     the whole backlog the cheaper plan for a probe that wanted 16 (17,000 pages, 0.5 s)."""
-    claim = statements(pg_tables).claim
+    claim, args = getattr(statements(pg_tables), name), _claim_args(name)
     with admin_connection() as conn:
         conn.execute(
             f"ALTER TABLE {pg_tables.qualified(pg_tables.work)} SET (autovacuum_enabled = false)"
         )
         _load(conn, pg_tables, 1_000_000, 1)
-        plan = _plan(conn, claim)
-        pages, executed = _buffers(conn, claim)
+        plan = _plan(conn, claim, args)
+        pages, executed = _buffers(conn, claim, args)
     assert f"Seq Scan on {pg_tables.work}" not in plan, plan
     assert f"Bitmap Heap Scan on {pg_tables.work}" not in plan, plan
     assert pages <= MAX_CLAIM_PAGES, executed
@@ -190,30 +211,32 @@ PLAN_CACHE_ITEMS, PLAN_CACHE_RUNS = 300_000, 12
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", CLAIM_FORMS)
 def test_the_plan_cache_keeps_the_generic_claim_plan_on_a_large_table_never_analyzed(
-    pg_tables: StateTables,
+    pg_tables: StateTables, name: str
 ) -> None:
     """A prepared claim gets five custom plans, then the generic one if it is costed no
     dearer than they were. The reclaim's LIMIT was the jitter array's length, a parameter,
     costed as a tenth of the lapsed leases the planner guessed: on a large table never
     analyzed the generic plan looked dearer, so every claim was planned afresh (about 1 ms a claim
-    at 1,000,000 items). Run as the client does: lapses looked for now and then (jitters),
-    usually not (NULL), the tenant of the last claim passed on to be retired if drained."""
-    claim = statements(pg_tables).claim
+    at 1,000,000 items). Run as the client sends each form: the full form once with NULL
+    jitters and no tenant to retire, as a statement taking every part may be sent."""
+    claim = getattr(statements(pg_tables), name)
     with admin_connection() as conn:
         _load(conn, pg_tables, PLAN_CACHE_ITEMS, 1)
         conn.execute(f"PREPARE claim_cached AS {claim}")
         for run in range(PLAN_CACHE_RUNS):
-            jitters = CLAIM_ARGS[4] if run % 4 == 0 else None
-            drained = ["tenant-0"] if run else None
-            args = (*CLAIM_ARGS[:4], jitters, *CLAIM_ARGS[5:8], drained)
+            given = (*CLAIM_ARGS[:4], [0.5 + run / 100] * 8, *CLAIM_ARGS[5:8], ["tenant-0"])
+            args = _claim_args(name, given)
+            if name == FULL_CLAIM and run == 1:
+                args = (*args[:4], None, *args[5:8], None)
             with conn.transaction(force_rollback=True):
                 conn.execute(_execute(conn, "claim_cached", args)).fetchall()
         row = conn.execute(
             """SELECT generic_plans, custom_plans FROM pg_prepared_statements
                WHERE name = 'claim_cached'"""
         ).fetchone()
-        pages, executed = _generic_pages(conn, CLAIM_ARGS, "claim_cached")
+        pages, executed = _generic_pages(conn, _claim_args(name), "claim_cached")
     assert row == (PLAN_CACHE_RUNS - 5, 5)
     assert pages <= MAX_CLAIM_PAGES, executed
 
@@ -269,29 +292,28 @@ def _load_delayed_backlog(conn: Conn, tables: StateTables) -> None:
     _analyze(conn, tables)
 
 
-def _buffers(conn: Conn, statement: str) -> tuple[int, str]:
+def _buffers(conn: Conn, statement: str, args: tuple[object, ...] = CLAIM_ARGS) -> tuple[int, str]:
     """Run the claim under EXPLAIN (ANALYZE, BUFFERS) and roll it back: the pages it touched
     (the second of two runs, as in _generic_pages)."""
     cursor = psycopg.RawCursor(conn)
 
     def explain() -> Any:
-        cursor.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {statement}", CLAIM_ARGS
-        )
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {statement}", args)
         return cursor.fetchone()
 
     return _warm_pages(conn, explain)
 
 
-def test_a_delayed_backlog_is_not_walked(pg_tables: StateTables) -> None:
-    claim = statements(pg_tables).claim
+@pytest.mark.parametrize("name", CLAIM_FORMS)
+def test_a_delayed_backlog_is_not_walked(pg_tables: StateTables, name: str) -> None:
+    claim, args = getattr(statements(pg_tables), name), _claim_args(name)
     with admin_connection() as conn:
         _load_delayed_backlog(conn, pg_tables)
-        custom = _plan(conn, claim)
-        pages, analyzed = _buffers(conn, claim)
-        claimed = psycopg.RawCursor(conn).execute(claim, CLAIM_ARGS).fetchall()
+        custom = _plan(conn, claim, args)
+        pages, analyzed = _buffers(conn, claim, args)
+        claimed = psycopg.RawCursor(conn).execute(claim, args).fetchall()
         _prepare(conn, claim)
-        generic = _generic_plan(conn)
+        generic = _generic_plan(conn, args)
     for plan in (custom, generic):
         assert f"Seq Scan on {pg_tables.work}" not in plan, plan
         assert f"{pg_tables.work}_due" in plan, plan
@@ -355,12 +377,15 @@ def test_a_claim_many_touches_a_bounded_number_of_pages(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["claim", "claim_many", "claim_many_16"])
+@pytest.mark.parametrize(
+    "name", [claim_name(True, False), FULL_CLAIM, "claim_many", "claim_many_16"]
+)
 def test_a_claim_that_reclaims_lapsed_leases_touches_a_bounded_number_of_pages(
     pg_tables: StateTables, name: str
 ) -> None:
     statement = getattr(statements(pg_tables), name)
-    args = CLAIM_ARGS if name == "claim" else CLAIM_MANY_ARGS
+    single = name.startswith("claim_reclaim")
+    args = _claim_args(name) if single else CLAIM_MANY_ARGS
     with admin_connection() as conn:
         _load(conn, pg_tables, 100_000, 1)
         _lapse_leases(conn, pg_tables)
@@ -369,7 +394,7 @@ def test_a_claim_that_reclaims_lapsed_leases_touches_a_bounded_number_of_pages(
         pages, executed = _generic_pages(conn, args)
     assert f"Seq Scan on {pg_tables.work}" not in plan, plan
     assert f"{pg_tables.work}_lapsing" in plan, plan
-    bound = MAX_CLAIM_PAGES if name == "claim" else MAX_CLAIM_MANY_PAGES
+    bound = MAX_CLAIM_PAGES if single else MAX_CLAIM_MANY_PAGES
     assert pages <= bound + RECLAIM_PAGES, executed
 
 

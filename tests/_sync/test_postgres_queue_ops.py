@@ -14,6 +14,8 @@ from runyard.errors import ItemLeasedError, LeaseLostError
 from runyard.models import NewItem
 from runyard.policy import RECLAIM_PER_CLAIM
 from runyard.postgres import PostgresWorkQueue, PsycopgExecutor, StateTables
+from runyard.postgres.statements import statements
+from runyard.postgres.statements.queue import claim_name
 
 from tests._sync.postgres_support import CountingExecutor, open_pool, open_queue
 from tests.support.postgres_plugin import admin_connection
@@ -199,6 +201,43 @@ def test_a_drained_tenant_leaves_the_rotation_in_the_next_claim_statement(
         queue.enqueue("z", {}, item_id="z3")  # joins the rotation again
         fourth = queue.claim("w1")
         assert fourth is not None and fourth.item_id == "z3"
+    finally:
+        executor.inner.close()
+
+
+def test_a_claim_sends_the_reclaim_and_the_retire_only_when_it_has_them(
+    pg_tables: StateTables, clock: ManualClock
+) -> None:
+    """Each claim statement sends the form (claim_name) with only the parts it can use: the
+    reclaim on this queue's periodic look for lapses, the retire when earlier claims served
+    tenants. A claim that passes over a tenant whose head is held sends its second statement
+    with neither: its first one looked for lapses and carried the tenants to retire."""
+    executor = CountingExecutor(PsycopgExecutor(open_pool()))
+    queue = PostgresWorkQueue(executor, tables=pg_tables, clock=clock, policy=POLICY)
+    texts = statements(pg_tables)
+    work = pg_tables.qualified(pg_tables.work)
+    try:
+        queue.enqueue("a", {}, item_id="a1")  # same turn as b: served first by name
+        queue.enqueue("b", {}, item_id="b1")
+        with admin_connection() as holder, holder.transaction():
+            holder.execute(f"SELECT 1 FROM {work} WHERE item_id = 'a1' FOR UPDATE")
+            sent = executor.sent
+            first = queue.claim("w1")  # passes over a (its head is held), serves b
+            assert first is not None and first.item_id == "b1"
+            second = queue.claim("w1")  # retires b (drained); a is still held
+            assert second is None
+            forms = executor.statements[sent:]
+        clock.advance(RECLAIM_EVERY_SECONDS)
+        sent = executor.sent
+        third = queue.claim("w1")  # looks for lapses; nothing to retire
+        assert third is not None and third.item_id == "a1"
+        clock.advance(RECLAIM_EVERY_SECONDS)
+        assert queue.claim("w1") is None  # looks again and retires a
+        forms += executor.statements[sent:]
+        expected = [(True, False), (False, False), (False, True), (False, False)]
+        expected += [(True, False), (True, True)]
+        assert forms == [getattr(texts, claim_name(*parts)) for parts in expected]
+        assert _rotation(pg_tables) == set()
     finally:
         executor.inner.close()
 

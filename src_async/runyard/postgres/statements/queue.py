@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from runyard.postgres.statements.queue_rotation import (
-    CLAIM_TALLY,
     ENQUEUED,
     INSERT_WORK,
     JOIN_ROTATION,
     LEASE,
     RETIRED_FIRST,
+    claim_tally,
     delayed,
     pick_tenants,
     reclaim,
@@ -16,7 +18,81 @@ from runyard.postgres.statements.queue_rotation import (
     tally,
 )
 
-__all__ = ["QUEUE_TEMPLATES"]
+__all__ = ["QUEUE_TEMPLATES", "claim_call", "claim_name"]
+
+
+def claim_name(reclaiming: bool, retiring: bool) -> str:
+    """The name of the claim statement's form that reclaims lapsed leases (``reclaiming``)
+    and retires drained tenants (``retiring``), or not: "claim", then "_reclaim" and
+    "_retire" for the parts it has. A form without a part does what the full form does given
+    NULL for that part, without the plan nodes the server would lock, start and end for
+    nothing (a claim alone: 0.55 ms against 0.76 to 0.89, see docs/postgres.md)."""
+    return "claim" + ("_reclaim" if reclaiming else "") + ("_retire" if retiring else "")
+
+
+def claim_call(
+    head: tuple[Any, ...], reclaim: tuple[Any, ...], drained: list[str] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The claim statement's form and its arguments: ``head`` ($1 to $4), ``reclaim`` the
+    reclaim's (jitters first: None to take back none), ``drained`` the tenants to retire if
+    drained (None for none). The form sent has only the parts that can do something."""
+    reclaiming, retiring = reclaim[0] is not None, drained is not None
+    args = head + (reclaim if reclaiming else ()) + ((drained,) if retiring else ())
+    return claim_name(reclaiming, retiring), args
+
+
+def _claim(reclaiming: bool, retiring: bool) -> str:
+    """The claim: $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads
+    are locked); when ``reclaiming``, $5 reclaim jitters $6 backoff_base $7 backoff_cap $8
+    policy max_attempts; when ``retiring``, then the tenants that earlier claims drained.
+
+    First up to RECLAIM_PER_CLAIM lapsed leases are taken back (see reclaim()). One
+    statement, which waits on no lock: the tenant with the oldest turn that has due work and
+    whose rotation row no other session holds (FOR NO KEY UPDATE SKIP LOCKED), so concurrent
+    claimers spread over tenants; when every such row is held (many claimers, few tenants),
+    the oldest-turn tenant with due work all the same, without advancing its turn. Its head
+    row is locked SKIP LOCKED, every predicate repeated on the locked row (found by its ctid,
+    a plan statistics cannot change), the claim written and the turn advanced. "Anything
+    due?" is DUE_TENANT, one index entry. The drained tenants (those of the client's earlier
+    claims) leave the rotation if they have no ready item (see retire_drained()). The reply
+    says how many lapsed leases were taken back (0 without the reclaim), and a row with a
+    tenant and no item means "that tenant's heads were all locked". A NULL jitter array
+    takes back none, as the form without the reclaim does.
+    """
+    return (
+        "WITH "
+        + (reclaim(5, 6, 7, 8) + ", " if reclaiming else "")
+        + pick_tenants("1", "tenant")
+        + """, head AS (
+    SELECT w.ctid FROM {work} w
+    WHERE w.tenant = (SELECT p.tenant FROM pick p)
+      AND w.state = 'ready' AND w.available_at <= $1::float8
+    ORDER BY w.priority DESC, w.available_at, w.seq
+    LIMIT 1
+    FOR UPDATE OF w SKIP LOCKED
+), claimed AS (
+    UPDATE {work} AS w
+    """
+        + LEASE
+        + """
+    WHERE w.ctid = (SELECT h.ctid FROM head h)
+      AND w.tenant = (SELECT p.tenant FROM pick p)
+      AND w.state = 'ready' AND w.available_at <= $1::float8
+    RETURNING {work_cols_w}
+), advanced AS (
+    UPDATE {turns} AS t SET turn = nextval('{turn_seq}')
+    FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
+)"""
+        + claim_tally(reclaiming)
+        + (retire_drained(9 if reclaiming else 5) if retiring else "")
+        + """
+SELECT p.tenant, """
+        + ("(SELECT count(*) FROM reclaimed r)" if reclaiming else "0::bigint")
+        + """, c.*
+FROM pick p LEFT JOIN claimed c ON true"""
+        + (RETIRED_FIRST if retiring else "")
+    )
+
 
 QUEUE_TEMPLATES: dict[str, str] = {
     # -- work items ------------------------------------------------------------------------
@@ -51,50 +127,14 @@ SELECT {work_cols_w} FROM {work} w
 WHERE w.tenant = $1::text AND (w.item_id = $2::text OR w.dedupe_key = $3::text)
 ORDER BY w.item_id = $2::text DESC
 LIMIT 1""",
-    # $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads are locked)
-    # $5 reclaim jitters $6 backoff_base $7 backoff_cap $8 policy max_attempts $9 tenants that
-    # earlier claims drained (NULL for none). First up to RECLAIM_PER_CLAIM lapsed leases are
-    # taken back (see reclaim()). One statement, which waits on no lock: the tenant with the
-    # oldest turn that has due work and whose rotation row no other session holds (FOR NO KEY
-    # UPDATE SKIP LOCKED), so concurrent claimers spread over tenants; when every such row is
-    # held (many claimers, few tenants), the oldest-turn tenant with due work all the same,
-    # without advancing its turn. Its head row is locked SKIP LOCKED, every predicate repeated
-    # on the locked row (found by its ctid, a plan statistics cannot change), the claim
-    # written and the turn advanced. "Anything due?" is DUE_TENANT, one index entry. The
-    # tenants in $9 (those of the client's earlier claims) leave the rotation if they have no
-    # ready item (see retire_drained()). The reply says how many lapsed leases were taken
-    # back, and a row with a tenant and no item means "that tenant's heads were all locked".
-    # A NULL $5 takes back none (the client skips the reclaim between its periodic looks).
-    "claim": "WITH "
-    + reclaim(5, 6, 7, 8)
-    + ", "
-    + pick_tenants("1", "tenant")
-    + """, head AS (
-    SELECT w.ctid FROM {work} w
-    WHERE w.tenant = (SELECT p.tenant FROM pick p)
-      AND w.state = 'ready' AND w.available_at <= $1::float8
-    ORDER BY w.priority DESC, w.available_at, w.seq
-    LIMIT 1
-    FOR UPDATE OF w SKIP LOCKED
-), claimed AS (
-    UPDATE {work} AS w
-    """
-    + LEASE
-    + """
-    WHERE w.ctid = (SELECT h.ctid FROM head h)
-      AND w.tenant = (SELECT p.tenant FROM pick p)
-      AND w.state = 'ready' AND w.available_at <= $1::float8
-    RETURNING {work_cols_w}
-), advanced AS (
-    UPDATE {turns} AS t SET turn = nextval('{turn_seq}')
-    FROM claimed c, pick p WHERE p.owned AND t.tenant = c.tenant
-)"""
-    + CLAIM_TALLY
-    + retire_drained(9)
-    + """
-SELECT p.tenant, (SELECT count(*) FROM reclaimed r), c.*
-FROM pick p LEFT JOIN claimed c ON true"""
-    + RETIRED_FIRST,
+    # $1 now $2 worker $3 lease expiry $4 tenants to pass over, then what its form takes
+    # (see _claim and claim_name): "claim", "claim_reclaim", "claim_retire" and
+    # "claim_reclaim_retire".
+    **{
+        claim_name(reclaiming, retiring): _claim(reclaiming, retiring)
+        for reclaiming in (False, True)
+        for retiring in (False, True)
+    },
     # $1 tenant: leave the rotation if the tenant has no item in state 'ready' (skipping a
     # held row); true when the row was removed. Used by a bound claim, inside the caller's
     # transaction, which sees its own claim (an unbound claim defers it to its next claim).

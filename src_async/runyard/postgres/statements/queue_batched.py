@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from runyard.postgres.statements.queue_rotation import (
-    CLAIM_TALLY,
     ENQUEUED,
     INSERT_WORK,
     JOIN_ROTATION,
     LEASE,
     RETIRED_FIRST,
+    claim_tally,
     pick_tenants,
     reclaim,
     retire_drained,
@@ -92,7 +92,7 @@ def _claim_many(limit: str) -> str:
     UPDATE {turns} AS t SET turn = s.turn
     FROM served s, pick p WHERE p.owned AND p.tenant = s.tenant AND t.tenant = s.tenant
 )"""
-        + CLAIM_TALLY
+        + claim_tally(True)
         + retire_drained(10)
         + """
 SELECT c.pos, p.tenant,

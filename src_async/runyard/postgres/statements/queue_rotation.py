@@ -6,7 +6,6 @@ from __future__ import annotations
 from runyard.policy import RECLAIM_PER_CLAIM
 
 __all__ = [
-    "CLAIM_TALLY",
     "DUE_TENANT",
     "ENQUEUED",
     "INSERT_WORK",
@@ -14,6 +13,7 @@ __all__ = [
     "JOIN_ROTATION_IN_CLAIM",
     "LEASE",
     "RETIRED_FIRST",
+    "claim_tally",
     "delayed",
     "pick_tenants",
     "reclaim",
@@ -215,10 +215,15 @@ ENQUEUED = (
     + tally("(SELECT count(*) FROM moved)", "0", "0")
 )
 
-# The counts a claim changes (single or batched): reclaimed leases back to ready or dead, the
-# claimed ones leased.
-CLAIM_TALLY = tally(
-    "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready') - (SELECT count(*) FROM claimed k)",
-    "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
-    "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
-)
+
+def claim_tally(reclaiming: bool) -> str:
+    """The counts a claim changes (single or batched): the claimed items leased and, when
+    ``reclaiming`` (the CTE "reclaimed" exists), reclaimed leases back to ready or dead."""
+    if not reclaiming:
+        return tally("-(SELECT count(*) FROM claimed k)", "(SELECT count(*) FROM claimed k)", "0")
+    return tally(
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'ready')"
+        " - (SELECT count(*) FROM claimed k)",
+        "(SELECT count(*) FROM claimed k) - (SELECT count(*) FROM reclaimed r)",
+        "(SELECT count(*) FROM reclaimed r WHERE r.state = 'dead')",
+    )

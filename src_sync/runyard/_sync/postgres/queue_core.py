@@ -25,6 +25,7 @@ from runyard.postgres.rows import (
     decode_lease,
     item_state,
 )
+from runyard.postgres.statements.queue import claim_call
 from runyard.postgres.wake import wake_channel
 from runyard.queue_args import check_item
 from runyard.validation import (
@@ -41,8 +42,8 @@ MAX_TENANTS_PASSED_OVER = 32
 RETIRE_PER_CLAIM = 16
 # How often (server time) this client's claims look for lapsed leases while the last look
 # found fewer than RECLAIM_PER_CLAIM and its claim found work: at most this long after a
-# lease lapses, a claim of every busy client takes it back. In between, a claim skips the
-# reclaim (its probe and writes, a tenth of the statement's time).
+# lease lapses, a claim of every busy client takes it back. In between, a claim sends the
+# statement's form without the reclaim (see claim_name).
 RECLAIM_EVERY_SECONDS = 0.5
 
 
@@ -151,17 +152,9 @@ class _PostgresQueueCore(_PostgresAdapter):
             expires = self.policy.lease_expiry(now, now)
             drained = self._take_drained()
             reclaim = self._reclaim_args(now)
+            name, args = claim_call((now, worker, expires, passed_over), reclaim, drained)
             try:
-                rows = self._fetch(
-                    "claim",
-                    now,
-                    worker,
-                    expires,
-                    passed_over,
-                    *reclaim,
-                    drained,
-                    idempotent=False,
-                )
+                rows = self._fetch(name, *args, idempotent=False)
             except StoreOutcomeUnknown as exc:
                 self._drained.update(drained or ())
                 raise StoreOutcomeUnknown(
