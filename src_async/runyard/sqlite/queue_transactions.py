@@ -22,6 +22,7 @@ from runyard.models import Lease, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM, FailureDecision, QueuePolicy
 from runyard.queue_args import CheckedItem
 from runyard.sqlite.flavours import Row
+from runyard.sqlite.rows import decode_entered
 from runyard.sqlite.schema import DATABASE_NOW
 
 __all__ = [
@@ -95,11 +96,13 @@ def enqueue_body(
         now = _pin(raw, now)
     out = []
     for item in items:
-        params = {**item._asdict(), "tenant": tenant, "now": now}
+        params = item._asdict()
+        params["tenant"], params["now"] = tenant, now
         rows = _rows(raw, plan.sql["enqueue"], params)
-        if not rows:
-            rows = _rows(raw, plan.sql["find_item"], params)
-        out.append(decode_item(rows[0]))
+        if rows:
+            out.append(decode_entered(tenant, item, rows[0]))
+        else:
+            out.append(decode_item(_rows(raw, plan.sql["find_item"], params)[0]))
     return out
 
 

@@ -21,11 +21,13 @@ from runyard.executions.models import (
     SpawnEntry,
     TraceEntry,
 )
-from runyard.models import RunKey
+from runyard.models import RunKey, WorkItem
+from runyard.queue_args import CheckedItem
 
 __all__ = [
     "decode_dead_letter",
     "decode_due_timer",
+    "decode_entered",
     "decode_event",
     "decode_execution",
     "decode_item",
@@ -91,4 +93,27 @@ def decode_event(key: RunKey, row: Row) -> RunEvent:
         at=float(row[3]),
         event_id=row[4],
         terminal=bool(row[5]),
+    )
+
+
+def decode_entered(tenant: str, item: CheckedItem, times: Row) -> WorkItem:
+    """The item an enqueue has just inserted: what it sent, and the ``available_at,
+    enqueued_at`` the statement returned (the same WorkItem ``decode_item`` builds from the
+    stored row)."""
+    return WorkItem.model_validate(
+        {
+            "tenant": tenant,
+            "item_id": item.item_id,
+            "payload": load_json(item.payload),
+            "priority": item.priority,
+            "state": "ready",
+            "attempts": 0,
+            "available_at": float(times[0]),
+            "enqueued_at": float(times[1]),
+            "dedupe_key": item.dedupe_key,
+            "worker": None,
+            "lease_expires_at": None,
+            "last_error": None,
+            "max_attempts": item.max_attempts,
+        }
     )
