@@ -20,6 +20,7 @@ from runyard.sqlite import (
     SqliteTables,
     SqliteWorkQueue,
 )
+from runyard.sqlite.schema import DATABASE_NOW
 from runyard.sqlite.statements_queue import queue_statements
 from runyard.sqlite.statements_state import state_statements
 
@@ -201,10 +202,15 @@ class SqlOnly:
     def run(self, k: int) -> None:
         for _ in range(k):
             self.done += 1
-            if self.operation == "enqueue":  # the queue begins explicitly, the state store not
+            params = self._params(self.done)
+            if self.operation == "enqueue":
+                # The queue begins explicitly (the state store not), pins the time and reads
+                # the insert's change count: its statement returns no rows.
                 self.conn.execute("BEGIN IMMEDIATE")
-            rows = self.conn.execute(self.sql, self._params(self.done)).fetchall()
-            assert rows
+                params["now"] = self.conn.execute(f"SELECT {DATABASE_NOW}").fetchone()[0]
+                assert self.conn.execute(self.sql, params).rowcount == 1
+            else:
+                assert self.conn.execute(self.sql, params).fetchall()
             self.conn.commit()
 
     def close(self) -> None:

@@ -125,7 +125,7 @@ def test_run_at_is_judged_by_the_database_clock(tmp_path: Path) -> None:
 
 
 def test_an_enqueued_item_is_returned_as_it_is_stored(tmp_path: Path) -> None:
-    # enqueue builds the new item from what it sent and the two times the insert returns;
+    # enqueue builds a new item from what it sent and the time it pinned (nothing read back);
     # it must be the item get_item reads back, whatever the options (the database's clock).
     queue = SqliteWorkQueue.open(tmp_path / "q.db", create_schema=True)
     try:

@@ -27,7 +27,6 @@ from runyard.queue_args import CheckedItem
 __all__ = [
     "decode_dead_letter",
     "decode_due_timer",
-    "decode_entered",
     "decode_event",
     "decode_execution",
     "decode_item",
@@ -38,6 +37,7 @@ __all__ = [
     "decode_session",
     "decode_spawn",
     "decode_trace",
+    "entered_item",
 ]
 
 
@@ -96,10 +96,11 @@ def decode_event(key: RunKey, row: Row) -> RunEvent:
     )
 
 
-def decode_entered(tenant: str, item: CheckedItem, times: Row) -> WorkItem:
-    """The item an enqueue has just inserted: what it sent, and the ``available_at,
-    enqueued_at`` the statement returned (the same WorkItem ``decode_item`` builds from the
-    stored row)."""
+def entered_item(tenant: str, item: CheckedItem, now: float) -> WorkItem:
+    """The item an enqueue has just inserted at ``now`` (the time it bound): what it sent, due
+    as the statement's ``MAX(:now + :delay_seconds, COALESCE(:run_at, 0.0))`` (the same double
+    arithmetic); the WorkItem ``decode_item`` builds from the stored row."""
+    due = now + item.delay_seconds
     return WorkItem.model_validate(
         {
             "tenant": tenant,
@@ -108,8 +109,8 @@ def decode_entered(tenant: str, item: CheckedItem, times: Row) -> WorkItem:
             "priority": item.priority,
             "state": "ready",
             "attempts": 0,
-            "available_at": float(times[0]),
-            "enqueued_at": float(times[1]),
+            "available_at": due if item.run_at is None else max(due, item.run_at),
+            "enqueued_at": now,
             "dedupe_key": item.dedupe_key,
             "worker": None,
             "lease_expires_at": None,
