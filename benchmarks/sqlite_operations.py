@@ -20,6 +20,7 @@ from runyard.sqlite import (
     SqliteTables,
     SqliteWorkQueue,
 )
+from runyard.sqlite.schema import DATABASE_NOW
 from runyard.sqlite.statements_queue import queue_statements
 from runyard.sqlite.statements_state import state_statements
 
@@ -154,9 +155,10 @@ SQL_ONLY = ("put_run", "patch_run", "enqueue")
 
 class SqlOnly:
     """``k`` single-statement operations as the sync twin sends them (the same SQL text, the
-    same parameters, ``BEGIN IMMEDIATE`` ... ``COMMIT``, rows fetched) on a bare ``sqlite3``
-    connection with the stores' settings, and nothing of runyard's Python around them: the
-    floor a twin's operation cannot go under."""
+    same parameters, ``BEGIN IMMEDIATE`` ... ``COMMIT``, the run read back after a run write,
+    the time pinned before an enqueue) on a bare ``sqlite3`` connection with the stores'
+    settings, and nothing of runyard's Python around them: the floor a twin's operation
+    cannot go under."""
 
     def __init__(self, path: str, operation: str, me: int) -> None:
         if operation not in SQL_ONLY:
@@ -167,7 +169,7 @@ class SqlOnly:
         self.conn.execute("PRAGMA synchronous = FULL")
         statements = {**state_statements(SqliteTables()), **queue_statements(SqliteTables())}
         name = {"put_run": "update_run", "patch_run": "patch_run", "enqueue": "enqueue"}
-        self.sql = statements[name[operation]]
+        self.sql, self.read = statements[name[operation]], statements["get_run"]
 
     def _params(self, i: int) -> dict[str, Any]:
         if self.operation == "put_run":
@@ -201,10 +203,17 @@ class SqlOnly:
     def run(self, k: int) -> None:
         for _ in range(k):
             self.done += 1
-            if self.operation == "enqueue":  # the queue begins explicitly, the state store not
+            params = self._params(self.done)
+            if self.operation == "enqueue":
+                # The queue begins explicitly (the state store not), pins the time and reads
+                # the insert's change count: its statement returns no rows.
                 self.conn.execute("BEGIN IMMEDIATE")
-            rows = self.conn.execute(self.sql, self._params(self.done)).fetchall()
-            assert rows
+                params["now"] = self.conn.execute(f"SELECT {DATABASE_NOW}").fetchone()[0]
+                assert self.conn.execute(self.sql, params).rowcount == 1
+            else:
+                # The run writes return nothing: the store reads the run back before COMMIT.
+                assert self.conn.execute(self.sql, params).rowcount == 1
+                assert self.conn.execute(self.read, params).fetchall()
             self.conn.commit()
 
     def close(self) -> None:

@@ -14,6 +14,9 @@ __all__ = ["copy_json", "dump_json", "load_json"]
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 # One encoder for every call: json.dumps with options builds a new JSONEncoder each time.
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+# Text goes straight to the decoder: json.loads first checks the type and for a byte order mark,
+# which text written by dump_json never starts with (it would fail to decode either way).
+_DECODE = json.JSONDecoder().decode
 
 
 def dump_json(value: Any, *, max_bytes: int | None = None, what: str = "value") -> str:
@@ -50,6 +53,8 @@ def dump_json(value: Any, *, max_bytes: int | None = None, what: str = "value") 
 
 def load_json(text: str | bytes) -> Any:
     """Decode JSON text written by dump_json."""
+    if type(text) is str:
+        return _DECODE(text)
     return json.loads(text)
 
 

@@ -125,9 +125,8 @@ def is_seq(seq: object) -> bool:
 
 # -- rows: both SQL backends select the run, session, lease and work columns in one order --
 
-
-def _json(value: Any) -> Any:
-    return load_json(value)
+_RUN = RunRecord.model_validate
+_ITEM = WorkItem.model_validate
 
 
 def _float(value: Any) -> float | None:
@@ -136,21 +135,25 @@ def _float(value: Any) -> float | None:
 
 def decode_run(row: Row) -> RunRecord:
     """Build a RunRecord from the run columns of the SQL backends' statements."""
-    return RunRecord(
-        tenant=row[0],
-        run_id=row[1],
-        blob=_json(row[2]),
-        version=row[3],
-        status=row[4],
-        session_id=row[5],
-        input_tokens=row[6],
-        output_tokens=row[7],
-        cost_micros=row[8],
-        iterations=row[9],
-        cursor=row[10],
-        created_at=float(row[11]),
-        updated_at=float(row[12]),
-        seq=row[13],
+    # model_validate on a dict: the same validation as RunRecord(...) without the keyword
+    # arguments' detour through BaseModel.__init__ (a write's reply is decoded on every call).
+    return _RUN(
+        {
+            "tenant": row[0],
+            "run_id": row[1],
+            "blob": load_json(row[2]),
+            "version": row[3],
+            "status": row[4],
+            "session_id": row[5],
+            "input_tokens": row[6],
+            "output_tokens": row[7],
+            "cost_micros": row[8],
+            "iterations": row[9],
+            "cursor": row[10],
+            "created_at": float(row[11]),
+            "updated_at": float(row[12]),
+            "seq": row[13],
+        }
     )
 
 
@@ -159,7 +162,7 @@ def decode_session(row: Row) -> SessionRecord:
     return SessionRecord(
         tenant=row[0],
         session_id=row[1],
-        blob=_json(row[2]),
+        blob=load_json(row[2]),
         version=row[3],
         created_at=float(row[4]),
         updated_at=float(row[5]),
@@ -181,20 +184,22 @@ _MAX_ATTEMPTS = 16
 def decode_item(row: Row) -> WorkItem:
     """Build a WorkItem (its own ``max_attempts`` included) from the work columns both SQL
     backends select."""
-    return WorkItem(
-        tenant=row[0],
-        item_id=row[1],
-        payload=_json(row[2]),
-        priority=row[3],
-        state=row[4],
-        attempts=row[5],
-        available_at=float(row[6]),
-        enqueued_at=float(row[7]),
-        dedupe_key=row[8],
-        worker=row[9],
-        lease_expires_at=_float(row[10]),
-        last_error=row[11],
-        max_attempts=row[_MAX_ATTEMPTS] if len(row) > _MAX_ATTEMPTS else None,
+    return _ITEM(
+        {
+            "tenant": row[0],
+            "item_id": row[1],
+            "payload": load_json(row[2]),
+            "priority": row[3],
+            "state": row[4],
+            "attempts": row[5],
+            "available_at": float(row[6]),
+            "enqueued_at": float(row[7]),
+            "dedupe_key": row[8],
+            "worker": row[9],
+            "lease_expires_at": _float(row[10]),
+            "last_error": row[11],
+            "max_attempts": row[_MAX_ATTEMPTS] if len(row) > _MAX_ATTEMPTS else None,
+        }
     )
 
 

@@ -99,7 +99,10 @@ def check_delta(delta: CounterDelta) -> CounterDelta:
             "delta", f"must be a CounterDelta, not {type(delta).__name__}", "a CounterDelta"
         )
     for name in COUNTER_FIELDS:
-        check_counter(getattr(delta, name), f"delta.{name}")
+        value = getattr(delta, name)
+        # A plain int in range (what the model's own check leaves) needs no message built.
+        if type(value) is not int or not 0 <= value <= MAX_COUNTER:
+            check_counter(value, f"delta.{name}")
     return delta
 
 

@@ -57,6 +57,14 @@ def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> lis
     return rows
 
 
+def _change_then_read(raw: sqlite3.Connection, sql: str, read: str, params: Params) -> list[Row]:
+    if raw.execute(sql, params).rowcount < 1:
+        return []
+    rows = _fetch_all(raw, read, params)
+    raw.commit()
+    return rows
+
+
 class AsyncConnection:
     """One aiosqlite connection (its own thread). The driver opens ``BEGIN IMMEDIATE`` itself
     before the first INSERT/UPDATE/DELETE of a transaction; the adapters send it explicitly
@@ -94,6 +102,11 @@ class AsyncConnection:
         """Run one statement; when it returns rows, commit the transaction in the same call."""
         # One trip to aiosqlite's thread instead of two (see call).
         return await self.call(_fetch_then_commit, sql, params)
+
+    async def change_then_read(self, sql: str, read: str, params: Params = ()) -> list[Row]:
+        """Run the write ``sql``; when it changed a row, return the rows of ``read`` (same
+        ``params``) and commit, in the same call; else return [] with the transaction open."""
+        return await self.call(_change_then_read, sql, read, params)
 
     async def call(self, body: Body[T], *args: Any) -> T:
         """Run ``body(raw, *args)`` on aiosqlite's thread, where the ``sqlite3`` connection lives:
@@ -143,6 +156,11 @@ class Connection:
     def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; when it returns rows, commit the transaction in the same call."""
         return _fetch_then_commit(self.raw, sql, params)
+
+    def change_then_read(self, sql: str, read: str, params: Params = ()) -> list[Row]:
+        """Run the write ``sql``; when it changed a row, return the rows of ``read`` (same
+        ``params``) and commit, in the same call; else return [] with the transaction open."""
+        return _change_then_read(self.raw, sql, read, params)
 
     def call(self, body: Body[T], *args: Any) -> T:
         """Run ``body(raw, *args)`` on the ``sqlite3`` connection, in the calling thread."""

@@ -22,6 +22,7 @@ from runyard.models import Lease, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM, FailureDecision, QueuePolicy
 from runyard.queue_args import CheckedItem
 from runyard.sqlite.flavours import Row
+from runyard.sqlite.rows import entered_item
 from runyard.sqlite.schema import DATABASE_NOW
 
 __all__ = [
@@ -90,16 +91,21 @@ def enqueue_body(
     tenant: str,
     items: Sequence[CheckedItem],
 ) -> list[WorkItem]:
-    """Insert each item in order; a repeated id or live dedupe key returns the stored item."""
-    if len(items) > 1:
-        now = _pin(raw, now)
+    """Insert each item in order; a repeated id or live dedupe key returns the stored item.
+
+    The time is pinned first (one small read) so that a new item is known without reading it
+    back: the insert returns nothing and its change count says whether it was new.
+    """
+    now = _pin(raw, now)
+    sql = plan.sql["enqueue"]
     out = []
     for item in items:
-        params = {**item._asdict(), "tenant": tenant, "now": now}
-        rows = _rows(raw, plan.sql["enqueue"], params)
-        if not rows:
-            rows = _rows(raw, plan.sql["find_item"], params)
-        out.append(decode_item(rows[0]))
+        params = item._asdict()
+        params["tenant"], params["now"] = tenant, now
+        if raw.execute(sql, params).rowcount:
+            out.append(entered_item(tenant, item, now))
+        else:
+            out.append(decode_item(_rows(raw, plan.sql["find_item"], params)[0]))
     return out
 
 

@@ -21,7 +21,8 @@ from runyard.executions.models import (
     SpawnEntry,
     TraceEntry,
 )
-from runyard.models import RunKey
+from runyard.models import RunKey, WorkItem
+from runyard.queue_args import CheckedItem
 
 __all__ = [
     "decode_dead_letter",
@@ -36,6 +37,7 @@ __all__ = [
     "decode_session",
     "decode_spawn",
     "decode_trace",
+    "entered_item",
 ]
 
 
@@ -91,4 +93,28 @@ def decode_event(key: RunKey, row: Row) -> RunEvent:
         at=float(row[3]),
         event_id=row[4],
         terminal=bool(row[5]),
+    )
+
+
+def entered_item(tenant: str, item: CheckedItem, now: float) -> WorkItem:
+    """The item an enqueue has just inserted at ``now`` (the time it bound): what it sent, due
+    as the statement's ``MAX(:now + :delay_seconds, COALESCE(:run_at, 0.0))`` (the same double
+    arithmetic); the WorkItem ``decode_item`` builds from the stored row."""
+    due = now + item.delay_seconds
+    return WorkItem.model_validate(
+        {
+            "tenant": tenant,
+            "item_id": item.item_id,
+            "payload": load_json(item.payload),
+            "priority": item.priority,
+            "state": "ready",
+            "attempts": 0,
+            "available_at": due if item.run_at is None else max(due, item.run_at),
+            "enqueued_at": now,
+            "dedupe_key": item.dedupe_key,
+            "worker": None,
+            "lease_expires_at": None,
+            "last_error": None,
+            "max_attempts": item.max_attempts,
+        }
     )

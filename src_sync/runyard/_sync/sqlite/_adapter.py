@@ -124,8 +124,12 @@ class _Transaction:
         if self._connection.raw.in_transaction:
             self._connection.fetch("ROLLBACK")
 
-    def _send(self, sql: str, params: Any, *, last: bool = False) -> list[Row]:
+    def _send(
+        self, sql: str, params: Any, *, last: bool = False, read: str | None = None
+    ) -> list[Row]:
         try:
+            if read is not None:
+                return self._connection.change_then_read(sql, read, params)
             if last:
                 return self._connection.fetch_then_commit(sql, params)
             return self._connection.fetch(sql, params)
@@ -143,6 +147,15 @@ class _Transaction:
         """Run the statement ``name`` and, when it returns rows, commit in the same call: the
         transaction is over (a write that returns nothing leaves it open to explain why)."""
         return self._fetch(name, params, last=self._write)
+
+    def finish_read(self, name: str, read: str, **params: Any) -> list[Row]:
+        """Run the write ``name`` (a statement that returns nothing) and, when it changed a row,
+        the read ``read`` with the same ``params`` and the commit, in the same call: its rows,
+        the transaction over. When it changed nothing, return [] and leave the transaction
+        open to explain why."""
+        self._begun = True  # the driver begins the transaction before a write, if not begun
+        sql = self._adapter._sql
+        return self._send(sql[name], params, read=sql[read])
 
     def _fetch(self, name: str, params: dict[str, Any], *, last: bool) -> list[Row]:
         sql = self._adapter._sql[name]

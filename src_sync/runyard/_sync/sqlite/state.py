@@ -110,20 +110,22 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
         with self._write() as tx:
             if fence is not None:
                 self._check_fence(tx, key, fence, tx.now(), expected_version)
-            params = {
-                "tenant": key.tenant,
-                "run_id": key.run_id,
-                "blob": text,
-                "session_id": session_id,
-                "now": tx.stamp(),
-            }
             if expected_version == 0:
-                rows = tx.finish("create_run", status=status or DEFAULT_STATUS, **params)
+                statement, status, expected = "create_run", status or DEFAULT_STATUS, None
             else:
                 statement = "update_run" if session_id is None else "update_run_session"
-                rows = tx.finish(
-                    statement, status=status or None, expected=expected_version, **params
-                )
+                status, expected = status or None, expected_version
+            rows = tx.finish_read(
+                statement,
+                "get_run",
+                tenant=key.tenant,
+                run_id=key.run_id,
+                blob=text,
+                session_id=session_id,
+                now=tx.stamp(),
+                status=status,
+                expected=expected,
+            )
             if rows:
                 return decode_run(rows[0])
             probe = tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
@@ -176,8 +178,9 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
                 probe = tx.fetch("probe_run", tenant=key.tenant, run_id=key.run_id)
                 if probe[0][0] is not None:
                     self._check_fence(tx, key, fence, tx.now(), None)
-            rows = tx.finish(
+            rows = tx.finish_read(
                 "patch_run",
+                "get_run",
                 tenant=key.tenant,
                 run_id=key.run_id,
                 input_tokens=delta.input_tokens,
