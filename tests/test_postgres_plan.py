@@ -378,8 +378,10 @@ def test_a_claim_many_touches_a_bounded_number_of_pages(
 
 def _load_uniform(conn: Conn, tables: StateTables, items: int) -> None:
     """One tenant's backlog of ``items`` ready items of one priority and one due time (a burst
-    enqueued at once), vacuumed (the planner knows the table's size) but never analyzed."""
+    enqueued at once), vacuumed (the planner knows the table's size) but never analyzed (nor
+    by autovacuum, where it runs)."""
     work = tables.qualified(tables.work)
+    conn.execute(f"ALTER TABLE {work} SET (autovacuum_enabled = false)")
     conn.execute(
         f"""INSERT INTO {work} (tenant, item_id, payload, priority, state, attempts,
                                 available_at, enqueued_at)

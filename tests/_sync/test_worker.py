@@ -16,6 +16,7 @@ from runyard._sync.worker import Worker
 from runyard.errors import ConfigurationError, QueueUnavailableError, RunyardError
 from runyard.models import Lease
 from runyard.worker import Job, JobTimeoutError, PermanentFailure, WorkerHooks
+from runyard.worker.slot import Slot
 from runyard.worker.timing import SUCCESSOR_NUDGE_SECONDS
 
 from tests._sync.memory_worker_spy import SAFETY, SpyQueue, make_queue
@@ -674,3 +675,32 @@ def test_jobs_going_on_with_their_successors_wake_the_loop_only_now_and_then() -
 
 def _noop(job: Job) -> None:
     pass
+
+
+def test_a_refused_heartbeat_of_a_finished_job_leaves_the_items_next_claim_running() -> None:
+    # A finished job (its settle not sent yet) whose lease lapsed, while the item was claimed
+    # again and runs in a new slot: the refused heartbeat gives up the finished job only.
+    # Before, it removed whatever slot ran the item: the new job ran on unwatched, never
+    # heartbeated, settled or counted.
+    clock = ManualClock()
+    queue = make_queue(clock, lease_seconds=30)
+    queue.enqueue("acme", {})
+    worker = Worker(queue, _noop, clock=clock, reap_seconds=600)
+    first = queue.claim(worker.name)
+    assert first is not None
+    clock.advance(31)  # the first lease lapsed
+    assert len(queue.reap()) == 1
+    clock.advance(60)  # past the retry's backoff
+    second = queue.claim(worker.name)
+    assert second is not None and second.token != first.token
+    finished, running = Slot(first, None), Slot(second, None)
+    finished.outcome = running.outcome = None
+    worker._finished.append(finished)
+    worker._running[running.key] = running
+    worker._next_heartbeat = clock.now()
+    worker._heartbeat_if_due()
+    assert worker._running == {running.key: running}
+    assert worker._finished == []
+    assert worker.stats().lost == 1
+    assert running.lease is not second  # renewed by the same round
+    assert running.lease.token == second.token

@@ -84,7 +84,8 @@ class AsyncWorkerRounds:
                 continue  # adopted meanwhile (a job's claim lost its reply): that lease decides
             if not self._give_up(slot):
                 continue  # its complete, sent meanwhile, took the item: that decides
-            self._running.pop((slot.lease.tenant, slot.lease.item_id), None)
+            if self._running.get(slot.key) is slot:  # not a later claim of the item
+                del self._running[slot.key]
             if slot in self._finished:
                 self._finished.remove(slot)
             self._lost(slot, result)
