@@ -149,6 +149,15 @@ async def test_an_enqueued_item_is_returned_as_it_is_stored(tmp_path: Path) -> N
         assert await queue.enqueue("acme", "other", dedupe_key="k") == made[2]
     finally:
         await queue.aclose()
+    # An injected clock before the epoch: the statement's due time is floored at 0.
+    early = await AsyncSqliteWorkQueue.open(
+        tmp_path / "early.db", create_schema=True, clock=ManualClock(-100.0)
+    )
+    try:
+        item = await early.enqueue("acme", {})
+        assert await early.get_item("acme", item.item_id) == item
+    finally:
+        await early.aclose()
 
 
 @pytest.mark.asyncio

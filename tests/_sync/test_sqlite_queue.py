@@ -144,6 +144,15 @@ def test_an_enqueued_item_is_returned_as_it_is_stored(tmp_path: Path) -> None:
         assert queue.enqueue("acme", "other", dedupe_key="k") == made[2]
     finally:
         queue.close()
+    # An injected clock before the epoch: the statement's due time is floored at 0.
+    early = SqliteWorkQueue.open(
+        tmp_path / "early.db", create_schema=True, clock=ManualClock(-100.0)
+    )
+    try:
+        item = early.enqueue("acme", {})
+        assert early.get_item("acme", item.item_id) == item
+    finally:
+        early.close()
 
 
 def test_a_claim_reclaims_a_bounded_number_of_lapsed_leases(

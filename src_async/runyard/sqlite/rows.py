@@ -109,7 +109,7 @@ def entered_item(tenant: str, item: CheckedItem, now: float) -> WorkItem:
             "priority": item.priority,
             "state": "ready",
             "attempts": 0,
-            "available_at": due if item.run_at is None else max(due, item.run_at),
+            "available_at": max(due, 0.0 if item.run_at is None else item.run_at),
             "enqueued_at": now,
             "dedupe_key": item.dedupe_key,
             "worker": None,
