@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from runyard._async.event_protocol import AsyncEventLogStore
-from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
-from runyard.models import RunKey
+from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncStateStore, AsyncWorkQueue
+from runyard.models import CounterDelta, NewItem, RunKey
 
 __all__ = ["TRICKY_JSON", "AsyncQueueRoundTripCases", "AsyncStateRoundTripCases"]
 
@@ -83,6 +83,26 @@ class AsyncStateRoundTripCases:
         events = await store.read_events(key)
         _assert_same([e.data for e in events], [canonical])
 
+    @pytest.mark.asyncio
+    async def test_a_run_write_returns_the_run_as_stored(self, store: AsyncStateStore) -> None:
+        # A backend may build the returned record from what it sent rather than read it back:
+        # whatever it returns must be what a read gets, field for field.
+        key = RunKey("acme", "as-stored")
+        writes = [
+            await store.put_run(key, {"n": 1}, expected_version=0, status="queued"),
+            await store.put_run(key, {"n": 2}, expected_version=1, session_id="s1"),
+            await store.patch_run(key, CounterDelta(input_tokens=3, iterations=1)),
+            await store.put_run(key, {"n": 3}, expected_version=3, status="done"),
+        ]
+        for written in writes:
+            assert written.version == writes.index(written) + 1
+        assert await store.get_run(key) == writes[-1]
+        other = RunKey("acme", "as-stored-2")
+        created = await store.put_run(other, [], expected_version=0, session_id="s2")
+        assert await store.get_run(other) == created
+        patched = await store.patch_run(other, CounterDelta(cost_micros=5))
+        assert await store.get_run(other) == patched
+
 
 class AsyncQueueRoundTripCases:
     """Work payloads read back with the text and key order sent."""
@@ -97,3 +117,33 @@ class AsyncQueueRoundTripCases:
         lease = await queue.claim("w1")
         assert lease is not None and lease.item_id == "exact"
         _assert_same(lease.item.payload, TRICKY_JSON)
+
+    @pytest.mark.asyncio
+    async def test_an_enqueued_item_is_returned_as_it_is_stored(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # A backend may build the returned item from what it sent rather than read it back:
+        # whatever it returns must be what get_item reads, field for field.
+        made = [
+            await queue.enqueue("acme", {"n": 1}),
+            await queue.enqueue("acme", [1, 2.5], item_id="i-2", priority=-3),
+            await queue.enqueue("acme", "x", dedupe_key="k", delay_seconds=12.5, max_attempts=2),
+            await queue.enqueue("beta", None, run_at=1.0, priority=7),  # a past run_at
+        ]
+        for item in made:
+            assert await queue.get_item(item.tenant, item.item_id) == item
+        # A repeat returns the stored item, not the repeat's arguments.
+        assert await queue.enqueue("acme", "other", dedupe_key="k") == made[2]
+        assert await queue.enqueue("acme", "other", item_id="i-2") == made[1]
+        if queue.capabilities.batched_operations:
+            assert isinstance(queue, AsyncBatchedWorkQueue)
+            batch = await queue.enqueue_many(
+                "gamma",
+                [
+                    NewItem(payload=5, max_attempts=9),
+                    NewItem(payload={"a": 1}, delay_seconds=3.0, priority=2),
+                    NewItem(payload="dup", item_id="i-2"),
+                ],
+            )
+            for item in batch:
+                assert await queue.get_item(item.tenant, item.item_id) == item

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from runyard._sync.event_protocol import EventLogStore
-from runyard._sync.protocols import StateStore, WorkQueue
-from runyard.models import RunKey
+from runyard._sync.protocols import BatchedWorkQueue, StateStore, WorkQueue
+from runyard.models import CounterDelta, NewItem, RunKey
 
 __all__ = ["TRICKY_JSON", "QueueRoundTripCases", "StateRoundTripCases"]
 
@@ -81,6 +81,25 @@ class StateRoundTripCases:
         events = store.read_events(key)
         _assert_same([e.data for e in events], [canonical])
 
+    def test_a_run_write_returns_the_run_as_stored(self, store: StateStore) -> None:
+        # A backend may build the returned record from what it sent rather than read it back:
+        # whatever it returns must be what a read gets, field for field.
+        key = RunKey("acme", "as-stored")
+        writes = [
+            store.put_run(key, {"n": 1}, expected_version=0, status="queued"),
+            store.put_run(key, {"n": 2}, expected_version=1, session_id="s1"),
+            store.patch_run(key, CounterDelta(input_tokens=3, iterations=1)),
+            store.put_run(key, {"n": 3}, expected_version=3, status="done"),
+        ]
+        for written in writes:
+            assert written.version == writes.index(written) + 1
+        assert store.get_run(key) == writes[-1]
+        other = RunKey("acme", "as-stored-2")
+        created = store.put_run(other, [], expected_version=0, session_id="s2")
+        assert store.get_run(other) == created
+        patched = store.patch_run(other, CounterDelta(cost_micros=5))
+        assert store.get_run(other) == patched
+
 
 class QueueRoundTripCases:
     """Work payloads read back with the text and key order sent."""
@@ -94,3 +113,30 @@ class QueueRoundTripCases:
         lease = queue.claim("w1")
         assert lease is not None and lease.item_id == "exact"
         _assert_same(lease.item.payload, TRICKY_JSON)
+
+    def test_an_enqueued_item_is_returned_as_it_is_stored(self, queue: WorkQueue) -> None:
+        # A backend may build the returned item from what it sent rather than read it back:
+        # whatever it returns must be what get_item reads, field for field.
+        made = [
+            queue.enqueue("acme", {"n": 1}),
+            queue.enqueue("acme", [1, 2.5], item_id="i-2", priority=-3),
+            queue.enqueue("acme", "x", dedupe_key="k", delay_seconds=12.5, max_attempts=2),
+            queue.enqueue("beta", None, run_at=1.0, priority=7),  # a past run_at
+        ]
+        for item in made:
+            assert queue.get_item(item.tenant, item.item_id) == item
+        # A repeat returns the stored item, not the repeat's arguments.
+        assert queue.enqueue("acme", "other", dedupe_key="k") == made[2]
+        assert queue.enqueue("acme", "other", item_id="i-2") == made[1]
+        if queue.capabilities.batched_operations:
+            assert isinstance(queue, BatchedWorkQueue)
+            batch = queue.enqueue_many(
+                "gamma",
+                [
+                    NewItem(payload=5, max_attempts=9),
+                    NewItem(payload={"a": 1}, delay_seconds=3.0, priority=2),
+                    NewItem(payload="dup", item_id="i-2"),
+                ],
+            )
+            for item in batch:
+                assert queue.get_item(item.tenant, item.item_id) == item
