@@ -208,7 +208,8 @@ class SqlOnly:
                 # The queue begins explicitly (the state store not), pins the time and reads
                 # the insert's change count: its statement returns no rows.
                 self.conn.execute("BEGIN IMMEDIATE")
-                params["now"] = self.conn.execute(f"SELECT {DATABASE_NOW}").fetchone()[0]
+                params["now"] = now = self.conn.execute(f"SELECT {DATABASE_NOW}").fetchone()[0]
+                params["available_at"] = now + params["delay_seconds"]  # rows.due_at's, no run_at
                 assert self.conn.execute(self.sql, params).rowcount == 1
             else:
                 # The run writes return nothing: the store reads the run back before COMMIT.

@@ -22,7 +22,7 @@ from runyard.models import Lease, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM, FailureDecision, QueuePolicy
 from runyard.queue_args import CheckedItem
 from runyard.sqlite.flavours import Row
-from runyard.sqlite.rows import entered_item
+from runyard.sqlite.rows import due_at, entered_item
 from runyard.sqlite.schema import DATABASE_NOW
 
 __all__ = [
@@ -102,8 +102,9 @@ def enqueue_body(
     for item in items:
         params = item._asdict()
         params["tenant"], params["now"] = tenant, now
+        params["available_at"] = due = due_at(item, now)
         if raw.execute(sql, params).rowcount:
-            out.append(entered_item(tenant, item, now))
+            out.append(entered_item(tenant, item, now, due))
         else:
             out.append(decode_item(_rows(raw, plan.sql["find_item"], params)[0]))
     return out

@@ -37,6 +37,7 @@ __all__ = [
     "decode_session",
     "decode_spawn",
     "decode_trace",
+    "due_at",
     "entered_item",
 ]
 
@@ -96,11 +97,16 @@ def decode_event(key: RunKey, row: Row) -> RunEvent:
     )
 
 
-def entered_item(tenant: str, item: CheckedItem, now: float) -> WorkItem:
-    """The item an enqueue has just inserted at ``now`` (the time it bound): what it sent, due
-    as the statement's ``MAX(:now + :delay_seconds, COALESCE(:run_at, 0.0))`` (the same double
-    arithmetic); the WorkItem ``decode_item`` builds from the stored row."""
-    due = now + item.delay_seconds
+def due_at(item: CheckedItem, now: float) -> float:
+    """When an item enqueued at ``now`` (the pinned time) is due, as SQLite stores it: after
+    its delay, or at its ``run_at``, a past one at once; never before 0 (the time the
+    statement binds as ``:available_at``)."""
+    return max(now + item.delay_seconds, 0.0 if item.run_at is None else item.run_at)
+
+
+def entered_item(tenant: str, item: CheckedItem, now: float, due: float) -> WorkItem:
+    """The item an enqueue has just inserted at ``now``, due at ``due`` (``due_at``): what it
+    sent; the WorkItem ``decode_item`` builds from the stored row."""
     return WorkItem.model_validate(
         {
             "tenant": tenant,
@@ -109,7 +115,7 @@ def entered_item(tenant: str, item: CheckedItem, now: float) -> WorkItem:
             "priority": item.priority,
             "state": "ready",
             "attempts": 0,
-            "available_at": max(due, 0.0 if item.run_at is None else item.run_at),
+            "available_at": due,
             "enqueued_at": now,
             "dedupe_key": item.dedupe_key,
             "worker": None,

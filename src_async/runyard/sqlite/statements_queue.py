@@ -29,7 +29,6 @@ def _next_ready(priority: str, available_at: str, tenant: str = "{work}.tenant")
        AND r.available_at = {available_at})"""
 
 
-_DUE_AT = "MAX(:now + :delay_seconds, COALESCE(:run_at, 0.0))"
 _WORK = "{work}"
 # A lease that is live and ``:token``'s at ``:now`` (the memory backend's refusal order is
 # rebuilt from probe_item when this does not hold).
@@ -37,8 +36,9 @@ _LIVE = """tenant = :tenant AND item_id = :item_id AND token = :token AND state 
   AND :now < claimed_at + :max_lease AND :now <= lease_expires_at"""
 
 _TEMPLATES: dict[str, str] = {
-    # No RETURNING: enqueue binds a pinned :now, so a new item is what it sent and times it
-    # knows (runyard.sqlite.rows.entered_item), and the insert's change count says whether
+    # No RETURNING: enqueue binds a pinned :now and the due time it computed from it
+    # (runyard.sqlite.rows.due_at), so a new item is what it sent and times it knows
+    # (runyard.sqlite.rows.entered_item), and the insert's change count says whether
     # it was new. RETURNING cost a quarter of the statement: SQLite keeps the rows it returns
     # in a temporary table until the statement ends (217k instructions with every work column,
     # 187k with the two times, 165k without).
@@ -46,7 +46,8 @@ _TEMPLATES: dict[str, str] = {
 INSERT INTO {{work}} (tenant, item_id, payload, priority, state, attempts, available_at,
                       enqueued_at, ready_seq, dedupe_key, max_attempts)
 VALUES (:tenant, :item_id, :payload, :priority, 'ready', 0,
-        {_DUE_AT}, :now, {_next_ready(":priority", _DUE_AT, ":tenant")}, :dedupe_key,
+        :available_at, :now, {_next_ready(":priority", ":available_at", ":tenant")},
+        :dedupe_key,
         :max_attempts)
 ON CONFLICT DO NOTHING""",
     # The stored item a repeated enqueue stands for: by id first, then by live dedupe key.
