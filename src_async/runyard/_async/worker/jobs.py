@@ -5,7 +5,6 @@ successor."""
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable
 
 from runyard._async.worker.rounds import AsyncWorkerRounds
@@ -27,11 +26,8 @@ class AsyncWorkerJobs(AsyncWorkerRounds):
     _settle_in_job: bool
     _nudge: AsyncEvent
     _nudged_at: float
-    _handoff: deque[Slot | Lease]
     _claim_sent: Callable[[], int]  # WorkerHoldings's
-    _claimed: Callable[[list[Lease], int], list[Lease]]  # WorkerHoldings's
     _renew_held: Callable[[list[Lease]], int]  # WorkerHoldings's
-    _slot: Callable[[Lease], Slot]  # the worker's
     _nudge_due: Callable[[], bool]  # WorkerTiming's
 
     async def _execute(self, first: Slot) -> None:

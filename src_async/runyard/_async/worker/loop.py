@@ -15,7 +15,6 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
-from functools import partial
 
 from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.worker.listening import AsyncWorkerListening
@@ -24,19 +23,18 @@ from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
 from runyard._flavours import AsyncEvent
 from runyard._flavours_worker import AsyncGuard, AsyncJobRunner
 from runyard.clock import Clock, SystemClock
-from runyard.errors import ConfigurationError, LeaseLostError
+from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
 from runyard.models import Lease
 from runyard.policy import QueuePolicy
 from runyard.worker.holdings import WorkerHoldings
 from runyard.worker.job import Job, default_worker_name, interval_timer
 from runyard.worker.outcomes import (
-    JobTimeoutError,
     WorkerHooks,
     WorkerStats,
 )
 from runyard.worker.settings import WorkerSettings
-from runyard.worker.slot import Settled, Slot
+from runyard.worker.slot import Slot
 from runyard.worker.timing import WorkerTiming
 
 __all__ = ["AsyncWorker"]
@@ -236,126 +234,3 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
         if started == free:
             self._claim_due = True
         return started, started == free
-
-    def _take_handoff(self) -> list[Slot]:
-        """Register the successors jobs handed off and start the leases they claimed (hand
-        them back when stopping), in order; the jobs started, for their ``on_job_start``
-        once the guard is released. Under the guard."""
-        started: list[Slot] = []
-        while self._handoff:
-            handed = self._handoff[0]
-            if isinstance(handed, Slot):
-                self._register(handed)  # running already, on its predecessor's task/thread
-                started.append(handed)  # one that ended already is collected in this turn
-                self._handoff.popleft()  # registered first: always seen as held
-                continue
-            self._handoff.popleft()  # under the guard: started before anyone looks again
-            if self._stopping:
-                self._handing_back.append(self._slot(handed))  # claimed as the worker stopped
-            else:
-                started += self._start_unheld([handed])
-        return started
-
-    def _take(self, leases: list[Lease], mark: int | None = None) -> int:
-        """Start a job on each lease the worker does not hold yet; how many. ``mark``: the
-        claim's (``_claim_sent``), when a claim returned ``leases``; else a job handed them
-        off."""
-        with self._guard:
-            fresh = self._start_unheld(leases, mark)
-        self._started(fresh)
-        return len(fresh)
-
-    def _start_unheld(self, leases: list[Lease], mark: int | None = None) -> list[Slot]:
-        """Start a job on each lease the worker does not hold yet; the slots. Under the
-        guard."""
-        fresh = self._unheld(leases) if mark is None else self._claimed(leases, mark)
-        return [self._start(lease) for lease in fresh]
-
-    def _started(self, slots: list[Slot]) -> None:
-        """``on_job_start`` for ``slots``, outside the guard (a hook is the user's code)."""
-        hook = self.hooks.on_job_start
-        if hook is not None:
-            for slot in slots:
-                self._hook(hook, slot.job)
-
-    def _slot(self, lease: Lease) -> Slot:
-        timeout = self.settings.job_timeout
-        return Slot(lease, self._time() + timeout if timeout is not None else None)
-
-    def _start(self, lease: Lease) -> Slot:
-        slot = self._slot(lease)
-        self._register(slot)
-        slot.handle = self._jobs.start(partial(self._execute, slot))
-        return slot
-
-    def _register(self, slot: Slot) -> None:
-        old = self._running.get(slot.key)
-        if old is not None and old is not slot and old.settling:
-            # Its job sent its complete, which decides: counted when it returns. The item
-            # was enqueued again and claimed anew, or its lease lapsed and was claimed back.
-            self._closing.append(old)
-        elif old is not None and old is not slot:
-            # Its lease lapsed (this worker cut off, or its loop held up, past the lease) and a
-            # claim took the item back with a new token: the new job decides, the old one is
-            # given up as lost (its settle would be refused), never left running unseen.
-            self._give_up(old)
-            self._lost(old, LeaseLostError(old.lease.item_id, "taken"))
-        self._running[slot.key] = slot
-        if self._next_heartbeat is None:
-            self._next_heartbeat = self._time() + self._heartbeat_every
-        self._stats.in_flight = len(self._running)
-
-    def _collect(self) -> None:
-        """Move finished jobs (and jobs past their timeout) to the settle buffer."""
-        now = self._time()
-        for slot in list(self._closing):
-            if isinstance(slot.outcome, Settled):
-                self._closing.remove(slot)
-                self._completed(slot, slot.outcome.error)
-            elif isinstance(slot.outcome, BaseException):  # its complete raised
-                self._closing.remove(slot)
-                self._lost(slot, slot.outcome)
-        for slot in list(self._running.values()):
-            if slot.outcome is not None or (
-                not slot.settling and slot.deadline is not None and now >= slot.deadline
-            ):
-                self._collect_one(slot, now)
-        if self._handoff:  # after the outcomes: a job hands its successor off first
-            # One hold of the guard for the whole handoff (a job's adopt replaces a lease in
-            # it under the guard): taken per entry, the thread twin's jobs queued on it.
-            with self._guard:
-                started = self._take_handoff()
-            self._started(started)
-            # A successor that ended before it was registered (unbatched jobs run on between
-            # the loop's turns) is collected now, not on another turn of the loop.
-            for slot in started:
-                if slot.outcome is not None and self._running.get(slot.key) is slot:
-                    self._collect_one(slot, now)
-        if not self._running and not self._finished:
-            self._next_heartbeat = None
-
-    def _collect_one(self, slot: Slot, now: float) -> None:
-        """Move ``slot`` (running) to the settle buffer if its job finished or passed its
-        timeout; count it when its job sent its complete itself."""
-        if slot.outcome is None and (slot.settling or slot.deadline is None or now < slot.deadline):
-            return
-        if isinstance(slot.outcome, Settled):  # the job sent its complete itself
-            del self._running[slot.key]
-            self._completed(slot, slot.outcome.error)
-            return
-        if slot.outcome is None:
-            if not self._give_up(slot):
-                return  # its complete went first: that decides
-            self._stats.timed_out += 1
-            slot.result = JobTimeoutError(
-                f"job ran past its {self.settings.job_timeout:g} s timeout"
-            )
-        else:
-            slot.result = slot.outcome
-        if isinstance(slot.result, BaseException):
-            self._stats.failed += 1
-            self._hook(self.hooks.on_failure, slot.job, slot.result)
-        if not self._finished:
-            self._first_finished = time.monotonic()
-        self._finished.append(slot)  # before it leaves the running: always seen as held
-        del self._running[slot.key]

@@ -7,7 +7,6 @@ successor."""
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 
 from runyard._flavours import Event
@@ -29,11 +28,8 @@ class WorkerJobs(WorkerRounds):
     _settle_in_job: bool
     _nudge: Event
     _nudged_at: float
-    _handoff: deque[Slot | Lease]
     _claim_sent: Callable[[], int]  # WorkerHoldings's
-    _claimed: Callable[[list[Lease], int], list[Lease]]  # WorkerHoldings's
     _renew_held: Callable[[list[Lease]], int]  # WorkerHoldings's
-    _slot: Callable[[Lease], Slot]  # the worker's
     _nudge_due: Callable[[], bool]  # WorkerTiming's
 
     def _execute(self, first: Slot) -> None:

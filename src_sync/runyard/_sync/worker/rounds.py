@@ -5,19 +5,16 @@ logs: the half of ``Worker`` that runs on its loop between waits."""
 
 from __future__ import annotations
 
-import heapq
 import logging
 import time
 from collections.abc import Callable, Sequence
 
-from runyard._flavours_worker import Guard
 from runyard._sync.worker.store import WorkerStore
-from runyard.clock import Clock
 from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
+from runyard.worker.bookkeeping import WorkerBookkeeping
 from runyard.worker.job import DONE
-from runyard.worker.outcomes import PermanentFailure, WorkerHooks, WorkerStats, describe_failure
-from runyard.worker.settings import WorkerSettings
+from runyard.worker.outcomes import PermanentFailure, describe_failure
 from runyard.worker.slot import Slot
 
 __all__ = ["WorkerRounds"]
@@ -25,43 +22,17 @@ __all__ = ["WorkerRounds"]
 log = logging.getLogger("runyard.worker")
 
 
-class WorkerRounds:
+class WorkerRounds(WorkerBookkeeping):
     """The store rounds of ``Worker`` (its base: the attributes are set there)."""
 
-    name: str
-    settings: WorkerSettings
-    hooks: WorkerHooks
-    _time: Callable[[], float]
-    _stats: WorkerStats
+    # The rest of the attributes are declared by WorkerBookkeeping.
     _store: WorkerStore
-    _heartbeat_every: float
-    _running: dict[tuple[str, str], Slot]
-    _closing: list[Slot]
-    _finished: list[Slot]
     _flushing: list[Slot]
-    _handing_back: list[Slot]
-    _first_finished: float
-    _stopping: bool
     _grace_deadline: float | None
     _stop_logged: bool
     _settled: Callable[[list[Slot]], None]  # WorkerHoldings's
-    _next_heartbeat: float | None
     _next_reap: float
     _claim_due: bool
-    _due: list[float]
-    _wall_clock: Clock
-    _guard: Guard
-
-    def _give_up(self, slot: Slot) -> bool:
-        """Give the job up unless it is sending its complete (that decides); whether it was.
-        Under the guard: a job thread checks ``cancelled`` and sets ``settling`` under it."""
-        with self._guard:
-            if slot.settling:
-                return False
-            slot.job.cancelled = True
-        if slot.handle is not None:
-            slot.handle.cancel()
-        return True
 
     # -- store rounds ----------------------------------------------------------------------
     def _heartbeat_if_due(self) -> None:
@@ -104,22 +75,6 @@ class WorkerRounds:
             if item.state != "dead":
                 self._due_at(item)
 
-    def _due_at(self, item: WorkItem) -> None:
-        """Claim when ``item`` (retried or reaped) is due: its ``available_at`` is on the
-        store's clock, the worker's own wall clock estimates how far off that is."""
-        delay = max(0.0, item.available_at - self._wall_clock.now())
-        heapq.heappush(self._due, self._time() + delay)
-
-    def _lost(self, slot: Slot, why: BaseException) -> None:
-        self._stats.lost += 1
-        log.warning(
-            "lost the lease on item %s (%s); not settling it",
-            slot.lease.item_id,
-            why,
-            extra=self._extra(slot, "lost"),
-        )
-        self._hook(self.hooks.on_job_end, slot.job, "lost")
-
     def _flush_due(self) -> bool:
         if not self._finished:
             return False
@@ -144,14 +99,6 @@ class WorkerRounds:
                 self._settle_failure(slot, slot.result)
                 self._settled([slot])
         self._flushing = []
-
-    def _completed(self, slot: Slot, error: BaseException | None) -> None:
-        if error is None:
-            self._stats.completed += 1
-            if self.hooks.on_job_end is not None:
-                self._hook(self.hooks.on_job_end, slot.job, "completed")
-        else:
-            self._lost(slot, error)
 
     def _settle_failure(self, slot: Slot, exc: BaseException) -> None:
         retryable = not isinstance(exc, PermanentFailure)
@@ -256,27 +203,4 @@ class WorkerRounds:
             self._store.adopt_overlapped(mark)
         return slot.lease is not sent
 
-    def _replace(self, slot: Slot, old: Lease, new: Lease) -> None:
-        """Give ``slot`` the renewed lease ``new`` unless an adopt replaced ``old`` meanwhile
-        (the adopted lease is the newer: a renew of ``old`` went through before the adopt)."""
-        with self._guard:
-            if slot.lease is old:
-                slot.lease = new
-
     # -- hooks and logs --------------------------------------------------------------------
-    def _extra(self, slot: Slot, outcome: str) -> dict[str, object]:
-        return {
-            "worker": self.name,
-            "tenant": slot.lease.tenant,
-            "item_id": slot.lease.item_id,
-            "attempt": slot.job.attempt,
-            "outcome": outcome,
-        }
-
-    def _hook(self, hook: Callable[..., None] | None, *args: object) -> None:
-        if hook is None:
-            return
-        try:
-            hook(*args)
-        except Exception:
-            log.exception("worker hook %r failed", hook, extra={"worker": self.name})

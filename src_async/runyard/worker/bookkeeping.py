@@ -1,0 +1,233 @@
+"""The worker's bookkeeping of its jobs: which slots run, start, finish, time out or are lost,
+and the hooks and counters of each; shared by both twins (no I/O: the loop's and the jobs'
+round trips live in the async source and its generated twin)."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from runyard.clock import Clock
+from runyard.errors import LeaseLostError
+from runyard.models import Lease, WorkItem
+from runyard.worker.outcomes import JobTimeoutError, WorkerHooks, WorkerStats
+from runyard.worker.settings import WorkerSettings
+from runyard.worker.slot import Settled, Slot
+
+__all__ = ["WorkerBookkeeping"]
+
+log = logging.getLogger("runyard.worker")
+
+
+class WorkerBookkeeping:
+    """The job bookkeeping of ``AsyncWorker`` and ``Worker`` (a base: the attributes are set
+    by the worker)."""
+
+    name: str
+    settings: WorkerSettings
+    hooks: WorkerHooks
+    _time: Callable[[], float]
+    _wall_clock: Clock
+    _stats: WorkerStats
+    _heartbeat_every: float
+    _next_heartbeat: float | None
+    _running: dict[tuple[str, str], Slot]
+    _closing: list[Slot]
+    _finished: list[Slot]
+    _handing_back: list[Slot]
+    _handoff: deque[Slot | Lease]
+    _first_finished: float
+    _stopping: bool
+    _due: list[float]
+    _guard: Any  # the worker's AsyncGuard or Guard: a context manager
+    _jobs: Any  # the worker's AsyncJobRunner or JobRunner: start(run) -> a handle
+    _execute: Callable[[Slot], Any]  # the worker's: runs a slot's job, then its successors
+    _unheld: Callable[[list[Lease]], list[Lease]]  # WorkerHoldings's
+    _claimed: Callable[[list[Lease], int], list[Lease]]  # WorkerHoldings's
+
+    def _give_up(self, slot: Slot) -> bool:
+        """Give the job up unless it is sending its complete (that decides); whether it was.
+        Under the guard: a job thread checks ``cancelled`` and sets ``settling`` under it."""
+        with self._guard:
+            if slot.settling:
+                return False
+            slot.job.cancelled = True
+        if slot.handle is not None:
+            slot.handle.cancel()
+        return True
+
+    def _due_at(self, item: WorkItem) -> None:
+        """Claim when ``item`` (retried or reaped) is due: its ``available_at`` is on the
+        store's clock, the worker's own wall clock estimates how far off that is."""
+        delay = max(0.0, item.available_at - self._wall_clock.now())
+        heapq.heappush(self._due, self._time() + delay)
+
+    def _lost(self, slot: Slot, why: BaseException) -> None:
+        self._stats.lost += 1
+        log.warning(
+            "lost the lease on item %s (%s); not settling it",
+            slot.lease.item_id,
+            why,
+            extra=self._extra(slot, "lost"),
+        )
+        self._hook(self.hooks.on_job_end, slot.job, "lost")
+
+    def _completed(self, slot: Slot, error: BaseException | None) -> None:
+        if error is None:
+            self._stats.completed += 1
+            if self.hooks.on_job_end is not None:
+                self._hook(self.hooks.on_job_end, slot.job, "completed")
+        else:
+            self._lost(slot, error)
+
+    def _replace(self, slot: Slot, old: Lease, new: Lease) -> None:
+        """Give ``slot`` the renewed lease ``new`` unless an adopt replaced ``old`` meanwhile
+        (the adopted lease is the newer: a renew of ``old`` went through before the adopt)."""
+        with self._guard:
+            if slot.lease is old:
+                slot.lease = new
+
+    def _extra(self, slot: Slot, outcome: str) -> dict[str, object]:
+        return {
+            "worker": self.name,
+            "tenant": slot.lease.tenant,
+            "item_id": slot.lease.item_id,
+            "attempt": slot.job.attempt,
+            "outcome": outcome,
+        }
+
+    def _hook(self, hook: Callable[..., None] | None, *args: object) -> None:
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("worker hook %r failed", hook, extra={"worker": self.name})
+
+    def _take_handoff(self) -> list[Slot]:
+        """Register the successors jobs handed off and start the leases they claimed (hand
+        them back when stopping), in order; the jobs started, for their ``on_job_start``
+        once the guard is released. Under the guard."""
+        started: list[Slot] = []
+        while self._handoff:
+            handed = self._handoff[0]
+            if isinstance(handed, Slot):
+                self._register(handed)  # running already, on its predecessor's task/thread
+                started.append(handed)  # one that ended already is collected in this turn
+                self._handoff.popleft()  # registered first: always seen as held
+                continue
+            self._handoff.popleft()  # under the guard: started before anyone looks again
+            if self._stopping:
+                self._handing_back.append(self._slot(handed))  # claimed as the worker stopped
+            else:
+                started += self._start_unheld([handed])
+        return started
+
+    def _take(self, leases: list[Lease], mark: int | None = None) -> int:
+        """Start a job on each lease the worker does not hold yet; how many. ``mark``: the
+        claim's (``_claim_sent``), when a claim returned ``leases``; else a job handed them
+        off."""
+        with self._guard:
+            fresh = self._start_unheld(leases, mark)
+        self._started(fresh)
+        return len(fresh)
+
+    def _start_unheld(self, leases: list[Lease], mark: int | None = None) -> list[Slot]:
+        """Start a job on each lease the worker does not hold yet; the slots. Under the
+        guard."""
+        fresh = self._unheld(leases) if mark is None else self._claimed(leases, mark)
+        return [self._start(lease) for lease in fresh]
+
+    def _started(self, slots: list[Slot]) -> None:
+        """``on_job_start`` for ``slots``, outside the guard (a hook is the user's code)."""
+        hook = self.hooks.on_job_start
+        if hook is not None:
+            for slot in slots:
+                self._hook(hook, slot.job)
+
+    def _slot(self, lease: Lease) -> Slot:
+        timeout = self.settings.job_timeout
+        return Slot(lease, self._time() + timeout if timeout is not None else None)
+
+    def _start(self, lease: Lease) -> Slot:
+        slot = self._slot(lease)
+        self._register(slot)
+        slot.handle = self._jobs.start(partial(self._execute, slot))
+        return slot
+
+    def _register(self, slot: Slot) -> None:
+        old = self._running.get(slot.key)
+        if old is not None and old is not slot and old.settling:
+            # Its job sent its complete, which decides: counted when it returns. The item
+            # was enqueued again and claimed anew, or its lease lapsed and was claimed back.
+            self._closing.append(old)
+        elif old is not None and old is not slot:
+            # Its lease lapsed (this worker cut off, or its loop held up, past the lease) and a
+            # claim took the item back with a new token: the new job decides, the old one is
+            # given up as lost (its settle would be refused), never left running unseen.
+            self._give_up(old)
+            self._lost(old, LeaseLostError(old.lease.item_id, "taken"))
+        self._running[slot.key] = slot
+        if self._next_heartbeat is None:
+            self._next_heartbeat = self._time() + self._heartbeat_every
+        self._stats.in_flight = len(self._running)
+
+    def _collect(self) -> None:
+        """Move finished jobs (and jobs past their timeout) to the settle buffer."""
+        now = self._time()
+        for slot in list(self._closing):
+            if isinstance(slot.outcome, Settled):
+                self._closing.remove(slot)
+                self._completed(slot, slot.outcome.error)
+            elif isinstance(slot.outcome, BaseException):  # its complete raised
+                self._closing.remove(slot)
+                self._lost(slot, slot.outcome)
+        for slot in list(self._running.values()):
+            if slot.outcome is not None or (
+                not slot.settling and slot.deadline is not None and now >= slot.deadline
+            ):
+                self._collect_one(slot, now)
+        if self._handoff:  # after the outcomes: a job hands its successor off first
+            # One hold of the guard for the whole handoff (a job's adopt replaces a lease in
+            # it under the guard): taken per entry, the thread twin's jobs queued on it.
+            with self._guard:
+                started = self._take_handoff()
+            self._started(started)
+            # A successor that ended before it was registered (unbatched jobs run on between
+            # the loop's turns) is collected now, not on another turn of the loop.
+            for slot in started:
+                if slot.outcome is not None and self._running.get(slot.key) is slot:
+                    self._collect_one(slot, now)
+        if not self._running and not self._finished:
+            self._next_heartbeat = None
+
+    def _collect_one(self, slot: Slot, now: float) -> None:
+        """Move ``slot`` (running) to the settle buffer if its job finished or passed its
+        timeout; count it when its job sent its complete itself."""
+        if slot.outcome is None and (slot.settling or slot.deadline is None or now < slot.deadline):
+            return
+        if isinstance(slot.outcome, Settled):  # the job sent its complete itself
+            del self._running[slot.key]
+            self._completed(slot, slot.outcome.error)
+            return
+        if slot.outcome is None:
+            if not self._give_up(slot):
+                return  # its complete went first: that decides
+            self._stats.timed_out += 1
+            slot.result = JobTimeoutError(
+                f"job ran past its {self.settings.job_timeout:g} s timeout"
+            )
+        else:
+            slot.result = slot.outcome
+        if isinstance(slot.result, BaseException):
+            self._stats.failed += 1
+            self._hook(self.hooks.on_failure, slot.job, slot.result)
+        if not self._finished:
+            self._first_finished = time.monotonic()
+        self._finished.append(slot)  # before it leaves the running: always seen as held
+        del self._running[slot.key]
