@@ -1,5 +1,6 @@
-"""The worker on the memory queue: its name, a handler that raises a BaseException, and a dead
-worker's items recovered while the worker is busy. Time moves by a ManualClock."""
+"""The worker on the memory queue: its name, a handler that raises a BaseException, a job's own
+complete sent again through store errors, and a dead worker's items recovered while the worker
+is busy. Time moves by a ManualClock."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
 from runyard._async.worker import AsyncWorker
 from runyard._flavours import AsyncEvent, async_gather
-from runyard.errors import InvalidArgumentError
+from runyard.errors import InvalidArgumentError, QueueUnavailableError, StoreOutcomeUnknown
 from runyard.models import Lease
 from runyard.worker import Job, WorkerHooks, WorkerStats
 
@@ -185,3 +186,47 @@ async def test_a_busy_worker_returns_a_dead_workers_lapsed_lease_to_work() -> No
     ((attempt, at),) = served_again
     assert attempt == 2
     assert at - claimed_at <= 30 + 5 + 1  # a lease, a reap interval, and the job in between
+
+
+class FlakyCompleteQueue(SpyQueue):
+    """The first complete meets an outage (not applied); the second is applied and its reply
+    lost; the rest go through."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.completes = 0
+
+    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        self.completes += 1
+        if self.completes == 1:
+            raise QueueUnavailableError("the test's outage")
+        await super().complete(tenant, item_id, **options)
+        if self.completes == 2:
+            raise StoreOutcomeUnknown("the test lost this reply")
+
+
+@pytest.mark.asyncio
+async def test_a_jobs_own_complete_sent_again_through_store_errors_counts_it_once() -> None:
+    # Unbatched, each job sends its own complete: the first send from the job itself, the
+    # resends through the store's backoff. The outage is waited out, the lost reply is sent
+    # again and the item found gone is the first send's doing: completed, not lost, run once.
+    clock = ManualClock()
+    queue = FlakyCompleteQueue(
+        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5), clock=clock
+    )
+    first = await queue.enqueue("acme", {})
+    await queue.enqueue("acme", {})
+    ran: list[str] = []
+
+    async def handler(job: Job) -> None:
+        ran.append(job.item_id)
+
+    worker = AsyncWorker(
+        queue, handler, clock=clock, batched=False, concurrency=1, store_backoff_base=0.001
+    )
+    stats = await run_until_idle_or_abort(worker)
+    assert ran[0] == first.item_id and len(ran) == len(set(ran)) == 2
+    assert (stats.completed, stats.lost, stats.failed, stats.store_errors) == (2, 0, 0, 2)
+    assert queue.completes == 4  # the outage, the lost reply, its resend, the second job's
+    assert (await queue.stats()).leased == 0
+    assert await queue.get_item("acme", first.item_id) is None

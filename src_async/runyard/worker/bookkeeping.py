@@ -17,7 +17,7 @@ from runyard.errors import LeaseLostError
 from runyard.models import Lease, WorkItem
 from runyard.worker.outcomes import JobTimeoutError, WorkerHooks, WorkerStats
 from runyard.worker.settings import WorkerSettings
-from runyard.worker.slot import Settled, Slot
+from runyard.worker.slot import SETTLED, Settled, Slot
 
 __all__ = ["WorkerBookkeeping"]
 
@@ -114,9 +114,18 @@ class WorkerBookkeeping:
         them back when stopping), in order; the jobs started, for their ``on_job_start``
         once the guard is released. Under the guard."""
         started: list[Slot] = []
+        hooks = self.hooks
+        quiet = hooks.on_job_start is None and hooks.on_job_end is None
         while self._handoff:
             handed = self._handoff[0]
             if isinstance(handed, Slot):
+                if quiet and handed.outcome is SETTLED and handed.key not in self._running:
+                    # Ended already, its own complete applied, no hook to call: counted
+                    # now, never registered (what _register, _collect_one and _completed
+                    # would do for it, in one step: the loop meets most successors so).
+                    self._handoff.popleft()
+                    self._stats.completed += 1
+                    continue
                 self._register(handed)  # running already, on its predecessor's task/thread
                 started.append(handed)  # one that ended already is collected in this turn
                 self._handoff.popleft()  # registered first: always seen as held

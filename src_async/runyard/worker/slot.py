@@ -8,7 +8,7 @@ from runyard.errors import RunyardError
 from runyard.models import Lease
 from runyard.worker.job import Done, Job
 
-__all__ = ["Settled", "Slot"]
+__all__ = ["SETTLED", "Settled", "Slot"]
 
 
 class _Handle(Protocol):
@@ -23,6 +23,9 @@ class Settled:
 
     def __init__(self, error: RunyardError | None) -> None:
         self.error = error
+
+
+SETTLED = Settled(None)  # the outcome of every job whose own complete was applied
 
 
 class Slot:
@@ -49,7 +52,8 @@ class Slot:
     def __init__(self, lease: Lease, deadline: float | None) -> None:
         self.lease = lease
         # (tenant, item id): a renewed or adopted lease the slot takes is of the same claim.
-        self.key = (lease.tenant, lease.item_id)
+        item = lease.item
+        self.key = (item.tenant, item.item_id)
         self.job = Job(lease)
         self.deadline = deadline
         self.handle: _Handle | None = None

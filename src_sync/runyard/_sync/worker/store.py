@@ -63,8 +63,8 @@ class WorkerStore(StopDeadline):
         self._batch = cast(BatchedWorkQueue, queue)
         # Adopts begun and ended (a claim's reply was lost): a send refused while one was in
         # flight waits for it to end, then sees whether its slot's lease was replaced.
-        self._adopts_begun = 0
-        self._adopts_ended = 0
+        self.adopts_begun = 0
+        self.adopts_ended = 0
         self._adopt_ended = Condition()
         self._guard = Guard()
         self._adopting = Lock()
@@ -87,27 +87,34 @@ class WorkerStore(StopDeadline):
         *,
         resend_unknown: bool = True,
         unknown: list[bool] | None = None,
+        failed: Exception | None = None,
     ) -> tuple[T, bool]:
         """Run ``call`` until it succeeds; return its result and whether an earlier send's
-        outcome was unknown (so it may have been applied; also noted in ``unknown``)."""
+        outcome was unknown (so it may have been applied; also noted in ``unknown``).
+        ``failed``: what the caller's own first send of ``call`` raised (the unbatched job
+        path sends once itself, a call fewer per job); treated as this loop's first failure."""
         failures = 0
         uncertain = False
         while True:
-            try:
-                return call(), uncertain
-            except StoreOutcomeUnknown as exc:
+            reason: Exception
+            if failed is None:
+                try:
+                    return call(), uncertain
+                except Exception as exc:
+                    reason = exc
+            else:
+                reason, failed = failed, None
+            if isinstance(reason, StoreOutcomeUnknown):
                 if not resend_unknown:
-                    raise
+                    raise reason
                 uncertain = True
                 if unknown is not None:
                     unknown.append(True)
-                reason: BaseException = exc
-            except RunyardError as exc:
-                if not exc.retryable:
-                    raise
-                reason = exc
-            except OSError as exc:
-                reason = exc
+            elif isinstance(reason, RunyardError):
+                if not reason.retryable:
+                    raise reason
+            elif not isinstance(reason, OSError):
+                raise reason
             failures += 1
             self.stats.store_errors += 1
             delay = self.settings.store_backoff(failures)
@@ -129,6 +136,18 @@ class WorkerStore(StopDeadline):
         count against ``free``, and are not returned."""
         leases: list[Lease] = []
         try:
+            if free == 1 and not self.batched:  # a job's successor: sent here, a call fewer
+                self.stats.claim_round_trips += 1
+                try:
+                    lease = self.queue.claim(self.worker)
+                except Exception as exc:
+                    lease, _ = self._call(
+                        "claim",
+                        partial(self.queue.claim, self.worker),
+                        resend_unknown=False,
+                        failed=exc,
+                    )
+                return [] if lease is None else [lease]
             if self.batched:
                 self.stats.claim_round_trips += 1
                 batch, _ = self._call(
@@ -158,7 +177,7 @@ class WorkerStore(StopDeadline):
 
     def _adopt(self, free: int, renew: Callable[[list[Lease]], int]) -> int:
         with self._guard:
-            self._adopts_begun += 1
+            self.adopts_begun += 1
         try:
             # One adopt at a time, each applied before the next is sent: the later adopt's
             # tokens are the current ones, and an earlier one must not overwrite them.
@@ -169,16 +188,17 @@ class WorkerStore(StopDeadline):
                 return renew(list(adopted))
         finally:
             with self._guard:
-                self._adopts_ended += 1
+                self.adopts_ended += 1
             self._adopt_ended.notify()
 
     def adopt_mark(self) -> int:
-        """Taken before a send: with ``adopt_overlapped``, whether an adopt overlapped it."""
-        return self._adopts_ended
+        """Taken before a send: with ``adopt_overlapped``, whether an adopt overlapped it
+        (``adopts_ended``, which the job path reads directly)."""
+        return self.adopts_ended
 
     def adopted_since(self, mark: int) -> bool:
         """Whether an adopt was in flight at some time since ``mark`` was taken."""
-        return self._adopts_begun != mark
+        return self.adopts_begun != mark
 
     def adopt_overlapped(self, mark: int) -> bool:
         """Whether an adopt was in flight at some time since ``mark`` was taken (so it may
@@ -188,7 +208,7 @@ class WorkerStore(StopDeadline):
             return False
         while True:
             seen = self._adopt_ended.generation
-            if self._adopts_begun == self._adopts_ended:
+            if self.adopts_begun == self.adopts_ended:
                 return True
             self._wait("adopt", partial(self._adopt_ended.wait_past, seen), 1.0)
 
@@ -210,6 +230,26 @@ class WorkerStore(StopDeadline):
             except _SETTLE_ERRORS as exc:
                 out.append(exc)
         return out
+
+    def complete_one(self, lease: Lease) -> RunyardError | None:
+        """``complete([lease])``'s one outcome, unbatched (a job's own complete): sent here
+        first, so only a failed send goes through ``_call``."""
+        self.stats.settle_round_trips += 1
+        try:
+            self.queue.complete(lease)
+            return None
+        except _SETTLE_ERRORS as exc:
+            return exc
+        except Exception as exc:
+            failed: Exception = exc
+        unknown: list[bool] = []
+        try:
+            self._call(
+                "complete", partial(self.queue.complete, lease), unknown=unknown, failed=failed
+            )
+        except _SETTLE_ERRORS as exc:
+            return _applied(exc, bool(unknown))
+        return None
 
     def complete(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
         """Complete every item: None, or why its lease was lost."""
