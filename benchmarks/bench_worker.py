@@ -3,8 +3,10 @@
 For each backend (memory, the machine's Redis and PostgreSQL) and twin: burn down N no-op jobs
 at concurrency C with the bare loop (C tasks or threads doing claim -> complete), then with the
 worker unbatched and batched (batched only where the queue declares ``batched_operations``),
-started on the backlog (its wake-up opened after the enqueues);
-jobs/s, CPU per job and the ratio to the bare loop of the same run. Then, with an idle worker
+started on the backlog (its wake-up opened after the enqueues), and that again, ``--rounds``
+times in all (default 3); the median jobs/s and CPU per job of each, and the median of the
+rounds' ratios to the bare loop of the same round (each round's kept too: on a shared VM one
+burn-down's rate moves by a tenth or more from one to the next). Then, with an idle worker
 (default settings, woken by the queue's hint), the delay from ``enqueue`` to the handler's start
 (p50/p99; measured from before the enqueue call, and split: the enqueue call itself, its commit
 included; the start and the hint's arrival at the worker's wake-up counted from the enqueue's
@@ -221,27 +223,57 @@ async def _idle_async(lane: Lane, samples: int, idle_seconds: float) -> dict[str
     return _summary(moments, woke, claims, calls, idle_seconds)
 
 
-def _lane(lane: Lane, args: argparse.Namespace) -> dict[str, Any]:
-    figures: dict[str, Any] = {"enqueue_sends_hint": lane.enqueue_hints}
-    for twin in ("async", "sync"):
-        cells: dict[str, Any] = {}
-        for mode in ("bare", "unbatched", "batched"):
+MODES = ("bare", "unbatched", "batched")
+
+
+def _burns(lane: Lane, twin: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``args.rounds`` rounds of the three burn-downs, one after another in each round (so a
+    worker's burn-down and the bare loop it is compared with run minutes, not seconds,
+    apart); each mode's median jobs/s and CPU per job, and the median of the rounds'
+    ratios to the bare loop of the same round (and every round's, in ``round_ratios``)."""
+    rounds: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    for _ in range(args.rounds):
+        for mode in MODES:
             lane.fresh()
             if twin == "async":
                 cell = asyncio.run(_async_burn(lane, args.jobs, args.concurrency, mode))
             else:
                 cell = _sync_burn(lane, args.jobs, args.concurrency, mode)
-            if cell is None:
-                cells[mode] = {"skipped": "the queue does not declare batched_operations"}
-                print(f"{lane.name:<9}{twin:<6}{mode:<10}{'n/a (not declared)':>30}")
-                continue
-            if mode != "bare":
-                cell["ratio"] = cell["jobs_per_s"] / cells["bare"]["jobs_per_s"]
-            cells[mode] = cell
-            print(
-                f"{lane.name:<9}{twin:<6}{mode:<10}{cell['jobs_per_s']:>10.0f}"
-                f"{cell['cpu_us_per_job']:>12.0f}{cell.get('ratio', 1.0):>8.2f}"
-            )
+            if cell is not None:
+                rounds[mode].append(cell)
+    cells: dict[str, Any] = {}
+    for mode in MODES:
+        done = rounds[mode]
+        if not done:
+            cells[mode] = {"skipped": "the queue does not declare batched_operations"}
+            print(f"{lane.name:<9}{twin:<6}{mode:<10}{'n/a (not declared)':>30}")
+            continue
+        cell: dict[str, Any] = {
+            key: statistics.median(c[key] for c in done) for key in ("jobs_per_s", "cpu_us_per_job")
+        }
+        if mode != "bare":
+            each = [
+                c["jobs_per_s"] / b["jobs_per_s"] for c, b in zip(done, rounds["bare"], strict=True)
+            ]
+            cell["ratio"] = statistics.median(each)
+            cell["round_ratios"] = [round(r, 3) for r in each]
+        cells[mode] = cell
+        spread = (
+            f"  rounds {min(cell['round_ratios']):.2f}-{max(cell['round_ratios']):.2f}"
+            if len(done) > 1 and mode != "bare"
+            else ""
+        )
+        print(
+            f"{lane.name:<9}{twin:<6}{mode:<10}{cell['jobs_per_s']:>10.0f}"
+            f"{cell['cpu_us_per_job']:>12.0f}{cell.get('ratio', 1.0):>8.2f}{spread}"
+        )
+    return cells
+
+
+def _lane(lane: Lane, args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {"enqueue_sends_hint": lane.enqueue_hints}
+    for twin in ("async", "sync"):
+        cells = _burns(lane, twin, args)
         if twin == "async":
             idle = asyncio.run(_idle_async(lane, args.samples, args.idle_seconds))
         else:
@@ -271,13 +303,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", "--items", dest="jobs", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="burn-downs per mode, taken in turns; medians"
+    )
     parser.add_argument("--samples", type=int, default=200, help="latency samples per twin")
     parser.add_argument("--idle-seconds", type=float, default=3.0)
     parser.add_argument("--backends", default="memory,redis,postgres")
     parser.add_argument("--out-dir", default="benchmarks/results")
     args = parser.parse_args(argv)
-    results: dict[str, Any] = {"jobs": args.jobs, "concurrency": args.concurrency}
-    print(f"worker burn-down: {args.jobs} no-op jobs at concurrency {args.concurrency}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    results: dict[str, Any] = {
+        "jobs": args.jobs,
+        "concurrency": args.concurrency,
+        "rounds": args.rounds,
+    }
+    print(
+        f"worker burn-down: {args.jobs} no-op jobs at concurrency {args.concurrency}, "
+        f"{args.rounds} rounds (medians)"
+    )
     print(f"{'backend':<9}{'twin':<6}{'mode':<10}{'jobs/s':>10}{'cpu us/job':>12}{'x bare':>8}")
     for name in args.backends.split(","):
         lane = Lane(name)
