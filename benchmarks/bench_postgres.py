@@ -15,7 +15,9 @@ dropped at the end. Each measurement runs for --seconds (default 2). Prints Mark
    fewest to the most tenants holding the same items (target: at most 1.3x);
 
 3. the batched calls: claim_many(limit=16)+complete_many at concurrency 16, items/s, one tenant
-   and 16 tenants, beside the same baseline.
+   and 16 tenants, beside the same baseline;
+4. the floor of any claim+complete at concurrency 16: the least SKIP LOCKED claim (one UPDATE
+   of the head of a lean table's one partial index) and a DELETE, beside the same baseline.
 
 The figures go to ``bench-postgres.json`` and the ratios to ``bench-postgres.png`` in
 ``--out-dir`` (default benchmarks/results; benchmarks/_report.py). ``--only latency`` (or
@@ -62,7 +64,12 @@ BATCHED_TENANTS = {
     f"claim_many+complete_many n={BATCH} 1 tenant": 1,
     f"claim_many+complete_many n={BATCH} 16 tenants": 16,
 }
-OPERATIONS = ("put_run", "patch_run", *CLAIM_TENANTS, *BATCHED_TENANTS)
+# The floor of any claim+complete: the least SKIP LOCKED claim (one UPDATE of the head of one
+# partial index, no tenants, rotation or counts) and a DELETE, on a lean table (a bigserial key
+# and that one index), at concurrency 16 only: its ratio bounds what a queue that claims and
+# completes in two statements (two commits) can reach against the raw write here.
+FLOOR = "floor: lean SKIP LOCKED claim+delete"
+OPERATIONS = ("put_run", "patch_run", *CLAIM_TENANTS, *BATCHED_TENANTS, FLOOR)
 
 
 def admin() -> psycopg.Connection[Any]:
@@ -100,7 +107,28 @@ def raw_setup(tables: StateTables) -> str:
     with admin() as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n bigint NOT NULL)")
         conn.execute(f"INSERT INTO {table} SELECT g, 0 FROM generate_series(0, 63) AS g")
+        lean = tables.qualified("bench_lean")
+        conn.execute(
+            f"CREATE TABLE {lean} (id bigserial PRIMARY KEY, state text NOT NULL, "
+            "priority int NOT NULL DEFAULT 0, token bigint)"
+        )
+        conn.execute(f"CREATE INDEX ON {lean} (priority DESC, id) WHERE state = 'ready'")
     return f"UPDATE {table} SET n = n + 1 WHERE id = %s RETURNING n"
+
+
+def lean_setup(tables: StateTables) -> tuple[str, str]:
+    """Fill the lean table (100,000 ready rows); its claim and its delete."""
+    lean = tables.qualified("bench_lean")
+    with admin() as conn:
+        conn.execute(f"TRUNCATE {lean}")
+        conn.execute(f"INSERT INTO {lean} (state) SELECT 'ready' FROM generate_series(1, 100000)")
+        conn.execute(f"VACUUM ANALYZE {lean}")
+    claim = (
+        f"UPDATE {lean} SET state = 'leased', token = id WHERE id = (SELECT id FROM {lean} "
+        "WHERE state = 'ready' ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+        "RETURNING id, token"
+    )
+    return claim, f"DELETE FROM {lean} WHERE id = %s AND token = %s"
 
 
 # -- drivers: run `op(worker)` from `concurrency` workers for `seconds`; return ops/s ---------
@@ -177,11 +205,27 @@ async def bench_async(tables: StateTables, raw_sql: str, seconds: float) -> list
             await queue.complete_many(leases)
         return len(leases)
 
+    lean_claim, lean_delete = "", ""
+
+    async def floor(n: int) -> None:
+        async with pool.connection() as conn:
+            await conn.set_autocommit(True)
+            row = await (await conn.execute(lean_claim, prepare=True)).fetchone()
+        if row is not None:
+            async with pool.connection() as conn:
+                await conn.set_autocommit(True)
+                await conn.execute(lean_delete, row, prepare=True)
+
     for concurrency in CONCURRENCY:
         baseline = await run_async(raw, concurrency, seconds)
         for name in OPERATIONS:
             op: Callable[[int], Awaitable[int | None]]
-            if name in BATCHED_TENANTS:
+            if name == FLOOR:
+                if concurrency == 1:
+                    continue
+                lean_claim, lean_delete = lean_setup(tables)
+                op = floor
+            elif name in BATCHED_TENANTS:
                 if concurrency == 1:
                     continue
                 load_items(tables, 100_000, BATCHED_TENANTS[name])
@@ -236,11 +280,27 @@ def bench_sync(tables: StateTables, raw_sql: str, seconds: float) -> list[list[s
             queue.complete_many(leases)
         return len(leases)
 
+    lean_claim, lean_delete = "", ""
+
+    def floor(n: int) -> None:
+        with pool.connection() as conn:
+            conn.autocommit = True
+            row = conn.execute(lean_claim, prepare=True).fetchone()
+        if row is not None:
+            with pool.connection() as conn:
+                conn.autocommit = True
+                conn.execute(lean_delete, row, prepare=True)
+
     for concurrency in CONCURRENCY:
         baseline = run_sync(raw, concurrency, seconds)
         for name in OPERATIONS:
             op: Callable[[int], int | None]
-            if name in BATCHED_TENANTS:
+            if name == FLOOR:
+                if concurrency == 1:
+                    continue
+                lean_claim, lean_delete = lean_setup(tables)
+                op = floor
+            elif name in BATCHED_TENANTS:
                 if concurrency == 1:
                     continue
                 load_items(tables, 100_000, BATCHED_TENANTS[name])

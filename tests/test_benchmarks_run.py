@@ -44,6 +44,11 @@ def test_the_postgres_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
     assert "| 100 | 10 | never |" in out and "| 100 | 10 | yes |" in out
     figures = json.loads((tmp_path / "bench-postgres.json").read_text(encoding="utf-8"))
     assert figures["operations"]["sync claim+complete 1 tenant"]["c=16"]["ratio"] > 0
+    for twin in ("async", "sync"):
+        assert (
+            figures["operations"][f"{twin} floor: lean SKIP LOCKED claim+delete"]["c=16"]["ratio"]
+            > 0
+        )
     assert (tmp_path / "bench-postgres.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
@@ -131,6 +136,7 @@ def test_the_sqlite_benchmark_runs(tmp_path: Path) -> None:
     assert all(set(cells[twin]) == operations for twin in cells)
     assert all(cell["ratio"] > 0 for twin in cells for cell in cells[twin].values())
     assert all("aiosqlite_ratio" in cell for cell in cells["async"].values())
+    assert all(cell["raw_aiosqlite_floor_ratio"] > 0 for cell in cells["async"].values())
     assert not any("aiosqlite_ratio" in cell for cell in cells["sync"].values())
     floors = {op for op, cell in cells["sync"].items() if cell.get("sql_only_ratio", 0) > 0}
     assert floors == {"put_run", "patch_run", "enqueue"} and "| enqueue | " in out
