@@ -4,9 +4,10 @@ For each backend (memory, the machine's Redis and PostgreSQL) and twin: burn dow
 at concurrency C with the bare loop (C tasks or threads doing claim -> complete), then with the
 worker unbatched and batched (batched only where the queue declares ``batched_operations``),
 started on the backlog (its wake-up opened after the enqueues), and that again, ``--rounds``
-times in all (default 3); the median jobs/s and CPU per job of each, and the median of the
-rounds' ratios to the bare loop of the same round (each round's kept too: on a shared VM one
-burn-down's rate moves by a tenth or more from one to the next). Then, with an idle worker
+times in all (default 3; each round in a rotated order); the median jobs/s and CPU per job of
+each, and the median of the rounds' ratios to the bare loop of the same round (each round's
+kept too: on a shared VM one burn-down's rate moves by a tenth or more from one to the next).
+The printed "x bare" is that median of ratios, not the ratio of the medians. Then, with an idle worker
 (default settings, woken by the queue's hint), the delay from ``enqueue`` to the handler's start
 (p50/p99; measured from before the enqueue call, and split: the enqueue call itself, its commit
 included; the start and the hint's arrival at the worker's wake-up counted from the enqueue's
@@ -228,12 +229,14 @@ MODES = ("bare", "unbatched", "batched")
 
 def _burns(lane: Lane, twin: str, args: argparse.Namespace) -> dict[str, Any]:
     """``args.rounds`` rounds of the three burn-downs, one after another in each round (so a
-    worker's burn-down and the bare loop it is compared with run minutes, not seconds,
-    apart); each mode's median jobs/s and CPU per job, and the median of the rounds'
-    ratios to the bare loop of the same round (and every round's, in ``round_ratios``)."""
+    worker's burn-down and the bare loop it is compared with run seconds, not minutes,
+    apart), each round in another order (rotated: no mode is always first, after the
+    process's own start-up); each mode's median jobs/s and CPU per job, and the median of
+    the rounds' ratios to the bare loop of the same round (and every round's, in
+    ``round_ratios``)."""
     rounds: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
-    for _ in range(args.rounds):
-        for mode in MODES:
+    for turn in range(args.rounds):
+        for mode in MODES[turn % len(MODES) :] + MODES[: turn % len(MODES)]:
             lane.fresh()
             if twin == "async":
                 cell = asyncio.run(_async_burn(lane, args.jobs, args.concurrency, mode))

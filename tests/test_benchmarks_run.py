@@ -156,6 +156,8 @@ def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
         "3",
         "--idle-seconds",
         "0.5",
+        "--rounds",
+        "2",
         "--out-dir",
         str(tmp_path),
     )
@@ -165,6 +167,7 @@ def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
         for twin in ("async", "sync"):
             cells = figures[backend][twin]
             assert cells["unbatched"]["ratio"] > 0 and cells["idle worker"]["p99_ms"] > 0
+            assert len(cells["unbatched"]["round_ratios"]) == figures["rounds"] == 2
             idle = cells["idle worker"]
             assert {"enqueue call", "start from enqueue return", "claim call"} <= set(idle)
             if backend != "memory":  # the memory queue's own wake-up is not counted

@@ -1,6 +1,7 @@
 """The worker on the memory queue: its name, a handler that raises a BaseException, a job's own
-complete sent again through store errors, and a dead worker's items recovered while the worker
-is busy. Time moves by a ManualClock."""
+complete sent again through store errors, hooks for every job a predecessor's job claimed, a
+hand-back that burns no attempt unbatched too, and a dead worker's items recovered while the
+worker is busy. Time moves by a ManualClock."""
 
 from __future__ import annotations
 
@@ -230,3 +231,97 @@ async def test_a_jobs_own_complete_sent_again_through_store_errors_counts_it_onc
     assert queue.completes == 4  # the outage, the lost reply, its resend, the second job's
     assert (await queue.stats()).leased == 0
     assert await queue.get_item("acme", first.item_id) is None
+
+
+class FirstCompleteReplyLost(SpyQueue):
+    """The first complete is applied and its reply lost: the job's own first send."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.completes = 0
+
+    async def complete(self, tenant: Any, item_id: Any = None, **options: Any) -> None:
+        self.completes += 1
+        await super().complete(tenant, item_id, **options)
+        if self.completes == 1:
+            raise StoreOutcomeUnknown("the test lost this reply")
+
+
+@pytest.mark.asyncio
+async def test_a_jobs_first_complete_whose_reply_was_lost_counts_it_once() -> None:
+    # The reply of the job's own first send (the one made in the job, before any retry) is
+    # lost after the complete was applied: the resend finds the item gone, which that first
+    # send did: completed, not lost.
+    clock = ManualClock()
+    queue = FirstCompleteReplyLost(
+        policy=QueuePolicy(lease_seconds=30, backoff_base=0, random=lambda: 0.5), clock=clock
+    )
+    await queue.enqueue("acme", {})
+    await queue.enqueue("acme", {})
+    ran: list[str] = []
+
+    async def handler(job: Job) -> None:
+        ran.append(job.item_id)
+
+    worker = AsyncWorker(
+        queue, handler, clock=clock, batched=False, concurrency=1, store_backoff_base=0.001
+    )
+    stats = await run_until_idle_or_abort(worker)
+    assert len(ran) == len(set(ran)) == 2
+    assert (stats.completed, stats.lost, stats.failed, stats.store_errors) == (2, 0, 0, 1)
+    assert queue.completes == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_hooks_see_every_job_a_predecessor_claimed(concurrency: int) -> None:
+    # Unbatched, most jobs are claimed by their predecessor's job and many have ended by the
+    # time the loop takes them in: each still gets on_job_start, then on_job_end, once.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    n = 60
+    for _ in range(n):
+        await queue.enqueue("acme", {})
+    starts: list[str] = []
+    ends: list[tuple[str, str]] = []
+    hooks = WorkerHooks(
+        on_job_start=lambda job: starts.append(job.item_id),
+        on_job_end=lambda job, outcome: ends.append((job.item_id, outcome)),
+    )
+    worker = AsyncWorker(
+        queue, noop, clock=clock, batched=False, concurrency=concurrency, hooks=hooks
+    )
+    stats = await run_until_idle_or_abort(worker)
+    assert stats.completed == n and len(starts) == len(set(starts)) == n
+    assert sorted(ends) == sorted((item_id, "completed") for item_id in starts)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_hand_back_at_shutdown_burns_no_attempt_batched_or_not(batched: bool) -> None:
+    # The queue declares batched_operations: its release_many hands the item back without
+    # counting the attempt whether or not the worker batches (fail() would count it, and
+    # dead-letter an item on its last attempt).
+    clock = ManualClock()
+    queue = SpyQueue(
+        policy=QueuePolicy(lease_seconds=30, max_attempts=1, backoff_base=0), clock=clock
+    )
+    item = await queue.enqueue("acme", {})
+    started, release = AsyncEvent(), AsyncEvent()
+
+    async def handler(job: Job) -> None:
+        started.set()
+        await release.wait(SAFETY)
+
+    worker = AsyncWorker(queue, handler, clock=clock, shutdown_grace=0, batched=batched)
+
+    async def drive() -> None:
+        assert await started.wait(SAFETY)
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    release.set()
+    stats = worker.stats()
+    stored = await queue.get_item("acme", item.item_id)
+    assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
+    assert (stats.handed_back, stats.dead) == (1, 0)

@@ -123,7 +123,13 @@ def demo(
 
 def worker(
     handler: Annotated[str, typer.Argument(help="the handler, as module:function")],
-    url: Annotated[str, typer.Option(help="memory://, redis://... or postgresql://...")],
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="the queue: sqlite:///path, redis://..., postgresql://... or memory:// "
+            "(default: $RUNYARD_URL, else sqlite:///runyard.db)"
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="jobs at once")] = 1,
     sync: Annotated[bool, typer.Option("--sync", help="the thread twin (a plain handler)")] = False,
     shutdown_grace: Annotated[float, typer.Option(min=0, help="seconds to finish on stop")] = 30.0,
@@ -147,8 +153,8 @@ def worker(
             job_timeout=job_timeout,
         )
         policy = QueuePolicy(lease_seconds=lease_seconds)
-        stats = run_worker(handler, url, settings, sync=sync, policy=policy)
-    except ConfigurationError as exc:
+        stats = run_worker(handler, url or default_url(), settings, sync=sync, policy=policy)
+    except (ConfigurationError, ValueError) as exc:  # ValueError: a URL's unknown scheme
         Console(stderr=True).print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     Console(stderr=True).print(

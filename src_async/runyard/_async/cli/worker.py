@@ -2,32 +2,43 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.worker.loop import AsyncWorker
 from runyard._async.worker.wakeup import AsyncWakeup
-from runyard.errors import ConfigurationError
+from runyard._flavours import AsyncEvent
+from runyard.errors import ConfigurationError, RunyardError
 from runyard.policy import QueuePolicy
 from runyard.worker.job import Job
 from runyard.worker.outcomes import WorkerHooks, WorkerStats
 from runyard.worker.settings import WorkerSettings
 
-__all__ = ["open_queue", "serve"]
+__all__ = ["AsyncStartup", "open_queue", "serve"]
+
+log = logging.getLogger("runyard.worker")
+Opened = tuple[AsyncWorkQueue, AsyncWakeup | None, Callable[[], Awaitable[None]]]
 
 
-async def open_queue(
-    url: str, policy: QueuePolicy | None = None
-) -> tuple[AsyncWorkQueue, AsyncWakeup | None]:
-    """The queue and the wake-up for ``url``: ``memory://``, ``redis://``, ``rediss://``,
+async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
+    """The queue for ``url``, its wake-up (None: the worker polls) and what closes them:
+    ``memory://``, ``sqlite:///path`` (the schema created in a new file, as ``Yard.from_url``
+    does; no wake-up across processes, so the worker polls), ``redis://``, ``rediss://``,
     ``postgresql://``. Other settings (namespace, schema) come from the backends'
-    ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. The one place a URL is opened,
-    so ``Yard.from_url`` can replace it. Raises ConfigurationError."""
+    ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. Raises ConfigurationError, or the
+    store's error when it cannot be reached."""
     scheme = url.split("://", 1)[0].lower()
     if scheme == "memory":
         from runyard._async.memory.queue import AsyncMemoryWorkQueue
 
-        return AsyncMemoryWorkQueue(policy=policy), None
+        memory = AsyncMemoryWorkQueue(policy=policy)
+        return memory, None, memory.aclose
+    if scheme == "sqlite":
+        from runyard._async.yard import AsyncYard
+
+        yard = await AsyncYard.from_url(url, policy=policy)
+        return yard.queue, None, yard.aclose
     if scheme in ("redis", "rediss"):
         from runyard._async.redis.queue import AsyncRedisWorkQueue
         from runyard._async.redis.wakeup import AsyncRedisWakeup
@@ -35,7 +46,7 @@ async def open_queue(
 
         settings = RedisStoreSettings()
         redis_queue = await AsyncRedisWorkQueue.from_url(url, settings=settings, policy=policy)
-        return redis_queue, AsyncRedisWakeup.from_url(url, settings=settings)
+        return redis_queue, AsyncRedisWakeup.from_url(url, settings=settings), redis_queue.aclose
     if scheme in ("postgresql", "postgres"):
         from pydantic import SecretStr
 
@@ -50,10 +61,61 @@ async def open_queue(
         except BaseException:
             await pg_queue.aclose()
             raise
-        return pg_queue, wakeup
+        return pg_queue, wakeup, pg_queue.aclose
     raise ConfigurationError(
-        f"unknown queue URL scheme {scheme!r}: use memory://, redis://, rediss:// or postgresql://"
+        f"unknown queue URL scheme {scheme!r}: use memory://, sqlite:///path, redis://, "
+        "rediss:// or postgresql://"
     )
+
+
+class AsyncStartup:
+    """What the command's signal handlers and status line hold from the start: a stop before
+    the worker exists ends the startup (the store may still be down); once it runs, every
+    call goes to the worker."""
+
+    def __init__(self) -> None:
+        self.worker: AsyncWorker | None = None
+        self.stopped = AsyncEvent()
+
+    def stop(self) -> None:
+        if self.worker is None:
+            self.stopped.set()
+        else:
+            self.worker.stop()
+
+    def abort(self) -> None:
+        if self.worker is None:
+            self.stopped.set()
+        else:
+            self.worker.abort()
+
+    def stats(self) -> WorkerStats:
+        return WorkerStats() if self.worker is None else self.worker.stats()
+
+
+async def _open_until_up(
+    url: str, policy: QueuePolicy | None, settings: WorkerSettings, startup: AsyncStartup
+) -> Opened | None:
+    """``open_queue``, retried with the worker's jittered store backoff while the store is
+    unreachable (a retryable runyard error, an OSError): a worker started before its store
+    waits for it, as a running one waits out an outage. None when stopped meanwhile."""
+    failures = 0
+    while not startup.stopped.is_set():
+        try:
+            return await open_queue(url, policy)
+        except (RunyardError, OSError) as exc:
+            if isinstance(exc, RunyardError) and not exc.retryable:
+                raise
+            failures += 1
+            delay = settings.store_backoff(failures)
+            log.warning(
+                "store unavailable at startup (%s); retrying in %.2f s",
+                exc,
+                delay,
+                extra={"operation": "open", "failures": failures},
+            )
+            await startup.stopped.wait(delay)
+    return None
 
 
 async def serve(
@@ -61,17 +123,28 @@ async def serve(
     handler: Callable[[Job], Awaitable[None]],
     settings: WorkerSettings,
     hooks: WorkerHooks,
-    started: Callable[[AsyncWorker], None],
+    started: Callable[[AsyncStartup], None],
     policy: QueuePolicy | None = None,
 ) -> WorkerStats:
-    """Open the queue, run a worker until it is stopped, close the queue.
+    """Open the queue (waiting for the store while it is unreachable), run a worker until it
+    is stopped, close the queue.
 
-    ``started(worker)`` is called before the worker runs (the CLI installs its signal
-    handlers and status line there)."""
-    queue, wakeup = await open_queue(url, policy)
+    ``started(startup)`` is called first, before the queue opens (the CLI installs its
+    signal handlers and status line there): a stop while the store is still down ends the
+    startup cleanly; once the worker runs, ``startup`` passes every call to it."""
+    startup = AsyncStartup()
+    started(startup)
+    opened = await _open_until_up(url, policy, settings, startup)
+    if opened is None:
+        return WorkerStats()
+    queue, wakeup, close = opened
     try:
         worker = AsyncWorker(queue, handler, settings=settings, wakeup=wakeup, hooks=hooks)
-        started(worker)
+        startup.worker = worker
+        if startup.stopped.is_set():  # stopped while the worker was being made
+            worker.stop()
         return await worker.run()
     finally:
-        await queue.aclose()
+        if wakeup is not None and startup.worker is None:
+            await wakeup.aclose()
+        await close()

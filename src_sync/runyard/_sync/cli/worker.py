@@ -4,30 +4,43 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from runyard._flavours import Event
 from runyard._sync.protocols import WorkQueue
 from runyard._sync.worker.loop import Worker
 from runyard._sync.worker.wakeup import Wakeup
-from runyard.errors import ConfigurationError
+from runyard.errors import ConfigurationError, RunyardError
 from runyard.policy import QueuePolicy
 from runyard.worker.job import Job
 from runyard.worker.outcomes import WorkerHooks, WorkerStats
 from runyard.worker.settings import WorkerSettings
 
-__all__ = ["open_queue", "serve"]
+__all__ = ["Startup", "open_queue", "serve"]
+
+log = logging.getLogger("runyard.worker")
+Opened = tuple[WorkQueue, Wakeup | None, Callable[[], None]]
 
 
-def open_queue(url: str, policy: QueuePolicy | None = None) -> tuple[WorkQueue, Wakeup | None]:
-    """The queue and the wake-up for ``url``: ``memory://``, ``redis://``, ``rediss://``,
+def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
+    """The queue for ``url``, its wake-up (None: the worker polls) and what closes them:
+    ``memory://``, ``sqlite:///path`` (the schema created in a new file, as ``Yard.from_url``
+    does; no wake-up across processes, so the worker polls), ``redis://``, ``rediss://``,
     ``postgresql://``. Other settings (namespace, schema) come from the backends'
-    ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. The one place a URL is opened,
-    so ``Yard.from_url`` can replace it. Raises ConfigurationError."""
+    ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. Raises ConfigurationError, or the
+    store's error when it cannot be reached."""
     scheme = url.split("://", 1)[0].lower()
     if scheme == "memory":
         from runyard._sync.memory.queue import MemoryWorkQueue
 
-        return MemoryWorkQueue(policy=policy), None
+        memory = MemoryWorkQueue(policy=policy)
+        return memory, None, memory.close
+    if scheme == "sqlite":
+        from runyard._sync.yard import Yard
+
+        yard = Yard.from_url(url, policy=policy)
+        return yard.queue, None, yard.close
     if scheme in ("redis", "rediss"):
         from runyard._sync.redis.queue import RedisWorkQueue
         from runyard._sync.redis.wakeup import RedisWakeup
@@ -35,7 +48,7 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> tuple[WorkQueue, 
 
         settings = RedisStoreSettings()
         redis_queue = RedisWorkQueue.from_url(url, settings=settings, policy=policy)
-        return redis_queue, RedisWakeup.from_url(url, settings=settings)
+        return redis_queue, RedisWakeup.from_url(url, settings=settings), redis_queue.close
     if scheme in ("postgresql", "postgres"):
         from pydantic import SecretStr
         from runyard._sync.postgres.queue import PostgresWorkQueue
@@ -49,10 +62,61 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> tuple[WorkQueue, 
         except BaseException:
             pg_queue.close()
             raise
-        return pg_queue, wakeup
+        return pg_queue, wakeup, pg_queue.close
     raise ConfigurationError(
-        f"unknown queue URL scheme {scheme!r}: use memory://, redis://, rediss:// or postgresql://"
+        f"unknown queue URL scheme {scheme!r}: use memory://, sqlite:///path, redis://, "
+        "rediss:// or postgresql://"
     )
+
+
+class Startup:
+    """What the command's signal handlers and status line hold from the start: a stop before
+    the worker exists ends the startup (the store may still be down); once it runs, every
+    call goes to the worker."""
+
+    def __init__(self) -> None:
+        self.worker: Worker | None = None
+        self.stopped = Event()
+
+    def stop(self) -> None:
+        if self.worker is None:
+            self.stopped.set()
+        else:
+            self.worker.stop()
+
+    def abort(self) -> None:
+        if self.worker is None:
+            self.stopped.set()
+        else:
+            self.worker.abort()
+
+    def stats(self) -> WorkerStats:
+        return WorkerStats() if self.worker is None else self.worker.stats()
+
+
+def _open_until_up(
+    url: str, policy: QueuePolicy | None, settings: WorkerSettings, startup: Startup
+) -> Opened | None:
+    """``open_queue``, retried with the worker's jittered store backoff while the store is
+    unreachable (a retryable runyard error, an OSError): a worker started before its store
+    waits for it, as a running one waits out an outage. None when stopped meanwhile."""
+    failures = 0
+    while not startup.stopped.is_set():
+        try:
+            return open_queue(url, policy)
+        except (RunyardError, OSError) as exc:
+            if isinstance(exc, RunyardError) and not exc.retryable:
+                raise
+            failures += 1
+            delay = settings.store_backoff(failures)
+            log.warning(
+                "store unavailable at startup (%s); retrying in %.2f s",
+                exc,
+                delay,
+                extra={"operation": "open", "failures": failures},
+            )
+            startup.stopped.wait(delay)
+    return None
 
 
 def serve(
@@ -60,17 +124,28 @@ def serve(
     handler: Callable[[Job], None],
     settings: WorkerSettings,
     hooks: WorkerHooks,
-    started: Callable[[Worker], None],
+    started: Callable[[Startup], None],
     policy: QueuePolicy | None = None,
 ) -> WorkerStats:
-    """Open the queue, run a worker until it is stopped, close the queue.
+    """Open the queue (waiting for the store while it is unreachable), run a worker until it
+    is stopped, close the queue.
 
-    ``started(worker)`` is called before the worker runs (the CLI installs its signal
-    handlers and status line there)."""
-    queue, wakeup = open_queue(url, policy)
+    ``started(startup)`` is called first, before the queue opens (the CLI installs its
+    signal handlers and status line there): a stop while the store is still down ends the
+    startup cleanly; once the worker runs, ``startup`` passes every call to it."""
+    startup = Startup()
+    started(startup)
+    opened = _open_until_up(url, policy, settings, startup)
+    if opened is None:
+        return WorkerStats()
+    queue, wakeup, close = opened
     try:
         worker = Worker(queue, handler, settings=settings, wakeup=wakeup, hooks=hooks)
-        started(worker)
+        startup.worker = worker
+        if startup.stopped.is_set():  # stopped while the worker was being made
+            worker.stop()
         return worker.run()
     finally:
-        queue.close()
+        if wakeup is not None and startup.worker is None:
+            wakeup.close()
+        close()

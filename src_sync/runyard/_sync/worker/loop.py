@@ -160,6 +160,14 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
     # -- the loop --------------------------------------------------------------------------
     def _serve(self, *, until_idle: bool) -> WorkerStats:
         self._serving, self._until_idle = True, until_idle
+        log.info(
+            "worker %s serving: concurrency %d, %s, %s",
+            self.name,
+            self.settings.concurrency,
+            "batched" if self._store.batched else "unbatched",
+            "woken by hints" if self._wakeup is not None else "polling",
+            extra={"worker": self.name},
+        )
         if self._wakeup is not None:
             self._listener.start(self._listen)
         try:

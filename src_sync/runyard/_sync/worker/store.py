@@ -59,7 +59,11 @@ class WorkerStore(StopDeadline):
         self.stats = stats
         self._aborted = aborted
         caps = getattr(queue, "capabilities", None)
-        self.batched = settings.batched and bool(getattr(caps, "batched_operations", False))
+        declared = bool(getattr(caps, "batched_operations", False))
+        self.batched = settings.batched and declared
+        # A hand-back goes through release_many wherever the queue has it, batched or not:
+        # fail() would count the attempt (and dead-letter an item at its last one).
+        self.releases = declared
         self._batch = cast(BatchedWorkQueue, queue)
         # Adopts begun and ended (a claim's reply was lost): a send refused while one was in
         # flight waits for it to end, then sees whether its slot's lease was replaced.
@@ -138,14 +142,17 @@ class WorkerStore(StopDeadline):
         try:
             if free == 1 and not self.batched:  # a job's successor: sent here, a call fewer
                 self.stats.claim_round_trips += 1
+                failed: Exception | None = None
                 try:
                     lease = self.queue.claim(self.worker)
                 except Exception as exc:
+                    failed = exc
+                if failed is not None:  # retried outside the except: no chained context
                     lease, _ = self._call(
                         "claim",
                         partial(self.queue.claim, self.worker),
                         resend_unknown=False,
-                        failed=exc,
+                        failed=failed,
                     )
                 return [] if lease is None else [lease]
             if self.batched:
@@ -260,16 +267,7 @@ class WorkerStore(StopDeadline):
                 lambda: self._batch.complete_many(leases),
             )
             return [_applied(r, uncertain) for r in results]
-        out: list[RunyardError | None] = []
-        for lease in leases:
-            self.stats.settle_round_trips += 1
-            unknown: list[bool] = []
-            try:
-                self._call("complete", partial(self.queue.complete, lease), unknown=unknown)
-                out.append(None)
-            except _SETTLE_ERRORS as exc:
-                out.append(_applied(exc, bool(unknown)))
-        return out
+        return [self.complete_one(lease) for lease in leases]  # unbatched: jobs send theirs
 
     def fail(self, lease: Lease, error: str, *, retryable: bool) -> WorkItem | RunyardError:
         """Fail the item (retried or dead per the policy): the item, or why its lease was lost."""
@@ -283,9 +281,10 @@ class WorkerStore(StopDeadline):
         return item
 
     def release(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
-        """Hand every item back to ready. With ``batched_operations`` the attempt is not
-        counted; without it the item is failed (retryable) and the attempt counts."""
-        if self.batched:
+        """Hand every item back to ready. Where the queue declares ``batched_operations``
+        (whether or not the worker batches) the attempt is not counted; elsewhere the item is
+        failed (retryable) and the attempt counts."""
+        if self.releases:
             self.stats.settle_round_trips += 1
             results, uncertain = self._call(
                 "release",
