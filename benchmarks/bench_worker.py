@@ -7,15 +7,15 @@ started on the backlog (its wake-up opened after the enqueues), and that again, 
 times in all (default 3; each round in a rotated order); the median jobs/s and CPU per job of
 each, and the median of the rounds' ratios to the bare loop of the same round (each round's
 kept too: on a shared VM one burn-down's rate moves by a tenth or more from one to the next).
-The printed "x bare" is that median of ratios, not the ratio of the medians. Then, with an
-idle worker (default settings, woken by the queue's hint), the delay from ``enqueue`` to the handler's start
-(p50/p99; measured from before the enqueue call, and split: the enqueue call itself, its commit
-included; the start and the hint's arrival at the worker's wake-up counted from the enqueue's
-return; the claim round trips) and the calls the idle worker makes per second (queue calls and
-wake-up waits: on Redis each is one command; a PostgreSQL wake-up wait sends nothing, it reads
-its LISTEN connection). Where the queue's enqueue does not send its wake-up hint yet, the
-benchmark sends it right after each enqueue (one extra command) and says so. Writes
-``worker.json`` and ``worker.png`` (the ratios) into ``--out-dir`` through
+The printed "x bare" is that median of ratios, not the ratio of the medians. Then, with an idle
+worker (default settings, woken by the queue's hint), the delay from ``enqueue`` to the
+handler's start (p50/p99; measured from before the enqueue call, and split: the enqueue call
+itself, its commit included; the start and the hint's arrival at the worker's wake-up counted
+from the enqueue's return; the claim round trips) and the calls the idle worker makes per
+second (queue calls and wake-up waits: on Redis each is one command; a PostgreSQL wake-up wait
+sends nothing, it reads its LISTEN connection). Where the queue's enqueue does not send its
+wake-up hint yet, the benchmark sends it right after each enqueue (one extra command) and says
+so. Writes ``worker.json`` and ``worker.png`` (the ratios) into ``--out-dir`` through
 ``benchmarks/_report.py``.
 """
 
