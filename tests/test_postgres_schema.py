@@ -27,13 +27,14 @@ def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
 def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
     assert runyard.postgres.EXPECTED_SCHEMA == EXPECTED_SCHEMA
     versions = (
-        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 5), ('queue', 3)"
+        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 5), ('queue', 4)"
     )
     assert versions in EXPECTED_SCHEMA
     assert "blob           text NOT NULL" in EXPECTED_SCHEMA
     assert "autovacuum_vacuum_scale_factor = 0.01" in EXPECTED_SCHEMA
     assert "autovacuum_vacuum_cost_delay = 0" in EXPECTED_SCHEMA
     assert "WHERE dedupe_key IS NOT NULL" in EXPECTED_SCHEMA
+    assert "WHERE state = 'ready' AND priority IS NOT NULL;" in EXPECTED_SCHEMA  # queue 4's _due
     assert "seq            bigserial" in EXPECTED_SCHEMA
 
 

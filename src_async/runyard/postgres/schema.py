@@ -23,7 +23,7 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   retired by a function.
 # queue 3: a per-item max_attempts column on the work table; maintained counts (counts, delays)
 #   that stats reads instead of the work table.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 5, "queue": 3, "executions": 2}
+SCHEMA_VERSIONS: dict[str, int] = {"state": 5, "queue": 4, "executions": 2}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (

@@ -103,7 +103,12 @@ CREATE TABLE {work} (
 CREATE INDEX "{work_name}_ready" ON {work} (tenant, priority DESC, available_at, seq)
     WHERE state = 'ready';
 -- claim: "does this tenant have due work?", one bounded probe (a delayed backlog is skipped).
-CREATE INDEX "{work_name}_due" ON {work} (tenant, available_at) WHERE state = 'ready';
+-- The probes state its whole predicate; "priority IS NOT NULL" (true of every row) is in it
+-- (queue schema version 4) so that no other statement can use it: a claim's head, read from
+-- _ready in order, would otherwise read the tenant's due entries here and sort them wherever
+-- the planner guesses few rows (a table vacuumed but never analyzed: the whole backlog).
+CREATE INDEX "{work_name}_due" ON {work} (tenant, available_at)
+    WHERE state = 'ready' AND priority IS NOT NULL;
 -- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
 CREATE UNIQUE INDEX "{work_name}_dedupe" ON {work} (tenant, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
@@ -189,7 +194,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 5), ('queue', 3);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 5), ('queue', 4);
 
 -- Execution store ---------------------------------------------------------------------------
 
