@@ -111,7 +111,8 @@ def test_an_adopted_lease_wins_over_an_older_claim_of_the_item_registered_after_
 class StopOnSuccessorClaimQueue(MemoryWorkQueue):
     """Item x, once completed, is enqueued again at once; the claim sent after that complete
     (the job's successor claim, which takes the new x) stops the worker before it returns;
-    a hand-back (a retryable fail, unbatched) sets ``released``."""
+    a hand-back (``release_many``, which the worker uses batched or not; or a retryable
+    fail) sets ``released``."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -134,6 +135,11 @@ class StopOnSuccessorClaimQueue(MemoryWorkQueue):
 
     def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> Any:
         out = super().fail(tenant, item_id, **options)
+        self.released.set()
+        return out
+
+    def release_many(self, leases: Any) -> Any:
+        out = super().release_many(leases)
         self.released.set()
         return out
 

@@ -5,7 +5,7 @@ tasks and threads meet at events, never sleeps."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -402,7 +402,8 @@ async def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -
 
 class ShutdownAdoptQueue(SpyQueue):
     """Holds the next claim (``hold_next_claim``) until ``proceed``, then loses its reply;
-    holds the hand-back (a retryable fail, unbatched) of item ``n == 1`` until an adopt."""
+    holds the hand-back (``release_many``, which the worker uses batched or not) of item
+    ``n == 1`` until an adopt; a retryable fail of it too."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -419,11 +420,19 @@ class ShutdownAdoptQueue(SpyQueue):
         return await super().claim(worker)
 
     async def fail(self, tenant: Any, item_id: Any = None, **options: Any) -> WorkItem:
-        first = isinstance(tenant, Lease) and tenant.item.payload["n"] == 1
+        if isinstance(tenant, Lease):
+            await self._hold_first([tenant])
+        return await super().fail(tenant, item_id, **options)
+
+    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+        await self._hold_first(leases)
+        return await super().release_many(leases)
+
+    async def _hold_first(self, leases: Sequence[Lease]) -> None:
+        first = any(lease.item.payload["n"] == 1 for lease in leases)
         if first and not self.handing_back.is_set():
             self.handing_back.set()
             assert await self.adopted.wait(SAFETY)
-        return await super().fail(tenant, item_id, **options)
 
 
 @pytest.mark.asyncio
