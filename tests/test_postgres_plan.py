@@ -13,6 +13,11 @@ from psycopg import sql
 from runyard.postgres import StateTables
 from runyard.postgres.statements import statements
 from runyard.postgres.statements.queue import claim_call, claim_name
+from runyard.postgres.statements.queue_batched import (
+    CLAIM_MANY_LITERAL_UP_TO,
+    claim_many_call,
+    claim_many_name,
+)
 
 from tests.support.postgres_plugin import admin_connection
 
@@ -92,6 +97,32 @@ def _claim_args(name: str, args: tuple[object, ...] = CLAIM_ARGS) -> tuple[objec
 
 # claim_many's: the same with the batch size after the tenants passed over.
 CLAIM_MANY_ARGS: tuple[object, ...] = (*CLAIM_ARGS[:4], 16, *CLAIM_ARGS[4:])
+# claim_many's forms (see claim_many_name) for a batch of 16, the size as a literal, and for
+# one beyond CLAIM_MANY_LITERAL_UP_TO, the size as a parameter: the client sends the
+# reclaim's part only when it looks for lapses.
+CLAIM_MANY_FORMS = [
+    claim_many_name(size, reclaiming)
+    for size in (16, CLAIM_MANY_LITERAL_UP_TO + 1)
+    for reclaiming in (False, True)
+]
+
+
+def _claim_many_args(name: str, args: tuple[object, ...] = CLAIM_MANY_ARGS) -> tuple[object, ...]:
+    """The arguments of claim_many's form ``name`` (CLAIM_MANY_ARGS laid out as the client
+    sends them: the reclaim's part with jitters in the forms that reclaim). The batch size is
+    args[4] (16) in the form that takes it as a parameter too, whose plans the tests bound."""
+    literal = 16 if name.startswith("claim_many_16_") else CLAIM_MANY_LITERAL_UP_TO + 1
+    jitters = args[5] if "_reclaim" in name else None
+    drained = args[9]
+    assert drained is None or isinstance(drained, list)
+    form, sent = claim_many_call(args[:4], literal, (jitters, *args[6:9]), drained)
+    assert form == name
+    return (*sent[:4], args[4], *sent[5:])
+
+
+def _form_args(name: str) -> tuple[object, ...]:
+    """The arguments of the claim's or claim_many's form ``name``."""
+    return _claim_many_args(name) if name.startswith("claim_many") else _claim_args(name)
 
 
 def _plan(conn: Conn, statement: str, args: tuple[object, ...] = CLAIM_ARGS) -> str:
@@ -148,9 +179,9 @@ def _warm_pages(conn: Conn, explain: Callable[[], Any]) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", CLAIM_FORMS)
+@pytest.mark.parametrize("name", [*CLAIM_FORMS, *CLAIM_MANY_FORMS])
 def test_the_claim_plan_never_scans_the_work_table(pg_tables: StateTables, name: str) -> None:
-    claim, args = getattr(statements(pg_tables), name), _claim_args(name)
+    claim, args = getattr(statements(pg_tables), name), _form_args(name)
     with admin_connection() as conn:
         _load(conn, pg_tables, ITEMS, TENANTS)
         _analyze(conn, pg_tables)
@@ -243,21 +274,23 @@ def test_the_plan_cache_keeps_the_generic_claim_plan_on_a_large_table_never_anal
 
 @pytest.mark.slow
 @pytest.mark.parametrize("items", [1_000, PLAN_CACHE_ITEMS])
+@pytest.mark.parametrize("name", [claim_many_name(16, False), claim_many_name(16, True)])
 def test_the_plan_cache_keeps_the_generic_claim_many_plan_for_a_literal_batch_size(
-    pg_tables: StateTables, items: int
+    pg_tables: StateTables, items: int, name: str
 ) -> None:
     """claim_many with its batch size as a parameter ($5 in every LIMIT) was planned afresh on
     every call (LIMIT $n is costed as a tenth of the rows: the generic plan looked dearer),
     about 0.6 ms of an idle claim_many(1); up to CLAIM_MANY_LITERAL_UP_TO the client sends
-    the size as a literal, and the plan cache keeps the generic plan, empty queue or large."""
-    literal = statements(pg_tables).claim_many_16
+    the size as a literal, and the plan cache keeps the generic plan, empty queue or large.
+    Run as the client sends each form: tenants to retire, or none (NULL)."""
+    literal = getattr(statements(pg_tables), name)
     with admin_connection() as conn:
         _load(conn, pg_tables, items, 1)
         conn.execute(f"PREPARE claim_many_cached AS {literal}")
         for run in range(PLAN_CACHE_RUNS):
-            jitters = CLAIM_MANY_ARGS[5] if run % 4 == 0 else None
-            drained = ["tenant-0"] if run else None
-            args = (*CLAIM_MANY_ARGS[:5], jitters, *CLAIM_MANY_ARGS[6:9], drained)
+            drained = ["tenant-0"] if run % 2 else None
+            given = (*CLAIM_MANY_ARGS[:5], [0.5 + run / 100] * 8, *CLAIM_MANY_ARGS[6:9], drained)
+            args = _claim_many_args(name, given)
             with conn.transaction(force_rollback=True):
                 conn.execute(_execute(conn, "claim_many_cached", args)).fetchall()
         row = conn.execute(
@@ -357,19 +390,19 @@ def _lapse_leases(conn: Conn, tables: StateTables) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("tenants", [1, 1_000], ids=["one-tenant", "1k-tenants"])
 @pytest.mark.parametrize("analyzed", [False, True], ids=["never-analyzed", "analyzed"])
-@pytest.mark.parametrize("name", ["claim_many", "claim_many_16"])
+@pytest.mark.parametrize("name", CLAIM_MANY_FORMS)
 def test_a_claim_many_touches_a_bounded_number_of_pages(
     pg_tables: StateTables, tenants: int, analyzed: bool, name: str
 ) -> None:
-    # claim_many_16: the batch size 16 as a literal (the form the client sends up to 16).
-    claim_many = getattr(statements(pg_tables), name)
+    # claim_many_16_*: the batch size 16 as a literal (the forms the client sends up to 16).
+    claim_many, args = getattr(statements(pg_tables), name), _claim_many_args(name)
     with admin_connection() as conn:
         _load(conn, pg_tables, 100_000, tenants)
         if analyzed:
             _analyze(conn, pg_tables)
         _prepare(conn, claim_many)
-        plan = _generic_plan(conn, CLAIM_MANY_ARGS)
-        pages, executed = _generic_pages(conn, CLAIM_MANY_ARGS)
+        plan = _generic_plan(conn, args)
+        pages, executed = _generic_pages(conn, args)
     assert "$1" in plan  # really the generic plan
     assert f"Seq Scan on {pg_tables.work}" not in plan, plan
     assert f"Bitmap Heap Scan on {pg_tables.work}" not in plan, plan
@@ -394,19 +427,19 @@ def _load_uniform(conn: Conn, tables: StateTables, items: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [*CLAIM_FORMS, "claim_many", "claim_many_16"])
+@pytest.mark.parametrize("name", [*CLAIM_FORMS, *CLAIM_MANY_FORMS])
 def test_a_claim_does_not_sort_a_vacuumed_backlog(pg_tables: StateTables, name: str) -> None:
     # A table vacuumed (the planner knows its size) but never analyzed: without statistics
     # the planner estimates state = 'ready' at 0.5% of the rows and a tenant at 0.5% of
     # those, one row, so reading the tenant's due entries through the due index and sorting
     # them looked cheaper than the ready index, which gives them in order: at queue version
-    # 3 every claim form and both claim_many forms read all 40,000 rows (a claim_many_16,
+    # 3 every claim form and every claim_many form read all 40,000 rows (a claim_many_16,
     # 57 ms). Version 4's due index has a condition in its predicate that only its probes
     # state, so the head cannot be read through it.
     claim_many = getattr(statements(pg_tables), name)
     with admin_connection() as conn:
         _load_uniform(conn, pg_tables, 40_000)
-        args = CLAIM_MANY_ARGS if name.startswith("claim_many") else _claim_args(name)
+        args = _form_args(name)
         _prepare(conn, claim_many)
         plan = _generic_plan(conn, args)
         pages, executed = _generic_pages(conn, args)
@@ -430,14 +463,14 @@ def _rows_read(node: dict[str, Any], table: str) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", [claim_name(True, False), FULL_CLAIM, "claim_many", "claim_many_16"]
+    "name",
+    [claim_name(True, False), FULL_CLAIM, *(f for f in CLAIM_MANY_FORMS if "_reclaim" in f)],
 )
 def test_a_claim_that_reclaims_lapsed_leases_touches_a_bounded_number_of_pages(
     pg_tables: StateTables, name: str
 ) -> None:
-    statement = getattr(statements(pg_tables), name)
+    statement, args = getattr(statements(pg_tables), name), _form_args(name)
     single = name.startswith("claim_reclaim")
-    args = _claim_args(name) if single else CLAIM_MANY_ARGS
     with admin_connection() as conn:
         _load(conn, pg_tables, 100_000, 1)
         _lapse_leases(conn, pg_tables)

@@ -86,6 +86,7 @@ class CountingExecutor:
     def __init__(self, inner: AsyncPsycopgExecutor) -> None:
         self.inner = inner
         self.statements: list[str] = []
+        self.arguments: list[tuple[Any, ...]] = []  # each statement's, in order
 
     @property
     def sent(self) -> int:
@@ -94,6 +95,7 @@ class CountingExecutor:
 
     async def fetch(self, statement: str, *args: Any) -> Any:
         self.statements.append(statement)
+        self.arguments.append(args)
         return await self.inner.fetch(statement, *args)
 
     async def aclose(self) -> None:

@@ -15,6 +15,7 @@ from runyard.policy import RECLAIM_PER_CLAIM
 from runyard.postgres import AsyncPostgresWorkQueue, AsyncPsycopgExecutor, StateTables
 from runyard.postgres.statements import statements
 from runyard.postgres.statements.queue import claim_name
+from runyard.postgres.statements.queue_batched import CLAIM_MANY_LITERAL_UP_TO, claim_many_name
 
 from tests._async.postgres_support import CountingExecutor, open_pool, open_queue
 from tests.support.postgres_plugin import admin_connection
@@ -247,6 +248,51 @@ async def test_a_claim_sends_the_reclaim_and_the_retire_only_when_it_has_them(
         expected = [(True, False), (False, False), (False, True), (False, False)]
         expected += [(True, False), (True, True)]
         assert forms == [getattr(texts, claim_name(*parts)) for parts in expected]
+        assert _rotation(pg_tables) == set()
+    finally:
+        await executor.inner.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_claim_many_sends_the_reclaim_only_when_it_looks_for_lapses(
+    pg_tables: StateTables, clock: ManualClock
+) -> None:
+    """Each claim_many statement sends the form (claim_many_name) for its batch size with the
+    reclaim only on this queue's periodic look for lapses, and the tenants to retire (its
+    last argument) only when earlier claims served some, NULL otherwise; a batch larger than
+    CLAIM_MANY_LITERAL_UP_TO sends the forms with the size as a parameter."""
+    executor = CountingExecutor(AsyncPsycopgExecutor(await open_pool()))
+    queue = AsyncPostgresWorkQueue(executor, tables=pg_tables, clock=clock, policy=POLICY)
+    texts = statements(pg_tables)
+    work = pg_tables.qualified(pg_tables.work)
+    beyond = CLAIM_MANY_LITERAL_UP_TO + 1
+    try:
+        await queue.enqueue("a", {}, item_id="a1")  # same turn as b: picked first by name
+        await queue.enqueue("b", {}, item_id="b1")
+        with admin_connection() as holder, holder.transaction():
+            holder.execute(f"SELECT 1 FROM {work} WHERE item_id = 'a1' FOR UPDATE")
+            sent = executor.sent
+            first = await queue.claim_many("w1", limit=2)  # looks; a's head is held
+            assert [lease.item_id for lease in first] == ["b1"]
+            # retires b (drained), passes over a (still held), then finds nothing
+            assert await queue.claim_many("w1", limit=2) == []
+        clock.advance(RECLAIM_EVERY_SECONDS)
+        third = await queue.claim_many("w1", limit=2)  # looks; nothing to retire
+        assert [lease.item_id for lease in third] == ["a1"]
+        clock.advance(RECLAIM_EVERY_SECONDS)
+        assert await queue.claim_many("w1", limit=2) == []  # looks and retires a
+        forms, retired = executor.statements[sent:], executor.arguments[sent:]
+        await queue.enqueue("c", {}, item_id="c1")
+        sent = executor.sent
+        fifth = await queue.claim_many("w1", limit=beyond)  # looks again: the last was idle
+        assert [lease.item_id for lease in fifth] == ["c1"]
+        assert await queue.claim_many("w1", limit=beyond) == []  # retires c
+        forms += executor.statements[sent:]
+        retired += executor.arguments[sent:]
+        expected = [(2, True), (2, False), (2, False), (2, True), (2, True)]
+        expected += [(beyond, True), (beyond, False)]
+        assert forms == [getattr(texts, claim_many_name(*parts)) for parts in expected]
+        assert [args[-1] for args in retired] == [None, ["b"], None, None, ["a"], None, ["c"]]
         assert _rotation(pg_tables) == set()
     finally:
         await executor.inner.aclose()

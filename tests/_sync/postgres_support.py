@@ -88,6 +88,7 @@ class CountingExecutor:
     def __init__(self, inner: PsycopgExecutor) -> None:
         self.inner = inner
         self.statements: list[str] = []
+        self.arguments: list[tuple[Any, ...]] = []  # each statement's, in order
 
     @property
     def sent(self) -> int:
@@ -96,6 +97,7 @@ class CountingExecutor:
 
     def fetch(self, statement: str, *args: Any) -> Any:
         self.statements.append(statement)
+        self.arguments.append(args)
         return self.inner.fetch(statement, *args)
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, 
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.postgres.rows import decode_item, decode_lease
-from runyard.postgres.statements.queue_batched import CLAIM_MANY_LITERAL_UP_TO
+from runyard.postgres.statements.queue_batched import claim_many_call
 from runyard.queue_args import check_items, check_leases
 from runyard.validation import check_limit
 
@@ -99,19 +99,11 @@ class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
             expires = self.policy.lease_expiry(now, now)
             drained = self._take_drained()
             reclaim = self._reclaim_args(now)
-            size = limit - len(leases)
+            name, args = claim_many_call(
+                (now, worker, expires, passed_over), limit - len(leases), reclaim, drained
+            )
             try:
-                rows = await self._fetch(
-                    f"claim_many_{size}" if size <= CLAIM_MANY_LITERAL_UP_TO else "claim_many",
-                    now,
-                    worker,
-                    expires,
-                    passed_over,
-                    size,
-                    *reclaim,
-                    drained,
-                    idempotent=False,
-                )
+                rows = await self._fetch(name, *args, idempotent=False)
             except StoreOutcomeUnknown as exc:
                 self._drained.update(drained or ())
                 raise StoreOutcomeUnknown(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from runyard.postgres.statements.queue import claim_name
 from runyard.postgres.statements.queue_rotation import (
     ENQUEUED,
     INSERT_WORK,
@@ -16,7 +19,7 @@ from runyard.postgres.statements.queue_rotation import (
     wake,
 )
 
-__all__ = ["BATCHED_TEMPLATES", "CLAIM_MANY_LITERAL_UP_TO"]
+__all__ = ["BATCHED_TEMPLATES", "CLAIM_MANY_LITERAL_UP_TO", "claim_many_call", "claim_many_name"]
 
 # The probe columns a refused settle is explained by (runyard._sql.settle_refusal), read from
 # the statement's snapshot: the row as it was before the batch touched it.
@@ -33,24 +36,50 @@ _LIVE = """w.tenant = d.tenant AND w.item_id = d.item_id AND w.token = d.token
       AND w.state = 'leased' AND $4::float8 < w.claimed_at + $5::float8
       AND $4::float8 <= w.lease_expires_at"""
 
-# claim_many with its batch size as a literal for batches up to this size (one statement text
-# each, "claim_many_<n>"), the parameter $5 beyond. A parameter as LIMIT is costed as a tenth
-# of the rows the planner guesses, so the generic plan looked dearer than the custom plans of
-# the first runs and every call was planned afresh: about 0.6 ms of a 1.05 ms claim_many(1)
-# on an idle queue, against 0.44 ms with the literal.
+# claim_many with its batch size as a literal for batches up to this size (the statements
+# "claim_many_<n>_...", see claim_many_name), the parameter $5 beyond. A parameter as LIMIT
+# is costed as a tenth of the rows the planner guesses, so the generic plan looked dearer
+# than the custom plans of the first runs and every call was planned afresh: about 0.6 ms of
+# a 1.05 ms claim_many(1) on an idle queue, against 0.44 ms with the literal.
 CLAIM_MANY_LITERAL_UP_TO = 16
 
 
-def _claim_many(limit: str) -> str:
+def claim_many_name(size: int, reclaiming: bool) -> str:
+    """The name of claim_many's statement for a batch of ``size`` that reclaims lapsed
+    leases (``reclaiming``) or not: "claim_many", then "_<size>" up to
+    CLAIM_MANY_LITERAL_UP_TO, then "_reclaim" if it reclaims and "_retire" (see claim_name).
+
+    Two forms, not the claim's four: every form of every literal size is a prepared statement
+    on each connection that sends it (psycopg keeps 100 a connection), and the retire's part
+    costs little beside the reclaim's (see docs/postgres.md); the form without the reclaim is
+    sent with NULL for the tenants to retire when there are none.
+    """
+    literal = f"_{size}" if size <= CLAIM_MANY_LITERAL_UP_TO else ""
+    return claim_name(reclaiming, True).replace("claim", "claim_many" + literal, 1)
+
+
+def claim_many_call(
+    head: tuple[Any, ...], size: int, reclaim: tuple[Any, ...], drained: list[str] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """claim_many's statement for a batch of ``size`` and its arguments: ``head`` ($1 to
+    $4, as claim_call's), the size, ``reclaim`` the reclaim's (jitters first: None to take
+    back none, then the form without the reclaim is sent), ``drained`` the tenants to retire
+    if drained (None for none)."""
+    reclaiming = reclaim[0] is not None
+    args = (*head, size, *(reclaim if reclaiming else ()), drained)
+    return claim_many_name(size, reclaiming), args
+
+
+def _claim_many(limit: str, reclaiming: bool) -> str:
     """The claim_many template with ``limit`` as its batch size: "$5::bigint", or a literal
-    (then $5 is still declared, by a CTE nothing reads, so every form takes the same
-    arguments)."""
+    (then $5 is still declared, by a CTE nothing reads, so every size takes the same
+    arguments); with the reclaim's CTEs ($6 to $9) when ``reclaiming``; the tenants to retire
+    if drained come last."""
     batch = "" if limit.startswith("$") else "batch AS (SELECT $5::bigint AS size), "
     return (
         "WITH "
         + batch
-        + reclaim(6, 7, 8, 9)
-        + ", "
+        + (reclaim(6, 7, 8, 9) + ", " if reclaiming else "")
         + pick_tenants(limit, "tenant, turn")
         + """, heads AS (
     SELECT h.row_id, p.tenant, p.turn, h.priority, h.available_at, h.seq
@@ -92,11 +121,13 @@ def _claim_many(limit: str) -> str:
     UPDATE {turns} AS t SET turn = s.turn
     FROM served s, pick p WHERE p.owned AND p.tenant = s.tenant AND t.tenant = s.tenant
 )"""
-        + claim_tally(True)
-        + retire_drained(10)
+        + claim_tally(reclaiming)
+        + retire_drained(10 if reclaiming else 6)
         + """
 SELECT c.pos, p.tenant,
-       (SELECT count(*) FROM reclaimed r),
+       """
+        + ("(SELECT count(*) FROM reclaimed r)" if reclaiming else "0::bigint")
+        + """,
        c.tenant, c.item_id, c.payload, c.priority, c.state, c.attempts, c.available_at,
        c.enqueued_at, c.dedupe_key, c.worker, c.lease_expires_at, c.last_error, c.token,
        c.claimed_at, c.dead_reason, c.dead_at, c.max_attempts
@@ -134,19 +165,6 @@ UNION ALL
 SELECT false, {work_cols_w} FROM {work} w
 WHERE w.tenant = $1::text
   AND (w.item_id = ANY ($2::text[]) OR w.dedupe_key = ANY ($7::text[]))""",
-    # $1 now $2 worker $3 lease expiry $4 tenants to pass over $5 limit $6 reclaim jitters
-    # $7 backoff_base $8 backoff_cap $9 policy max_attempts $10 tenants of earlier claims (NULL
-    # for none, see retire_drained()). The batch form of "claim",
-    # lapsed leases reclaimed first the same way: up to $5 tenants with due work in turn
-    # order (their rotation rows locked SKIP LOCKED; when every such row is held, the same
-    # tenants unlocked, turns not advanced), due heads of each locked SKIP LOCKED (no more
-    # than the batch can take from one tenant when every other picked tenant gives one), then
-    # the first $5 by (rank in the tenant, turn): the order $5 single claims serve them in.
-    # Each served tenant's turn is advanced in the order of its last claim. One row per
-    # claimed item (pos set), and one per picked tenant that got none (its heads were all
-    # locked, or the batch was full); each says how many lapsed leases the statement took
-    # back.
-    "claim_many": _claim_many("$5::bigint"),
     # $1 tenants $2 item_ids $3 tokens $4 now $5 max_lease_seconds $6 now + lease_seconds
     "heartbeat_many": "WITH "
     + _TARGETS
@@ -214,6 +232,25 @@ LEFT JOIN {work} p ON p.tenant = d.tenant AND p.item_id = d.item_id
 CROSS JOIN woken
 ORDER BY d.ord""",
 }
+# $1 now $2 worker $3 lease expiry $4 tenants to pass over $5 limit, then in the forms that
+# reclaim ("claim_many[_<n>]_reclaim_retire") $6 reclaim jitters $7 backoff_base $8
+# backoff_cap $9 policy max_attempts, then the tenants of earlier claims (NULL for none, see
+# retire_drained()): $10, or $6 in the forms without the reclaim ("claim_many[_<n>]_retire").
+# The batch form of "claim", lapsed leases reclaimed first the same way: up to $5 tenants with
+# due work in turn order (their rotation rows locked SKIP LOCKED; when every such row is held,
+# the same tenants unlocked, turns not advanced), due heads of each locked SKIP LOCKED (no
+# more than the batch can take from one tenant when every other picked tenant gives one),
+# then the first $5 by (rank in the tenant, turn): the order $5 single claims serve them in.
+# Each served tenant's turn is advanced in the order of its last claim. One row per claimed
+# item (pos set), and one per picked tenant that got none (its heads were all locked, or the
+# batch was full); each says how many lapsed leases the statement took back (0 without the
+# reclaim).
 BATCHED_TEMPLATES.update(
-    {f"claim_many_{n}": _claim_many(str(n)) for n in range(1, CLAIM_MANY_LITERAL_UP_TO + 1)}
+    {
+        claim_many_name(size, reclaiming): _claim_many(
+            str(size) if size <= CLAIM_MANY_LITERAL_UP_TO else "$5::bigint", reclaiming
+        )
+        for size in range(1, CLAIM_MANY_LITERAL_UP_TO + 2)
+        for reclaiming in (False, True)
+    }
 )
