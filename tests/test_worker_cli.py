@@ -1,17 +1,30 @@
 """``runyard worker`` as a process: started before its store it waits for it (a SIGTERM meanwhile
-exits 0), and with no URL it serves the embedded default, ``sqlite:///runyard.db``."""
+exits 0, a second one at once even while an open hangs), a stop while the store opens ends
+the worker, an unopenable SQLite file is a configuration error, and with no URL it serves the
+embedded default, ``sqlite:///runyard.db``."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import runyard._async.cli.worker as async_cli
+import runyard._sync.cli.worker as sync_cli
+from runyard.cli.app import app
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
 from runyard.sqlite import SqliteWorkQueue, connect
+from runyard.worker import Job, WorkerHooks, WorkerSettings
+from typer.testing import CliRunner
 
 from tests.support.proxy import ReplyDroppingProxy
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
@@ -108,3 +121,140 @@ def test_a_worker_without_a_url_serves_the_default_sqlite_file(
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections and never answers (a hung server)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not done.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    done.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_a_second_signal_while_the_store_hangs_exits_at_once(
+    silent_port: int, tmp_path: Path, flavour: str
+) -> None:
+    # The open waits on a server that never answers (Redis: up to its retries x its socket
+    # timeout, half a minute). The first SIGTERM stops the startup once that open returns;
+    # the second ends the process at once: nothing is held yet.
+    process = start(tmp_path, flavour, {}, "--url", f"redis://127.0.0.1:{silent_port}/0")
+    try:
+        time.sleep(1.0)  # the CLI is up (its handlers installed) and the open is waiting
+        process.send_signal(signal.SIGTERM)
+        wait_for_line(process, "signal received")
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = process.communicate(timeout=SAFETY)
+        assert time.monotonic() - sent < 5.0  # not the open's own timeouts (about 30 s)
+        assert process.returncode == 0 and "Traceback" not in err.decode(), err.decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+class _StopWhileOpening:
+    """``open_queue`` replaced: the stop (a signal) lands while the queue is being opened."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.startups: list[Any] = []
+
+    def started(self, startup: Any) -> None:
+        self.startups.append(startup)
+
+    def opening(self, url: str, policy: Any = None) -> Any:
+        self.startups[0].stop()
+        return self.real("memory://", policy)
+
+    async def opening_async(self, url: str, policy: Any = None) -> Any:
+        self.startups[0].stop()
+        return await self.real("memory://", policy)
+
+
+def test_a_stop_while_the_async_queue_opens_ends_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = _StopWhileOpening(async_cli.open_queue)
+    monkeypatch.setattr(async_cli, "open_queue", fake.opening_async)
+
+    async def handler(job: Job) -> None:
+        pass
+
+    async def serve() -> Any:
+        served = async_cli.serve(
+            "memory://", handler, WorkerSettings(), WorkerHooks(), fake.started
+        )
+        return await asyncio.wait_for(served, SAFETY)  # a worker left serving fails the test
+
+    stats = asyncio.run(serve())
+    assert stats.completed == 0 and fake.startups[0].worker is None
+
+
+def test_a_stop_while_the_sync_queue_opens_ends_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = _StopWhileOpening(sync_cli.open_queue)
+    monkeypatch.setattr(sync_cli, "open_queue", fake.opening)
+    done: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: done.append(
+            sync_cli.serve(
+                "memory://", lambda job: None, WorkerSettings(), WorkerHooks(), fake.started
+            )
+        ),
+        daemon=True,
+    )
+    thread.start()
+    thread.join(SAFETY)
+    if not done:  # the worker kept serving: end it, then fail
+        worker = fake.startups[0].worker
+        if worker is not None:
+            worker.abort()
+        thread.join(5)
+    assert done and done[0].completed == 0 and fake.startups[0].worker is None
+
+
+@pytest.mark.parametrize("sync", [False, True])
+@pytest.mark.parametrize("how", ["no such directory", "not a database", "no schema"])
+def test_an_unusable_sqlite_file_is_a_configuration_error(
+    tmp_path: Path, sync: bool, how: str
+) -> None:
+    path = tmp_path / "x.db"
+    if how == "no such directory":
+        path = tmp_path / "missing" / "dir" / "x.db"
+    elif how == "not a database":
+        path.write_text("hello")
+    else:
+        import sqlite3
+
+        other = sqlite3.connect(path)
+        other.execute("CREATE TABLE t (x)")
+        other.commit()
+        other.close()
+    spec = "tests.support.worker_jobs:" + ("gated_sync" if sync else "gated")
+    args = ["worker", spec, "--url", f"sqlite:///{path}", *(["--sync"] if sync else [])]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    said = " ".join(result.output.split())
+    expected = "create runyard's schema" if how == "no schema" else "cannot open the SQLite"
+    assert said.startswith("error:") and expected in said, said

@@ -155,6 +155,8 @@ async def _open_postgres(url: YardURL, options: YardOptions) -> AsyncYard:
 
 
 async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
+    import sqlite3
+
     from runyard._async.sqlite import (
         AsyncSqliteStateStore,
         AsyncSqliteStore,
@@ -162,14 +164,21 @@ async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
         connect,
         create_schema,
     )
+    from runyard.sqlite.errors import open_error
 
     path = sqlite_path(url)
     durable, live = sqlite_options(url)
-    connection = await connect(path, durable=durable)
+    try:
+        connection = await connect(path, durable=durable)
+    except sqlite3.Error as exc:
+        raise open_error(exc, str(path)) from None
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
-        if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
-            await create_schema(connection)
+        try:
+            if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
+                await create_schema(connection)
+        except sqlite3.Error as exc:
+            raise open_error(exc, str(path)) from None
         state = await AsyncSqliteStateStore.open(connection, clock=options.clock, live_updates=live)
         queue = await AsyncSqliteWorkQueue.open(
             connection, clock=options.clock, policy=options.policy

@@ -154,7 +154,7 @@ def worker(
         )
         policy = QueuePolicy(lease_seconds=lease_seconds)
         stats = run_worker(handler, url or default_url(), settings, sync=sync, policy=policy)
-    except (ConfigurationError, ValueError) as exc:  # ValueError: a URL's unknown scheme
+    except ConfigurationError as exc:
         Console(stderr=True).print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     Console(stderr=True).print(

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import inspect
 import logging
+import os
 import signal
 import sys
 import threading
@@ -25,6 +26,11 @@ log = logging.getLogger("runyard.worker")
 
 
 class _Stoppable(Protocol):
+    """The serve's startup (``AsyncStartup``/``Startup``): its ``worker`` once made."""
+
+    @property
+    def worker(self) -> object | None: ...
+
     def stop(self) -> None: ...
     def abort(self) -> None: ...
     def stats(self) -> WorkerStats: ...
@@ -51,20 +57,37 @@ def load_handler(spec: str, *, sync: bool) -> Callable[[Job], Any]:
 
 
 class _Signals:
-    """The first SIGTERM/SIGINT stops the worker gracefully; the second exits at once."""
+    """The first SIGTERM/SIGINT stops the worker gracefully; the second exits at once.
 
-    def __init__(self, worker: _Stoppable) -> None:
-        self.worker = worker
+    ``threaded``: the handler runs in the main thread between two of its bytecodes (the
+    thread twin, ``signal.signal``), which may be inside a lock that ``stop()`` takes (an
+    Event's): the call is made from a thread of its own. In the asyncio twin the handler is
+    a callback of the loop and calls directly. A second signal before the worker exists (the
+    store still being opened, which may block on a silent server) ends the process at once:
+    nothing is held yet."""
+
+    def __init__(self, startup: _Stoppable, *, threaded: bool) -> None:
+        self.startup = startup
+        self.threaded = threaded
         self.count = 0
 
     def __call__(self, *_: object) -> None:
         self.count += 1
         if self.count == 1:
             log.info("signal received: finishing in-flight jobs (again to exit at once)")
-            self.worker.stop()
+            self._call(self.startup.stop)
+            return
+        log.warning("second signal: exiting now; held leases lapse and are recovered")
+        if self.startup.worker is None:
+            logging.shutdown()
+            os._exit(0)
+        self._call(self.startup.abort)
+
+    def _call(self, call: Callable[[], None]) -> None:
+        if self.threaded:
+            threading.Thread(target=call, name="runyard-signal", daemon=True).start()
         else:
-            log.warning("second signal: exiting now; held leases lapse and are recovered")
-            self.worker.abort()
+            call()
 
 
 class _StatusLine:
@@ -120,13 +143,14 @@ def run_worker(
 
     def started(worker: _Stoppable) -> None:
         if threading.current_thread() is threading.main_thread():
-            stopper = _Signals(worker)
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
+                stopper = _Signals(worker, threaded=True)
                 signal.signal(signal.SIGTERM, stopper)
                 signal.signal(signal.SIGINT, stopper)
             else:
+                stopper = _Signals(worker, threaded=False)
                 loop.add_signal_handler(signal.SIGTERM, stopper)
                 loop.add_signal_handler(signal.SIGINT, stopper)
         if tty:

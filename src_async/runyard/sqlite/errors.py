@@ -5,9 +5,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-from runyard.errors import QueueUnavailableError, RunyardError, StatePersistenceError
+from runyard.errors import (
+    ConfigurationError,
+    QueueUnavailableError,
+    RunyardError,
+    StatePersistenceError,
+)
 
-__all__ = ["Kind", "map_error"]
+__all__ = ["Kind", "map_error", "open_error"]
 
 Kind = Literal["state", "queue", "executions"]
 
@@ -35,3 +40,17 @@ def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> Ru
             return QueueUnavailableError(f"SQLite could not write: {text}")
         return StatePersistenceError(f"SQLite could not write: {text}", reason="unavailable")
     return StatePersistenceError(f"SQLite refused the statement: {text}", reason="invalid")
+
+
+def open_error(exc: sqlite3.Error, path: str) -> RunyardError:
+    """The runyard error for a driver error while opening the database at ``path`` (connecting,
+    reading its catalog, creating the schema): a lock or an I/O error may pass (retryable,
+    as ``map_error`` says); anything else, a file that cannot be opened or is not a
+    database, is a ConfigurationError naming the file and the repair."""
+    mapped = map_error(exc, "state", 0.0)
+    if mapped is not None and mapped.retryable:
+        return mapped
+    return ConfigurationError(
+        f"cannot open the SQLite database {path!r}: {exc}; give a path whose directory exists "
+        "and is writable, to a runyard database or a new file"
+    )

@@ -153,6 +153,8 @@ def _open_postgres(url: YardURL, options: YardOptions) -> Yard:
 
 
 def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
+    import sqlite3
+
     from runyard._sync.sqlite import (
         SqliteStateStore,
         SqliteStore,
@@ -160,14 +162,21 @@ def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
         connect,
         create_schema,
     )
+    from runyard.sqlite.errors import open_error
 
     path = sqlite_path(url)
     durable, live = sqlite_options(url)
-    connection = connect(path, durable=durable)
+    try:
+        connection = connect(path, durable=durable)
+    except sqlite3.Error as exc:
+        raise open_error(exc, str(path)) from None
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
-        if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
-            create_schema(connection)
+        try:
+            if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
+                create_schema(connection)
+        except sqlite3.Error as exc:
+            raise open_error(exc, str(path)) from None
         state = SqliteStateStore.open(connection, clock=options.clock, live_updates=live)
         queue = SqliteWorkQueue.open(connection, clock=options.clock, policy=options.policy)
         executions = SqliteStore.open(connection, clock=options.clock)

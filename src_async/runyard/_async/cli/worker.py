@@ -37,7 +37,10 @@ async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     if scheme == "sqlite":
         from runyard._async.yard import AsyncYard
 
-        yard = await AsyncYard.from_url(url, policy=policy)
+        try:
+            yard = await AsyncYard.from_url(url, policy=policy)
+        except ValueError as exc:  # a bad option in the URL
+            raise ConfigurationError(str(exc)) from None
         return yard.queue, None, yard.aclose
     if scheme in ("redis", "rediss"):
         from runyard._async.redis.queue import AsyncRedisWorkQueue
@@ -71,22 +74,22 @@ async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
 class AsyncStartup:
     """What the command's signal handlers and status line hold from the start: a stop before
     the worker exists ends the startup (the store may still be down); once it runs, every
-    call goes to the worker."""
+    call goes to the worker. ``stopped`` is set before the worker is looked at and ``serve``
+    hands the worker over before it looks at ``stopped`` (a stop from another thread, the
+    thread twin's signal, is seen by one side or the other)."""
 
     def __init__(self) -> None:
         self.worker: AsyncWorker | None = None
         self.stopped = AsyncEvent()
 
     def stop(self) -> None:
-        if self.worker is None:
-            self.stopped.set()
-        else:
+        self.stopped.set()  # first: serve checks it after handing the worker over
+        if self.worker is not None:
             self.worker.stop()
 
     def abort(self) -> None:
-        if self.worker is None:
-            self.stopped.set()
-        else:
+        self.stopped.set()
+        if self.worker is not None:
             self.worker.abort()
 
     def stats(self) -> WorkerStats:
@@ -138,13 +141,16 @@ async def serve(
     if opened is None:
         return WorkerStats()
     queue, wakeup, close = opened
+    worker: AsyncWorker | None = None
     try:
+        if startup.stopped.is_set():  # stopped while the store was being opened
+            return WorkerStats()
         worker = AsyncWorker(queue, handler, settings=settings, wakeup=wakeup, hooks=hooks)
         startup.worker = worker
         if startup.stopped.is_set():  # stopped while the worker was being made
             worker.stop()
         return await worker.run()
     finally:
-        if wakeup is not None and startup.worker is None:
-            await wakeup.aclose()
+        if worker is None and wakeup is not None:
+            await wakeup.aclose()  # never handed to a worker (which closes its own)
         await close()

@@ -39,7 +39,10 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     if scheme == "sqlite":
         from runyard._sync.yard import Yard
 
-        yard = Yard.from_url(url, policy=policy)
+        try:
+            yard = Yard.from_url(url, policy=policy)
+        except ValueError as exc:  # a bad option in the URL
+            raise ConfigurationError(str(exc)) from None
         return yard.queue, None, yard.close
     if scheme in ("redis", "rediss"):
         from runyard._sync.redis.queue import RedisWorkQueue
@@ -72,22 +75,22 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
 class Startup:
     """What the command's signal handlers and status line hold from the start: a stop before
     the worker exists ends the startup (the store may still be down); once it runs, every
-    call goes to the worker."""
+    call goes to the worker. ``stopped`` is set before the worker is looked at and ``serve``
+    hands the worker over before it looks at ``stopped`` (a stop from another thread, the
+    thread twin's signal, is seen by one side or the other)."""
 
     def __init__(self) -> None:
         self.worker: Worker | None = None
         self.stopped = Event()
 
     def stop(self) -> None:
-        if self.worker is None:
-            self.stopped.set()
-        else:
+        self.stopped.set()  # first: serve checks it after handing the worker over
+        if self.worker is not None:
             self.worker.stop()
 
     def abort(self) -> None:
-        if self.worker is None:
-            self.stopped.set()
-        else:
+        self.stopped.set()
+        if self.worker is not None:
             self.worker.abort()
 
     def stats(self) -> WorkerStats:
@@ -139,13 +142,16 @@ def serve(
     if opened is None:
         return WorkerStats()
     queue, wakeup, close = opened
+    worker: Worker | None = None
     try:
+        if startup.stopped.is_set():  # stopped while the store was being opened
+            return WorkerStats()
         worker = Worker(queue, handler, settings=settings, wakeup=wakeup, hooks=hooks)
         startup.worker = worker
         if startup.stopped.is_set():  # stopped while the worker was being made
             worker.stop()
         return worker.run()
     finally:
-        if wakeup is not None and startup.worker is None:
-            wakeup.close()
+        if worker is None and wakeup is not None:
+            wakeup.close()  # never handed to a worker (which closes its own)
         close()
