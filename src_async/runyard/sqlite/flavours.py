@@ -8,7 +8,9 @@ connection apart. Everything else (pragmas, transactions, SQL) is shared code.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -89,9 +91,19 @@ class AsyncConnection:
                 "the async SQLite twin needs aiosqlite: pip install 'runyard[sqlite]' "
                 "(the sync twin, SqliteStateStore ..., needs only the standard library)"
             ) from None
-        raw = await aiosqlite.connect(
+        pending = aiosqlite.connect(
             path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds
         )
+        try:
+            raw = await pending
+        except BaseException:
+            # aiosqlite stops its thread after a failed connect without waiting for it: the
+            # thread then reports to this loop, which must still run (else "Event loop is
+            # closed" is raised in that thread once a caller's asyncio.run has ended).
+            deadline = time.monotonic() + 1.0
+            while pending._thread.is_alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.001)
+            raise
         return cls(raw, path)
 
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:

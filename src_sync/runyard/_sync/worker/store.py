@@ -140,7 +140,7 @@ class WorkerStore(StopDeadline):
         count against ``free``, and are not returned."""
         leases: list[Lease] = []
         try:
-            if free == 1 and not self.batched:  # a job's successor: sent here, a call fewer
+            if free == 1:  # a job's successor, or one free slot: the single claim, a call fewer
                 self.stats.claim_round_trips += 1
                 failed: Exception | None = None
                 try:
