@@ -1,7 +1,7 @@
-"""The worker on the real stores, Redis, PostgreSQL and SQLite (the memory queue's cases are in
-test_worker.py): a job three lease lengths long completes once, and a handler that keeps
-failing is retried after each backoff and dead-lettered at max_attempts. Time moves by an
-injected ManualClock, the stores' explicit override of the server's clock."""
+"""The worker on every backend, memory, Redis, PostgreSQL and SQLite: a job three lease lengths
+long completes once, and a handler that keeps failing is retried after each backoff and
+dead-lettered at max_attempts. Time moves by an injected ManualClock, the stores' explicit
+override of the server's clock."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 import pytest_asyncio
-from runyard import ManualClock, QueuePolicy
+from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
 from runyard._async.protocols import AsyncWorkQueue
 from runyard._flavours import AsyncEvent
 from runyard.models import Lease
@@ -47,14 +47,16 @@ class Beating:
         return renewed
 
 
-@pytest_asyncio.fixture(params=["redis", "postgres", "sqlite"])
+@pytest_asyncio.fixture(params=["memory", "redis", "postgres", "sqlite"])
 async def opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
     opened: list[AsyncWorkQueue] = []
     cleanup: list[Callable[[], Any]] = []
 
     async def open_one(clock: ManualClock, policy: QueuePolicy) -> AsyncWorkQueue:
         queue: AsyncWorkQueue
-        if request.param == "redis":
+        if request.param == "memory":
+            queue = AsyncMemoryWorkQueue(clock=clock, policy=policy)
+        elif request.param == "redis":
             target: RedisTarget = request.getfixturevalue("local_redis_target")
             settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
             cleanup.append(lambda: target.purge(settings.namespace))

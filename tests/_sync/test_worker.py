@@ -22,30 +22,6 @@ from runyard.worker.timing import SUCCESSOR_NUDGE_SECONDS
 from tests._sync.memory_worker_spy import SAFETY, SpyQueue, make_queue
 
 
-@pytest.mark.parametrize("batched", [True, False])
-def test_returning_completes_and_raising_retries_until_the_dead_letter(
-    batched: bool,
-) -> None:
-    clock = ManualClock()
-    queue = make_queue(clock, max_attempts=3)
-    ok = queue.enqueue("acme", {"ok": True})
-    bad = queue.enqueue("acme", {"ok": False})
-
-    def handler(job: Job) -> None:
-        if not job.payload["ok"]:
-            raise ValueError(f"boom on attempt {job.attempt}")
-
-    worker = Worker(queue, handler, clock=clock, batched=batched, concurrency=2)
-    stats = worker.run_until_idle()
-    assert (stats.completed, stats.failed, stats.retried, stats.dead) == (1, 3, 2, 1)
-    assert queue.get_item("acme", ok.item_id) is None
-    (letter,) = queue.dead_letters("acme")
-    assert letter.item.item_id == bad.item_id
-    error = letter.item.last_error or ""
-    assert error.startswith("builtins.ValueError: boom on attempt 3")
-    assert "Traceback" in error and "in handler" in error
-
-
 def test_a_retry_waits_out_its_backoff() -> None:
     clock = ManualClock()
     queue = make_queue(clock, backoff_base=10)
@@ -128,29 +104,6 @@ def test_permanent_failure_dead_letters_at_once() -> None:
     stats = Worker(queue, handler, clock=clock, hooks=hooks).run_until_idle()
     assert (stats.dead, stats.retried) == (1, 0)
     assert [job.attempt for job in dead] == [1]
-
-
-@pytest.mark.parametrize("batched", [True, False])
-def test_a_job_three_lease_lengths_long_completes_once(batched: bool) -> None:
-    clock = ManualClock()
-    queue = make_queue(clock)
-    item = queue.enqueue("acme", {})
-    runs: list[int] = []
-    worker: Worker
-
-    def handler(job: Job) -> None:
-        runs.append(job.token)
-        for _ in range(9):  # 9 x 10 s = 90 s = three 30 s leases
-            queue.beats.clear()
-            clock.advance(10)
-            worker.wake()
-            assert queue.beats.wait(SAFETY), "no heartbeat round"
-
-    worker = Worker(queue, handler, clock=clock, batched=batched)
-    stats = worker.run_until_idle()
-    assert (stats.completed, stats.lost, len(runs)) == (1, 0, 1)
-    assert stats.heartbeat_round_trips == 9
-    assert queue.get_item("acme", item.item_id) is None
 
 
 @pytest.mark.parametrize("batched", [True, False])

@@ -91,9 +91,7 @@ class AsyncConnection:
                 "the async SQLite twin needs aiosqlite: pip install 'runyard[sqlite]' "
                 "(the sync twin, SqliteStateStore ..., needs only the standard library)"
             ) from None
-        pending = aiosqlite.connect(
-            path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds
-        )
+        pending = aiosqlite.connect(path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds)
         try:
             raw = await pending
         except BaseException:
