@@ -40,6 +40,28 @@ async def test_opening_a_file_without_the_schema_names_the_table_and_the_repair(
 
 
 @pytest.mark.asyncio
+async def test_a_table_dropped_under_an_open_queue_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    # The schema gone from under a running store (dropped, a file swapped in) is a
+    # ConfigurationError naming the repair, as a missing relation is on PostgreSQL: a worker
+    # then exits as for a configuration error, not with a driver error's traceback.
+    path = tmp_path / "gone.db"
+    queue = await AsyncSqliteWorkQueue.open(path, create_schema=True)
+    try:
+        await queue.enqueue("acme", {})
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TABLE runyard_work_items")
+        with pytest.raises(ConfigurationError) as caught:
+            await queue.claim("w")
+        message = str(caught.value)
+        assert "no such table: runyard_work_items" in message
+        assert "create runyard's schema first" in message
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
 async def test_a_store_built_on_a_bare_connection_refuses_its_first_operation(
     tmp_path: Path,
 ) -> None:

@@ -21,8 +21,9 @@ def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> Ru
     """Return the runyard error for a driver error, or None when it is not a driver error.
 
     A write lock not obtained within the busy timeout is retryable ("contended" for state and
-    executions, QueueUnavailableError for a queue); a full disk or an I/O error is
-    "unavailable"; anything else the driver raises is not retryable ("invalid").
+    executions, QueueUnavailableError for a queue); a missing table or column (the schema gone
+    from under a running store) is a ConfigurationError naming the repair; a full disk or an
+    I/O error is "unavailable"; anything else the driver raises is not retryable ("invalid").
     """
     if not isinstance(exc, sqlite3.Error):
         return None
@@ -35,6 +36,14 @@ def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> Ru
         if kind == "queue":
             return QueueUnavailableError(message)
         return StatePersistenceError(message, reason="contended")
+    if isinstance(exc, sqlite3.OperationalError) and text.startswith(
+        ("no such table", "no such column")
+    ):
+        # The schema went away under a running store (dropped, or another file swapped in):
+        # a configuration error, as PostgreSQL's missing relation is.
+        from runyard.sqlite.schema import missing_schema_message
+
+        return ConfigurationError(missing_schema_message(text, "the database"))
     if isinstance(exc, sqlite3.OperationalError) and ("disk" in text or "I/O" in text):
         if kind == "queue":
             return QueueUnavailableError(f"SQLite could not write: {text}")
