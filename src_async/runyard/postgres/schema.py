@@ -23,6 +23,8 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   retired by a function.
 # queue 3: a per-item max_attempts column on the work table; maintained counts (counts, delays)
 #   that stats reads instead of the work table.
+# queue 4: the due index's predicate holds a priority bound only its probes state, so a claim's
+#   head is never planned on it (a vacuumed, never analyzed table read the whole backlog).
 SCHEMA_VERSIONS: dict[str, int] = {"state": 5, "queue": 4, "executions": 2}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.

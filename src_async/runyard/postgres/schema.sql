@@ -103,12 +103,14 @@ CREATE TABLE {work} (
 CREATE INDEX "{work_name}_ready" ON {work} (tenant, priority DESC, available_at, seq)
     WHERE state = 'ready';
 -- claim: "does this tenant have due work?", one bounded probe (a delayed backlog is skipped).
--- The probes state its whole predicate; "priority IS NOT NULL" (true of every row) is in it
--- (queue schema version 4) so that no other statement can use it: a claim's head, read from
--- _ready in order, would otherwise read the tenant's due entries here and sort them wherever
--- the planner guesses few rows (a table vacuumed but never analyzed: the whole backlog).
+-- The probes state its whole predicate; "priority > -9223372036854775808" (true of every
+-- row runyard writes: priorities are 32-bit) is in it (queue schema version 4) so that no
+-- other statement can use it: a claim's head, read from _ready in order, would otherwise read
+-- the tenant's due entries here and sort them wherever the planner guesses few rows (a table
+-- vacuumed but never analyzed: the whole backlog). Not "priority IS NOT NULL": PostgreSQL 17
+-- drops that from a query on a NOT NULL column, and the probes could no longer use it either.
 CREATE INDEX "{work_name}_due" ON {work} (tenant, available_at)
-    WHERE state = 'ready' AND priority IS NOT NULL;
+    WHERE state = 'ready' AND priority > -9223372036854775808;
 -- A dedupe key is live while its item exists (ready, leased or dead); completion deletes it.
 CREATE UNIQUE INDEX "{work_name}_dedupe" ON {work} (tenant, dedupe_key)
     WHERE dedupe_key IS NOT NULL;

@@ -98,8 +98,10 @@ class AsyncConnection:
             # aiosqlite stops its thread after a failed connect without waiting for it: the
             # thread then reports to this loop, which must still run (else "Event loop is
             # closed" is raised in that thread once a caller's asyncio.run has ended).
+            # (aiosqlite 0.22 keeps the thread in _thread; before, the connection was one.)
+            thread: Any = getattr(pending, "_thread", pending)
             deadline = time.monotonic() + 1.0
-            while pending._thread.is_alive() and time.monotonic() < deadline:
+            while thread.is_alive() and time.monotonic() < deadline:
                 await asyncio.sleep(0.001)
             raise
         return cls(raw, path)

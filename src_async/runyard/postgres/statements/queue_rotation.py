@@ -50,9 +50,9 @@ JOIN_ROTATION_IN_CLAIM = JOIN_ROTATION.replace(
 # (tenant, available_at) index, ORDER BY ... LIMIT 1, the only plan that serves it without
 # reading the tenant's backlog, so the plan is the same with or without statistics.
 # The predicate of the work table's _due index, stated whole by the probes that read it (its
-# "priority IS NOT NULL", true of every row, keeps every other statement off it: see the
-# schema, queue version 4).
-DUE = "d.state = 'ready' AND d.priority IS NOT NULL"
+# priority bound, true of every row runyard writes, keeps every other statement off it: see
+# the schema, queue version 4).
+DUE = "d.state = 'ready' AND d.priority > -9223372036854775808"
 DUE_TENANT = f"""(SELECT d.available_at FROM {{work}} d
            WHERE d.tenant = t.tenant AND {DUE}
            ORDER BY d.available_at LIMIT 1) <= $1::float8"""
