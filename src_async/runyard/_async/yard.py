@@ -165,27 +165,27 @@ async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
         create_schema,
     )
     from runyard.sqlite.errors import open_error
+    from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS
 
     path = sqlite_path(url)
     durable, live = sqlite_options(url)
     try:
         connection = await connect(path, durable=durable)
-    except sqlite3.Error as exc:
-        raise open_error(exc, str(path)) from None
+    except sqlite3.Error as exc:  # a path that cannot be opened, a file that is no database
+        raise open_error(exc, str(path), DEFAULT_BUSY_TIMEOUT_SECONDS) from None
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
-        try:
-            if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
-                await create_schema(connection)
-        except sqlite3.Error as exc:
-            raise open_error(exc, str(path)) from None
+        if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
+            await create_schema(connection)
         state = await AsyncSqliteStateStore.open(connection, clock=options.clock, live_updates=live)
         queue = await AsyncSqliteWorkQueue.open(
             connection, clock=options.clock, policy=options.policy
         )
         executions = await AsyncSqliteStore.open(connection, clock=options.clock)
-    except BaseException:
+    except BaseException as exc:
         await connection.close()
+        if isinstance(exc, sqlite3.Error):  # reading the catalog, creating the schema
+            raise open_error(exc, str(path), DEFAULT_BUSY_TIMEOUT_SECONDS) from None
         raise
     return AsyncYard(state, queue, executions, url=url, closers=[connection.close])
 

@@ -163,25 +163,25 @@ def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
         create_schema,
     )
     from runyard.sqlite.errors import open_error
+    from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS
 
     path = sqlite_path(url)
     durable, live = sqlite_options(url)
     try:
         connection = connect(path, durable=durable)
-    except sqlite3.Error as exc:
-        raise open_error(exc, str(path)) from None
+    except sqlite3.Error as exc:  # a path that cannot be opened, a file that is no database
+        raise open_error(exc, str(path), DEFAULT_BUSY_TIMEOUT_SECONDS) from None
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
-        try:
-            if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
-                create_schema(connection)
-        except sqlite3.Error as exc:
-            raise open_error(exc, str(path)) from None
+        if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
+            create_schema(connection)
         state = SqliteStateStore.open(connection, clock=options.clock, live_updates=live)
         queue = SqliteWorkQueue.open(connection, clock=options.clock, policy=options.policy)
         executions = SqliteStore.open(connection, clock=options.clock)
-    except BaseException:
+    except BaseException as exc:
         connection.close()
+        if isinstance(exc, sqlite3.Error):  # reading the catalog, creating the schema
+            raise open_error(exc, str(path), DEFAULT_BUSY_TIMEOUT_SECONDS) from None
         raise
     return Yard(state, queue, executions, url=url, closers=[connection.close])
 

@@ -137,6 +137,8 @@ async def serve(
     startup cleanly; once the worker runs, ``startup`` passes every call to it."""
     startup = AsyncStartup()
     started(startup)
+    # The scheme only: a URL may hold a password.
+    log.info("opening the %s queue", url.split("://", 1)[0].lower())
     opened = await _open_until_up(url, policy, settings, startup)
     if opened is None:
         return WorkerStats()

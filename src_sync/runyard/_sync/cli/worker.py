@@ -138,6 +138,8 @@ def serve(
     startup cleanly; once the worker runs, ``startup`` passes every call to it."""
     startup = Startup()
     started(startup)
+    # The scheme only: a URL may hold a password.
+    log.info("opening the %s queue", url.split("://", 1)[0].lower())
     opened = _open_until_up(url, policy, settings, startup)
     if opened is None:
         return WorkerStats()
