@@ -216,10 +216,9 @@ class WorkerBookkeeping:
             self._next_heartbeat = None
 
     def _collect_one(self, slot: Slot, now: float) -> None:
-        """Move ``slot`` (running) to the settle buffer if its job finished or passed its
-        timeout; count it when its job sent its complete itself."""
-        if slot.outcome is None and (slot.settling or slot.deadline is None or now < slot.deadline):
-            return
+        """Move ``slot`` (running) to the settle buffer: its job finished or (outcome None)
+        passed its timeout while not settling, as the callers checked (an outcome, once set,
+        stays); count it when its job sent its complete itself."""
         if isinstance(slot.outcome, Settled):  # the job sent its complete itself
             del self._running[slot.key]
             self._completed(slot, slot.outcome.error)
