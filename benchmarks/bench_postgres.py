@@ -17,11 +17,14 @@ dropped at the end. Each measurement runs for --seconds (default 2). Prints Mark
 3. the batched calls: claim_many(limit=16)+complete_many at concurrency 16, items/s, one tenant
    and 16 tenants, beside the same baseline;
 4. the floor of any claim+complete at concurrency 16: the least SKIP LOCKED claim (one UPDATE
-   of the head of a lean table's one partial index) and a DELETE, beside the same baseline.
+   of the head of a lean table's one partial index) and a DELETE, beside the same baseline;
+5. the server's side: the baseline, the floor and the queue's own claim and complete statements
+   driven by pgbench, a C client, at concurrency 16 (benchmarks/postgres_server_side.py): what
+   the SQL costs the server whatever the client.
 
 The figures go to ``bench-postgres.json`` and the ratios to ``bench-postgres.png`` in
 ``--out-dir`` (default benchmarks/results; benchmarks/_report.py). ``--only latency`` (or
-``ops``) runs one part, printed only.
+``ops``, or ``server``) runs one part, printed only.
 """
 
 from __future__ import annotations
@@ -29,14 +32,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from runyard import CounterDelta, RunKey
 from runyard.postgres import (
@@ -49,13 +50,11 @@ from runyard.postgres import (
 )
 
 from benchmarks._report import write_report
+from benchmarks.postgres_latency import GROWTH_HEADER, LATENCY_HEADER, claim_latency, growth
+from benchmarks.postgres_server_side import SERVER_HEADER, server_side
+from benchmarks.postgres_setup import DSN, admin, lean_setup, load_items, raw_setup
 
-DSN = os.environ.get(
-    "RUNYARD_BENCH_PG_DSN",
-    "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'",
-)
 CONCURRENCY = (1, 16)
-NOW = time.time()
 # claim+complete runs on 100k items held by one tenant, then spread over 16 tenants.
 CLAIM_TENANTS = {"claim+complete 1 tenant": 1, "claim+complete 16 tenants": 16}
 # the batched calls, n items per round trip; measured at concurrency 16 only (items/s)
@@ -70,65 +69,6 @@ BATCHED_TENANTS = {
 # completes in two statements (two commits) can reach against the raw write here.
 FLOOR = "floor: lean SKIP LOCKED claim+delete"
 OPERATIONS = ("put_run", "patch_run", *CLAIM_TENANTS, *BATCHED_TENANTS, FLOOR)
-
-
-def admin() -> psycopg.Connection[Any]:
-    return psycopg.connect(DSN, autocommit=True)
-
-
-def load_items(tables: StateTables, count: int, tenants: int = 1_000, analyze: bool = True) -> None:
-    """Queue ``count`` ready items over ``tenants`` tenants with one INSERT ... SELECT."""
-    work, turns = tables.qualified(tables.work), tables.qualified(tables.turns)
-    with admin() as conn:
-        conn.execute(f"TRUNCATE {work}, {turns}")
-        conn.execute(
-            f"""INSERT INTO {work} (tenant, item_id, payload, priority, state, attempts,
-                                    available_at, enqueued_at)
-                SELECT 't' || (g % {tenants}), 'i' || g, '{{"n":1}}', 0, 'ready', 0,
-                       {NOW - 10}, {NOW - 10}
-                FROM generate_series(1, {count}) AS g"""
-        )
-        conn.execute(
-            f"INSERT INTO {turns} (tenant, turn) SELECT DISTINCT w.tenant, 0 FROM {work} w"
-        )
-        if analyze:
-            conn.execute(f"VACUUM ANALYZE {work}")
-            conn.execute(f"ANALYZE {turns}")
-        # Write the load out now: otherwise its writeback (hundreds of MB at 1M items) runs
-        # under the timed claims and every commit's WAL flush waits behind it.
-        try:
-            conn.execute("CHECKPOINT")
-        except psycopg.errors.InsufficientPrivilege:
-            print("(no CHECKPOINT privilege: the load's writeback may slow the timed claims)")
-
-
-def raw_setup(tables: StateTables) -> str:
-    table = tables.qualified("bench_raw")
-    with admin() as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n bigint NOT NULL)")
-        conn.execute(f"INSERT INTO {table} SELECT g, 0 FROM generate_series(0, 63) AS g")
-        lean = tables.qualified("bench_lean")
-        conn.execute(
-            f"CREATE TABLE {lean} (id bigserial PRIMARY KEY, state text NOT NULL, "
-            "priority int NOT NULL DEFAULT 0, token bigint)"
-        )
-        conn.execute(f"CREATE INDEX ON {lean} (priority DESC, id) WHERE state = 'ready'")
-    return f"UPDATE {table} SET n = n + 1 WHERE id = %s RETURNING n"
-
-
-def lean_setup(tables: StateTables) -> tuple[str, str]:
-    """Fill the lean table (100,000 ready rows); its claim and its delete."""
-    lean = tables.qualified("bench_lean")
-    with admin() as conn:
-        conn.execute(f"TRUNCATE {lean}")
-        conn.execute(f"INSERT INTO {lean} (state) SELECT 'ready' FROM generate_series(1, 100000)")
-        conn.execute(f"VACUUM ANALYZE {lean}")
-    claim = (
-        f"UPDATE {lean} SET state = 'leased', token = id WHERE id = (SELECT id FROM {lean} "
-        "WHERE state = 'ready' ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-        "RETURNING id, token"
-    )
-    return claim, f"DELETE FROM {lean} WHERE id = %s AND token = %s"
 
 
 # -- drivers: run `op(worker)` from `concurrency` workers for `seconds`; return ops/s ---------
@@ -330,89 +270,8 @@ def _row(twin: str, name: str, concurrency: int, ops: float, baseline: float) ->
     ]
 
 
-# -- claim latency by queue depth and tenant count ----------------------------------------------
-def claim_latency(cases: list[tuple[int, int]], samples: int) -> list[list[str]]:
-    """p50/p99/max of one claim for each (items, tenants), never analyzed and analyzed; each
-    case in a fresh schema, so "never analyzed" really has no statistics."""
-    rows: list[list[str]] = []
-    for items, tenants in cases:
-        for analyze in (False, True):
-            schema = f"bench_{uuid.uuid4().hex[:8]}"
-            tables = StateTables(schema=schema)
-            with admin() as conn:
-                conn.execute(f'CREATE SCHEMA "{schema}"')
-                conn.execute(schema_sql(tables))
-            pool: ConnectionPool[Any] = ConnectionPool(DSN, min_size=1, max_size=2, open=True)
-            try:
-                queue = PostgresWorkQueue.open(pool, tables=tables)
-                load_items(tables, items, tenants, analyze=analyze)
-                for _ in range(20):  # warm the prepared statement and the cache
-                    queue.claim("warm")
-                timings = []
-                for _ in range(samples):
-                    start = time.perf_counter()
-                    lease = queue.claim("probe")
-                    timings.append((time.perf_counter() - start) * 1000)
-                    assert lease is not None
-            finally:
-                pool.close()
-                with admin() as conn:
-                    conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-            timings.sort()
-            p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
-            rows.append(
-                [
-                    f"{items:,}",
-                    f"{tenants:,}",
-                    "yes" if analyze else "never",
-                    f"{statistics.median(timings):.2f}",
-                    f"{p99:.2f}",
-                    f"{timings[-1]:.2f}",
-                ]
-            )
-    return rows
-
-
-def growth(latency: list[list[str]]) -> list[list[str]]:
-    """How the claim latency grows: by depth (one tenant, fewest to most items) and by tenant
-    count (the same items, fewest to most tenants), never analyzed and analyzed."""
-    cases = [
-        (int(r[0].replace(",", "")), int(r[1].replace(",", "")), r[2], float(r[3]), float(r[4]))
-        for r in latency
-    ]
-    rows: list[list[str]] = []
-    for analyzed in ("never", "yes"):
-        depth = sorted(c for c in cases if c[1] == 1 and c[2] == analyzed)
-        if len(depth) >= 2:
-            low, high = depth[0], depth[-1]
-            rows.append(_growth_row("items, 1 tenant", low[0], high[0], analyzed, low, high))
-        for items in sorted({c[0] for c in cases}):
-            spread = sorted(
-                (c for c in cases if c[0] == items and c[1] > 1 and c[2] == analyzed),
-                key=lambda c: c[1],
-            )
-            if len(spread) >= 2:
-                low, high = spread[0], spread[-1]
-                label = f"tenants, {items:,} items"
-                rows.append(_growth_row(label, low[1], high[1], analyzed, low, high))
-    return rows
-
-
-def _growth_row(
-    label: str,
-    start: int,
-    end: int,
-    analyzed: str,
-    low: tuple[int, int, str, float, float],
-    high: tuple[int, int, str, float, float],
-) -> list[str]:
-    return [
-        label,
-        f"{start:,} -> {end:,}",
-        analyzed,
-        f"{high[3] / low[3]:.2f}x",
-        f"{high[4] / low[4]:.2f}x",
-    ]
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -422,15 +281,17 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 
 OPS_HEADER = ["twin", "operation", "concurrency", "ops/s", "raw UPDATE+COMMIT/s", "ratio"]
-LATENCY_HEADER = ["items", "tenants", "analyzed", "claim p50 ms", "claim p99 ms", "claim max ms"]
-GROWTH_HEADER = ["growth by", "from -> to", "analyzed", "p50 growth", "p99 growth"]
 
 
 def figures(
-    server: str, seconds: float, ops: list[list[str]], latency: list[list[str]]
+    server: str,
+    seconds: float,
+    ops: list[list[str]],
+    latency: list[list[str]],
+    server_rows: list[list[str]],
 ) -> dict[str, Any]:
     """The report: each operation's ops/s, the baseline's and their ratio, by twin and
-    concurrency; the claim latencies and their growth."""
+    concurrency; the SQL through pgbench; the claim latencies and their growth."""
     operations: dict[str, dict[str, dict[str, float]]] = {}
     for twin, name, concurrency, rate, raw, ratio in ops:
         operations.setdefault(f"{twin} {name}", {})[f"c={concurrency}"] = {
@@ -443,6 +304,10 @@ def figures(
         "cpus": os.cpu_count(),
         "seconds": seconds,
         "operations": operations,
+        "server side (pgbench)": {
+            name: {"jobs/s": _number(jobs), "raw UPDATE+COMMIT/s": _number(raw), "ratio": float(r)}
+            for name, _, jobs, raw, r in server_rows[1:]
+        },
         "claim_latency": [dict(zip(LATENCY_HEADER, r, strict=True)) for r in latency],
         "claim_latency_growth": [dict(zip(GROWTH_HEADER, r, strict=True)) for r in growth(latency)],
     }
@@ -460,8 +325,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300, help="claims timed per case")
     parser.add_argument(
         "--only",
-        choices=("ops", "latency"),
-        help="run one part only (ops/s or claim latency); prints, writes no report",
+        choices=("ops", "latency", "server"),
+        help="run one part only (ops/s, claim latency, or the SQL through pgbench); prints, "
+        "writes no report",
     )
     parser.add_argument(
         "--out-dir",
@@ -473,8 +339,9 @@ def main() -> None:
     if args.large:
         cases.append((1_000_000, 1))
     ops: list[list[str]] = []
+    server_rows: list[list[str]] = []
     server = "?"
-    if args.only != "latency":
+    if args.only in (None, "ops", "server"):
         schema = f"bench_{uuid.uuid4().hex[:8]}"
         tables = StateTables(schema=schema)
         with admin() as conn:
@@ -482,12 +349,21 @@ def main() -> None:
             conn.execute(schema_sql(tables))
         try:
             raw_sql = raw_setup(tables)
-            ops = asyncio.run(bench_async(tables, raw_sql, args.seconds))
-            ops += bench_sync(tables, raw_sql, args.seconds)
+            if args.only != "server":
+                ops = asyncio.run(bench_async(tables, raw_sql, args.seconds))
+                ops += bench_sync(tables, raw_sql, args.seconds)
+            if args.only != "ops":
+                server_rows = server_side(
+                    tables,
+                    DSN,
+                    args.seconds,
+                    lambda tenants: load_items(tables, 100_000, tenants),
+                    lambda: lean_setup(tables),
+                )
         finally:
             with admin() as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    latency = claim_latency(cases, args.samples) if args.only != "ops" else []
+    latency = claim_latency(cases, args.samples) if args.only in (None, "latency") else []
     with admin() as conn:
         version = conn.execute("SHOW server_version").fetchone()
         server = version[0] if version else server
@@ -495,12 +371,15 @@ def main() -> None:
     if ops:
         print(table(OPS_HEADER, ops))
         print()
+    if server_rows:
+        print(table(SERVER_HEADER, server_rows))
+        print()
     if latency:
         print(table(LATENCY_HEADER, latency))
         print()
         print(table(GROWTH_HEADER, growth(latency)))
     if args.only is None:
-        report = figures(server, args.seconds, ops, latency)
+        report = figures(server, args.seconds, ops, latency, server_rows)
         for path in write_report("bench-postgres", report, out_dir=args.out_dir):
             print(f"wrote {path}")
 

@@ -42,7 +42,17 @@ def test_the_postgres_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
     assert "| sync | claim+complete 16 tenants | 16 |" in out
     assert "| async | claim_many+complete_many n=16 1 tenant | 16 |" in out
     assert "| 100 | 10 | never |" in out and "| 100 | 10 | yes |" in out
+    # part 5, the SQL through pgbench (the server's PostgreSQL package ships pgbench)
+    assert "| queue claim+complete statements, 1 tenant | 16 |" in out
     figures = json.loads((tmp_path / "bench-postgres.json").read_text(encoding="utf-8"))
+    server_side = figures["server side (pgbench)"]
+    for case in (
+        "lean SKIP LOCKED claim+delete",
+        "queue table: bare SKIP LOCKED claim+delete",
+        "queue claim+complete statements, 1 tenant",
+        "queue claim+complete statements, 16 tenants",
+    ):
+        assert server_side[case]["jobs/s"] > 0 and server_side[case]["ratio"] > 0
     assert figures["operations"]["sync claim+complete 1 tenant"]["c=16"]["ratio"] > 0
     for twin in ("async", "sync"):
         assert (

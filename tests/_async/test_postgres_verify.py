@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from runyard import (
     ConfigurationError,
@@ -150,6 +151,44 @@ async def test_a_missing_table_is_refused_saying_how_to_fix_it(pg_tables: StateT
         assert pg_tables.runs in message and "does not exist" in message
         assert "apply runyard.postgres.EXPECTED_SCHEMA with your migration tool" in message
         assert "docs/postgres.md" in message
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_an_invalid_index_is_refused_until_it_is_rebuilt(pg_tables: StateTables) -> None:
+    # A unique index built CONCURRENTLY over duplicates fails and stays behind INVALID, under
+    # its own name: the planner ignores it. open() names it and the repair, which then works.
+    work = pg_tables.qualified(pg_tables.work)
+    dedupe = f'"{pg_tables.schema}"."{pg_tables.work}_dedupe"'
+    columns = "tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at"
+    with admin_connection() as conn:
+        conn.execute(f"DROP INDEX {dedupe}")
+        for item in ("a", "b"):
+            conn.execute(
+                f"INSERT INTO {work} ({columns}, dedupe_key) "
+                f"VALUES ('acme', '{item}', '{{}}', 0, 'ready', 0, 0, 0, 'same')"
+            )
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(
+                f'CREATE UNIQUE INDEX CONCURRENTLY "{pg_tables.work}_dedupe" '
+                f"ON {work} (tenant, dedupe_key) WHERE dedupe_key IS NOT NULL"
+            )
+    pool = await open_pool()
+    try:
+        with pytest.raises(ConfigurationError) as refused:
+            await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
+        message, named = str(refused.value), f"{pg_tables.schema}.{pg_tables.work}_dedupe"
+        assert f"index {named} is INVALID" in message
+        assert f"REINDEX INDEX CONCURRENTLY {named}" in message
+        # the state store needs no index of the work table: it opens
+        await AsyncPostgresStateStore.open(pool, tables=pg_tables)
+        with admin_connection() as conn:
+            conn.execute(f"DELETE FROM {work} WHERE item_id = 'b'")
+            conn.execute(f"REINDEX INDEX CONCURRENTLY {dedupe}")
+        queue = await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
+        item = await queue.enqueue("acme", {"n": 1}, dedupe_key="same")
+        assert item.item_id == "a"  # the rebuilt index serves the dedupe again
     finally:
         await pool.close()
 

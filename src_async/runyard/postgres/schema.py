@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
@@ -201,6 +202,13 @@ def schema_sql(tables: StateTables | None = None) -> str:
         f'(CREATE SCHEMA "{tables.schema}"; in your migration, before what follows).\n'
     )
     return note + ddl
+
+
+@cache
+def index_names(tables: StateTables) -> tuple[str, ...]:
+    """The names of the indexes runyard's schema creates for ``tables`` (verify() refuses a
+    database where one of them is INVALID)."""
+    return tuple(re.findall(r'CREATE (?:UNIQUE )?INDEX "([^"]+)"', schema_sql(tables)))
 
 
 EXPECTED_SCHEMA = schema_sql()

@@ -32,7 +32,7 @@ from runyard.errors import (
 from runyard.postgres.connecting import connect_refusal
 from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error
 from runyard.postgres.flavours import AsyncConnection, AsyncConnectionPool
-from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
+from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables, index_names
 from runyard.postgres.server_clock import CLOCK_SAMPLES, ClockSample, closest_sample, take_sample
 from runyard.postgres.settings import PostgresStoreSettings
 from runyard.postgres.statements import Statements, statements
@@ -228,10 +228,16 @@ class _AsyncPostgresAdapter(AsyncClosing):
         """Check the connection and the schema this adapter needs.
 
         Raises ConfigurationError for a missing table or sequence, a schema version this
-        runyard was not written for, or a connection whose ``statement_timeout`` is 0.
+        runyard was not written for, an INVALID index of runyard's, or a connection whose
+        ``statement_timeout`` is 0.
         """
         sent, monotonic_sent = time.time(), time.monotonic()
-        rows = await self._fetch("verify_relations", list(self._relations()), idempotent=True)
+        rows = await self._fetch(
+            "verify_relations",
+            list(self._relations()),
+            list(index_names(self.tables)),
+            idempotent=True,
+        )
         received, monotonic_received = time.time(), time.monotonic()
         timeout, missing, server = rows[0][0], list(rows[0][1] or []), float(rows[0][2])
         first = take_sample(sent, received, server, monotonic_sent, monotonic_received)
@@ -251,6 +257,14 @@ class _AsyncPostgresAdapter(AsyncClosing):
                 f"runyard was written for version {self.schema_version}: migrate the schema "
                 "(runyard.postgres.EXPECTED_SCHEMA, see docs/postgres.md) or install the matching "
                 "runyard"
+            )
+        invalid = list(rows[0][3] or [])
+        if invalid:
+            raise ConfigurationError(
+                f"index {invalid[0]} is INVALID (a CREATE INDEX CONCURRENTLY or REINDEX "
+                "CONCURRENTLY that failed): the planner ignores it, so the statements it serves "
+                f"would read whole tables; rebuild it with REINDEX INDEX CONCURRENTLY {invalid[0]} "
+                "(see docs/postgres.md)"
             )
         if str(timeout).strip() in ("0", "0ms", "0s"):
             raise ConfigurationError(

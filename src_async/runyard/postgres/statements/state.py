@@ -223,11 +223,18 @@ WHERE l.tenant = $1::text AND l.run_id = $2::text AND l.epoch = $3::bigint
   AND l.holder IS NOT NULL
 RETURNING l.epoch""",
     # -- verify ----------------------------------------------------------------------------
-    # $1 relation names: the statement timeout and the relations that do not exist
+    # $1 relation names $2 runyard's index names: the statement timeout, the relations that do
+    # not exist, the server's clock, and those indexes of the relations that are INVALID (a
+    # concurrent build or reindex that failed: the planner ignores them)
     "verify_relations": """
 SELECT current_setting('statement_timeout'),
        ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NULL),
-       extract(epoch FROM clock_timestamp())::float8""",
+       extract(epoch FROM clock_timestamp())::float8,
+       ARRAY(SELECT i.indexrelid::regclass::text FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indexrelid
+             WHERE NOT i.indisvalid AND c.relname = ANY ($2::text[])
+               AND i.indrelid = ANY (ARRAY(SELECT to_regclass(n)::oid
+                                           FROM unnest($1::text[]) AS n)))""",
     # the server's clock alone: verify() samples it to measure the offset to this machine's
     "server_clock": """
 SELECT extract(epoch FROM clock_timestamp())::float8""",

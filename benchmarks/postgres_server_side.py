@@ -1,0 +1,173 @@
+"""The server's side of claim+complete (``make bench-postgres``, part 5): the SQL through pgbench.
+
+pgbench, PostgreSQL's own benchmark client, is written in C: what it measures is what the
+server spends (parsing, planning, locks, index and WAL writes, commits), with next to nothing
+of a client's. At concurrency 16, statements prepared, for ``seconds`` each, in one run:
+
+1. the raw single-row UPDATE+COMMIT of parts 1 to 4 (the baseline);
+2. the lean SKIP LOCKED claim and DELETE of part 4 (the floor of any two-statement queue);
+3. a bare SKIP LOCKED claim and DELETE on the queue's own table: its indexes and row width,
+   none of the rotation, the counts or the reclaim;
+4. the queue's own ``claim`` and ``complete`` statements (as the adapters send them), every item
+   in one tenant, then spread over 16.
+
+A case's jobs/s counts the items its run deleted (a claim that found its tenant's heads locked
+completes nothing); the ratio is to the baseline. Skipped, saying so, without pgbench.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from runyard.postgres import StateTables
+from runyard.postgres.statements import statements
+from runyard.postgres.statements.queue_rotation import LEASE
+
+__all__ = ["SERVER_HEADER", "pgbench_path", "server_side"]
+
+CLIENTS = 16
+SERVER_HEADER = ["SQL through pgbench", "clients", "jobs/s", "raw UPDATE+COMMIT/s", "ratio"]
+RAW = "raw UPDATE+COMMIT"
+LEAN = "lean SKIP LOCKED claim+delete"
+BARE = "queue table: bare SKIP LOCKED claim+delete"
+QUEUE = "queue claim+complete statements"
+
+
+def pgbench_path() -> str | None:
+    """pgbench on the PATH, else the newest under /usr/lib/postgresql/*/bin (Debian's layout)."""
+    found = shutil.which("pgbench")
+    if found:
+        return found
+    candidates = glob.glob("/usr/lib/postgresql/*/bin/pgbench")
+    return max(candidates, key=lambda p: int(Path(p).parts[-3])) if candidates else None
+
+
+def _variables(text: str, names: dict[int, str]) -> str:
+    """The statement with its ``$n`` parameters as pgbench variables, on one line."""
+    return re.sub(r"\$(\d+)", lambda m: names[int(m.group(1))], text).replace("\n", " ")
+
+
+def _scripts(tables: StateTables, now: float) -> dict[str, str]:
+    """Each case's pgbench script (the baseline's and the lean table's as in parts 1 to 4)."""
+    sql = statements(tables)
+    work, lean, raw = (
+        tables.qualified(tables.work),
+        tables.qualified("bench_lean"),
+        tables.qualified("bench_raw"),
+    )
+    times = f"\\set now {now}\n\\set exp {now + 3600}\n"
+    lease = LEASE.format(token_seq=tables.placeholders()["token_seq"])
+    claim = _variables(sql.claim, {1: ":now", 2: "'bench'", 3: ":exp", 4: "'{}'"})
+    complete = _variables(
+        sql.complete, {1: ":c_tenant", 2: ":c_item_id", 3: ":c_token", 4: ":now", 5: "3600"}
+    )
+    bare_claim = f"""WITH head AS (
+    SELECT w.ctid FROM {work} w
+    WHERE w.tenant = 't0' AND w.state = 'ready' AND w.available_at <= :now::float8
+    ORDER BY w.priority DESC, w.available_at, w.seq LIMIT 1 FOR UPDATE OF w SKIP LOCKED
+), claimed AS (
+    UPDATE {work} AS w {lease}
+    WHERE w.ctid = (SELECT h.ctid FROM head h) AND w.state = 'ready'
+    RETURNING w.tenant, w.item_id, w.token
+) SELECT c.tenant, c.item_id, c.token FROM claimed c"""
+    bare_claim = _variables(bare_claim, {1: ":now", 2: "'bench'", 3: ":exp"})
+    return {
+        RAW: f"\\set id random(0, 63)\nUPDATE {raw} SET n = n + 1 WHERE id = :id;\n",
+        LEAN: (
+            f"UPDATE {lean} SET state = 'leased', token = id WHERE id = (SELECT id FROM {lean} "
+            "WHERE state = 'ready' ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+            "RETURNING id, token \\gset l_\n"
+            f"DELETE FROM {lean} WHERE id = :l_id AND token = :l_token;\n"
+        ),
+        BARE: (
+            times
+            + bare_claim
+            + " \\gset c_\n"
+            + f"DELETE FROM {work} w WHERE w.tenant = :c_tenant AND w.item_id = :c_item_id "
+            "AND w.token = :c_token;\n"
+        ),
+        QUEUE: times + claim + " \\gset c_\n" + complete + ";\n",
+    }
+
+
+def _pgbench(pgbench: str, dsn: str, script: Path, seconds: float) -> tuple[float, int]:
+    """Run ``script`` from CLIENTS clients for ``seconds``: its transactions/s and count."""
+    info = conninfo_to_dict(dsn)
+    env = dict(os.environ)
+    for key, var in (
+        ("host", "PGHOST"),
+        ("port", "PGPORT"),
+        ("user", "PGUSER"),
+        ("dbname", "PGDATABASE"),
+        ("password", "PGPASSWORD"),
+        ("options", "PGOPTIONS"),
+    ):
+        if info.get(key) is not None:
+            env[var] = str(info[key])
+    command = [pgbench, "-n", "-M", "prepared", "-c", str(CLIENTS), "-j", "2"]
+    command += ["-T", str(max(1, round(seconds))), "-f", str(script)]
+    out = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    tps = re.search(r"tps = ([\d.]+) \(without", out.stdout)
+    done = re.search(r"actually processed: (\d+)", out.stdout)
+    if out.returncode != 0 or tps is None or done is None or "aborted" in out.stdout:
+        tail = out.stdout[-800:] + out.stderr[-800:]
+        raise RuntimeError(f"pgbench failed ({script.name}): {tail}")
+    return float(tps.group(1)), int(done.group(1))
+
+
+def server_side(
+    tables: StateTables,
+    dsn: str,
+    seconds: float,
+    load: Callable[[int], None],
+    lean_fill: Callable[[], object],
+) -> list[list[str]]:
+    """One row per case (see the module): name, clients, jobs/s, the baseline's, the ratio.
+    ``load(tenants)`` queues the items of a queue case (100,000 of them, as parts 1 and 3 do);
+    ``lean_fill()`` fills the lean table. [] when pgbench is missing (printed)."""
+    pgbench = pgbench_path()
+    if pgbench is None:
+        print("(no pgbench: the server-side figures are skipped)")
+        return []
+    work, lean = tables.qualified(tables.work), tables.qualified("bench_lean")
+
+    def count(table: str) -> int:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row: Any = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            return int(row[0])
+
+    rows: list[list[str]] = []
+    with tempfile.TemporaryDirectory(prefix="runyard-pgbench-") as folder:
+        scripts = _scripts(tables, time.time())
+        paths = {}
+        for i, (name, text) in enumerate(scripts.items()):
+            paths[name] = Path(folder) / f"case{i}.sql"
+            paths[name].write_text(text, encoding="utf-8")
+        baseline, _ = _pgbench(pgbench, dsn, paths[RAW], seconds)
+        rows.append([RAW, str(CLIENTS), f"{baseline:,.0f}", f"{baseline:,.0f}", "1.00"])
+        cases: list[tuple[str, str, Callable[[], object]]] = [
+            (LEAN, lean, lean_fill),
+            (BARE, work, lambda: load(1)),
+            (f"{QUEUE}, 1 tenant", work, lambda: load(1)),
+            (f"{QUEUE}, 16 tenants", work, lambda: load(16)),
+        ]
+        for label, table, fill in cases:
+            fill()
+            before = count(table)
+            tps, done = _pgbench(pgbench, dsn, paths[label.split(",")[0]], seconds)
+            jobs = (before - count(table)) * tps / done
+            rows.append(
+                [label, str(CLIENTS), f"{jobs:,.0f}", f"{baseline:,.0f}", f"{jobs / baseline:.2f}"]
+            )
+    return rows
