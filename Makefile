@@ -5,7 +5,7 @@ PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
 BENCHES := bench-memory bench-redis bench-postgres bench-executions bench-events bench-sqlite bench-worker
 
-.PHONY: system-deps setup twins check-twins lint typecheck test pytest demo bench clean $(BENCHES)
+.PHONY: system-deps setup twins check-twins lint typecheck test test-pg-next pytest demo bench clean $(BENCHES)
 
 setup: $(STAMP)
 
@@ -36,6 +36,10 @@ pytest: $(STAMP) system-deps
 	$(BIN)/pytest -q
 
 test: check-twins lint typecheck pytest
+
+# The PostgreSQL tests again on the newest PostgreSQL, a throwaway server (.ci/run runs it).
+test-pg-next: $(STAMP)
+	PYTHON=$(PYTHON) .ci/pg-next
 
 demo: $(STAMP)
 	$(BIN)/runyard demo --flavour async
