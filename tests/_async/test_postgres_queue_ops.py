@@ -450,3 +450,32 @@ async def test_stats_from_maintained_counts_agree_with_the_items_after_a_mixed_s
     clock.advance(60)
     assert await queue.prune() >= 0  # sweeps the delays ledger's past rows
     await agree()
+
+
+@pytest.mark.asyncio
+async def test_counts_go_to_a_free_row_or_a_new_one_and_never_wait(
+    queue: AsyncPostgresWorkQueue, clock: ManualClock, pg_tables: StateTables
+) -> None:
+    # Each statement adds its changes to a count row no other session holds: its backend's
+    # own row, else the first free one, else a new row. Another session holds rows here (as
+    # an open bound() transaction would): every call returns and stats stay exact.
+    counts = pg_tables.qualified(pg_tables.counts)
+    holder = admin_connection()
+    try:
+        holder.autocommit = False
+        for held in (list(range(15)), list(range(16))):  # all but one row, then all of them
+            holder.execute(f"SELECT 1 FROM {counts} WHERE shard = ANY(%s) FOR UPDATE", (held,))
+            await queue.enqueue("a", {"held": len(held)})
+            lease = await queue.claim("w")
+            assert lease is not None
+            await queue.enqueue("a", {"left": True})
+            await queue.complete(lease)
+            stats = await queue.stats()
+            ready, _, leased, _, _ = _counted(pg_tables, clock.now())
+            assert (stats.ready, stats.leased) == (ready, leased) == (len(held) - 14, 0)
+            holder.rollback()
+        with admin_connection() as conn:
+            rows = conn.execute(f"SELECT count(*) FROM {counts}").fetchone()
+        assert rows is not None and int(str(rows[0])) > 16  # the all-held round added rows
+    finally:
+        holder.close()
