@@ -70,4 +70,4 @@ bench-worker: $(STAMP)
 	$(PYTHON) -m benchmarks.bench_worker
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info
+	rm -rf $(VENV) build dist *.egg-info src_async/*.egg-info .cache
