@@ -161,10 +161,10 @@ def test_an_invalid_index_is_refused_until_it_is_rebuilt(pg_tables: StateTables)
     columns = "tenant, item_id, payload, priority, state, attempts, available_at, enqueued_at"
     with admin_connection() as conn:
         conn.execute(f"DROP INDEX {dedupe}")
-        for item in ("a", "b"):
+        for item_id in ("a", "b"):
             conn.execute(
                 f"INSERT INTO {work} ({columns}, dedupe_key) "
-                f"VALUES ('acme', '{item}', '{{}}', 0, 'ready', 0, 0, 0, 'same')"
+                f"VALUES ('acme', '{item_id}', '{{}}', 0, 'ready', 0, 0, 0, 'same')"
             )
         with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute(
