@@ -454,16 +454,27 @@ async def test_stats_from_maintained_counts_agree_with_the_items_after_a_mixed_s
 
 @pytest.mark.asyncio
 async def test_counts_go_to_a_free_row_or_a_new_one_and_never_wait(
-    queue: AsyncPostgresWorkQueue, clock: ManualClock, pg_tables: StateTables
+    clock: ManualClock, pg_tables: StateTables
 ) -> None:
     # Each statement adds its changes to a count row no other session holds: its backend's
     # own row, else the first free one, else a new row. Another session holds rows here (as
-    # an open bound() transaction would): every call returns and stats stay exact.
+    # an open bound() transaction would): the queue's one connection's own row and all but
+    # one other, then every row. Every call returns, the changes land where they must, and
+    # stats stay exact.
     counts = pg_tables.qualified(pg_tables.counts)
+    pool = await open_pool(max_size=1)  # one connection: its own row is known
     holder = admin_connection()
     try:
+        async with pool.connection() as conn:
+            row = await (await conn.execute("SELECT pg_backend_pid() % 16")).fetchone()
+        assert row is not None
+        own = int(row[0])
+        free = (own + 1) % 16
+        queue = await AsyncPostgresWorkQueue.open(
+            pool, tables=pg_tables, clock=clock, policy=POLICY
+        )
         holder.autocommit = False
-        for held in (list(range(15)), list(range(16))):  # all but one row, then all of them
+        for held in ([s for s in range(16) if s != free], list(range(16))):
             holder.execute(f"SELECT 1 FROM {counts} WHERE shard = ANY(%s) FOR UPDATE", (held,))
             await queue.enqueue("a", {"held": len(held)})
             lease = await queue.claim("w")
@@ -474,8 +485,14 @@ async def test_counts_go_to_a_free_row_or_a_new_one_and_never_wait(
             ready, _, leased, _, _ = _counted(pg_tables, clock.now())
             assert (stats.ready, stats.leased) == (ready, leased) == (len(held) - 14, 0)
             holder.rollback()
-        with admin_connection() as conn:
-            rows = conn.execute(f"SELECT count(*) FROM {counts}").fetchone()
-        assert rows is not None and int(str(rows[0])) > 16  # the all-held round added rows
+            with admin_connection() as admin:
+                rows = admin.execute(
+                    f"SELECT shard, ready, leased FROM {counts} WHERE ready <> 0 OR leased <> 0"
+                ).fetchall()
+            if len(held) == 15:  # the one free row took every change (the fallback branch)
+                assert [tuple(int(str(v)) for v in r) for r in rows] == [(free, 1, 0)]
+            else:  # all held: new rows took this round's changes
+                assert any(int(str(r[0])) >= 16 for r in rows)
     finally:
         holder.close()
+        await pool.close()

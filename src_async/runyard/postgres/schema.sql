@@ -133,9 +133,10 @@ CREATE TABLE {turns} (
 CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant);
 
 -- Maintained counts (queue schema version 3), so that stats never reads the work table. Every
--- statement that changes items' states adds its changes to one row of {counts}: it takes the
--- first row no other session holds (FOR UPDATE SKIP LOCKED, starting from a row picked by its
--- backend), so no statement waits on another's count, an open bound() transaction included;
+-- statement that changes items' states adds its changes to one row of {counts}: its backend's
+-- own row (shard pg_backend_pid() % 16) unless another session holds it, else the first row no
+-- other session holds from there on (FOR UPDATE SKIP LOCKED), so no statement waits on
+-- another's count, an open bound() transaction included;
 -- when every row is held, it adds a row (its shard from {counts_seq}). `ready` counts ready
 -- items, due and delayed. Delayed items are counted by time: {delays} holds +1 at the due time
 -- of an item that became ready for later and -1 when such an item is cancelled; the delayed

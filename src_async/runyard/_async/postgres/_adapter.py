@@ -262,10 +262,10 @@ class _AsyncPostgresAdapter(AsyncClosing):
         if invalid:
             raise ConfigurationError(
                 f"index {invalid[0]} is INVALID (a CREATE INDEX CONCURRENTLY or REINDEX "
-                "CONCURRENTLY that failed, or one still running): the planner ignores it, so the "
-                "statements it serves would read whole tables; once what made the build fail is "
-                f"gone, rebuild it with REINDEX INDEX CONCURRENTLY {invalid[0]} "
-                "(see docs/postgres.md)"
+                "CONCURRENTLY that failed, or is still running): the planner ignores it, so the "
+                "statements it serves would read whole tables; wait for a running build to end, "
+                "or remove what made it fail and rebuild it with REINDEX INDEX CONCURRENTLY "
+                f"{invalid[0]} (see docs/postgres.md)"
             )
         if str(timeout).strip() in ("0", "0ms", "0s"):
             raise ConfigurationError(
