@@ -22,6 +22,7 @@ from tests.support.postgres_plans import (
     MAX_CLAIM_PAGES,
     TENANTS,
     analyze,
+    assert_bounded_generic_plan,
     buffers,
     claim_args,
     claim_many_args,
@@ -59,18 +60,14 @@ def test_the_claim_plan_never_scans_the_work_table(pg_tables: StateTables, name:
 def test_a_claim_touches_a_bounded_number_of_pages(
     pg_tables: StateTables, tenants: int, analyzed: bool, name: str
 ) -> None:
-    claim, args = getattr(statements(pg_tables), name), claim_args(name)
-    with admin_connection() as conn:
-        load(conn, pg_tables, 100_000, tenants)
-        if analyzed:
-            analyze(conn, pg_tables)
-        prepare(conn, claim)
-        plan = generic_plan(conn, args)
-        pages, executed = generic_pages(conn, args)
-    assert "$1" in plan  # really the generic plan
-    assert f"Seq Scan on {pg_tables.work}" not in plan, plan
-    assert f"Bitmap Heap Scan on {pg_tables.work}" not in plan, plan
-    assert pages <= MAX_CLAIM_PAGES, executed
+    assert_bounded_generic_plan(
+        pg_tables,
+        getattr(statements(pg_tables), name),
+        claim_args(name),
+        tenants,
+        analyzed,
+        MAX_CLAIM_PAGES,
+    )
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from tests.support.postgres_plans import (
     RECLAIM_PAGES,
     Conn,
     analyze,
+    assert_bounded_generic_plan,
     buffers,
     claim_args,
     claim_many_args,
@@ -119,18 +120,14 @@ def test_a_claim_many_touches_a_bounded_number_of_pages(
     pg_tables: StateTables, tenants: int, analyzed: bool, name: str
 ) -> None:
     # claim_many_16_*: the batch size 16 as a literal (the forms the client sends up to 16).
-    claim_many, args = getattr(statements(pg_tables), name), claim_many_args(name)
-    with admin_connection() as conn:
-        load(conn, pg_tables, 100_000, tenants)
-        if analyzed:
-            analyze(conn, pg_tables)
-        prepare(conn, claim_many)
-        plan = generic_plan(conn, args)
-        pages, executed = generic_pages(conn, args)
-    assert "$1" in plan  # really the generic plan
-    assert f"Seq Scan on {pg_tables.work}" not in plan, plan
-    assert f"Bitmap Heap Scan on {pg_tables.work}" not in plan, plan
-    assert pages <= MAX_CLAIM_MANY_PAGES, executed
+    assert_bounded_generic_plan(
+        pg_tables,
+        getattr(statements(pg_tables), name),
+        claim_many_args(name),
+        tenants,
+        analyzed,
+        MAX_CLAIM_MANY_PAGES,
+    )
 
 
 def _load_uniform(conn: Conn, tables: StateTables, items: int) -> None:

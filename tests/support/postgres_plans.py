@@ -18,6 +18,8 @@ from runyard.postgres.statements.queue_batched import (
     claim_many_name,
 )
 
+from tests.support.postgres_plugin import admin_connection
+
 ITEMS, TENANTS, NOW = 200_000, 1_000, 1_700_000_000.0
 # The most pages one claim may touch (shared buffers hit or read) on the loads below, with or
 # without statistics, once the session's caches are warm: about 20 to find and lock the item,
@@ -154,6 +156,30 @@ def generic_pages(
     (the second of two runs, see _warm_pages)."""
     query = f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, FORMAT JSON) {execute(conn, name, args)}"
     return warm_pages(conn, lambda: conn.execute(query).fetchone())
+
+
+def assert_bounded_generic_plan(
+    tables: StateTables,
+    statement: str,
+    args: tuple[object, ...],
+    tenants: int,
+    analyzed: bool,
+    max_pages: int,
+) -> None:
+    """On 100,000 items over ``tenants`` (analyzed or never), the generic plan of
+    ``statement`` scans no work table whole (neither sequentially nor by bitmap) and its run
+    touches at most ``max_pages`` pages."""
+    with admin_connection() as conn:
+        load(conn, tables, 100_000, tenants)
+        if analyzed:
+            analyze(conn, tables)
+        prepare(conn, statement)
+        plan = generic_plan(conn, args)
+        pages, executed = generic_pages(conn, args)
+    assert "$1" in plan  # really the generic plan
+    assert f"Seq Scan on {tables.work}" not in plan, plan
+    assert f"Bitmap Heap Scan on {tables.work}" not in plan, plan
+    assert pages <= max_pages, executed
 
 
 def warm_pages(conn: Conn, explain: Callable[[], Any]) -> tuple[int, str]:
