@@ -16,7 +16,7 @@ from runyard.errors import (
     StoreOutcomeUnknown,
 )
 
-__all__ = ["FIX_SCHEMA", "Kind", "NotSent", "map_error", "scrub", "unavailable"]
+__all__ = ["FIX_SCHEMA", "Kind", "NotSent", "map_error", "scrub", "unavailable", "verify_refusal"]
 
 Kind = Literal["state", "queue", "executions"]
 
@@ -41,6 +41,44 @@ _NEVER_CONNECTED = {"08001", "08004"}
 
 class NotSent(Exception):
     """Raised by an executor when it could not get a connection: the statement never left."""
+
+
+def verify_refusal(
+    table: str,
+    kind: str,
+    found: int | None,
+    expected: int,
+    invalid: list[str],
+    timeout: object,
+) -> ConfigurationError | None:
+    """What verify() refuses once its tables exist, in order (None: nothing): no row in the
+    schema table ``table`` for component ``kind``, a schema version ``found`` other than
+    ``expected``, an INVALID runyard index (the first of ``invalid``), a connection whose
+    ``statement_timeout`` is 0."""
+    if found is None:
+        return ConfigurationError(f"{table} has no row for component {kind!r}: {FIX_SCHEMA}")
+    if found != expected:
+        return ConfigurationError(
+            f"{table} says component {kind!r} is at schema version {found}, but this "
+            f"runyard was written for version {expected}: migrate the schema "
+            "(runyard.postgres.EXPECTED_SCHEMA, see docs/postgres.md) or install the matching "
+            "runyard"
+        )
+    if invalid:
+        return ConfigurationError(
+            f"index {invalid[0]} is INVALID (a CREATE INDEX CONCURRENTLY or REINDEX "
+            "CONCURRENTLY that failed, or is still running): the planner ignores it, so the "
+            "statements it serves would read whole tables; wait for a running build to end, "
+            "or remove what made it fail and rebuild it with REINDEX INDEX CONCURRENTLY "
+            f"{invalid[0]} (see docs/postgres.md)"
+        )
+    if str(timeout).strip() in ("0", "0ms", "0s"):
+        return ConfigurationError(
+            "statement_timeout is 0 (no limit) on this connection: a stuck statement would "
+            "hold its locks forever; set one, e.g. options='-c statement_timeout=5s' in the "
+            "DSN or ALTER ROLE ... SET statement_timeout = '5s'"
+        )
+    return None
 
 
 def scrub(message: str, secret: str | None) -> str:

@@ -30,7 +30,7 @@ from runyard.errors import (
     StatePersistenceError,
 )
 from runyard.postgres.connecting import connect_refusal
-from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error
+from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error, verify_refusal
 from runyard.postgres.flavours import AsyncConnection, AsyncConnectionPool
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables, index_names
 from runyard.postgres.server_clock import CLOCK_SAMPLES, ClockSample, closest_sample, take_sample
@@ -245,34 +245,16 @@ class _AsyncPostgresAdapter(AsyncClosing):
         if missing:
             raise ConfigurationError(f"table {missing[0]} does not exist: {FIX_SCHEMA}")
         versions = {str(r[0]): int(r[1]) for r in await self._fetch("verify_versions")}
-        found = versions.get(self._kind)
-        table = self.tables.qualified(self.tables.schema_table)
-        if found is None:
-            raise ConfigurationError(
-                f"{table} has no row for component {self._kind!r}: {FIX_SCHEMA}"
-            )
-        if found != self.schema_version:
-            raise ConfigurationError(
-                f"{table} says component {self._kind!r} is at schema version {found}, but this "
-                f"runyard was written for version {self.schema_version}: migrate the schema "
-                "(runyard.postgres.EXPECTED_SCHEMA, see docs/postgres.md) or install the matching "
-                "runyard"
-            )
-        invalid = list(rows[0][3] or [])
-        if invalid:
-            raise ConfigurationError(
-                f"index {invalid[0]} is INVALID (a CREATE INDEX CONCURRENTLY or REINDEX "
-                "CONCURRENTLY that failed, or is still running): the planner ignores it, so the "
-                "statements it serves would read whole tables; wait for a running build to end, "
-                "or remove what made it fail and rebuild it with REINDEX INDEX CONCURRENTLY "
-                f"{invalid[0]} (see docs/postgres.md)"
-            )
-        if str(timeout).strip() in ("0", "0ms", "0s"):
-            raise ConfigurationError(
-                "statement_timeout is 0 (no limit) on this connection: a stuck statement would "
-                "hold its locks forever; set one, e.g. options='-c statement_timeout=5s' in the "
-                "DSN or ALTER ROLE ... SET statement_timeout = '5s'"
-            )
+        refusal = verify_refusal(
+            self.tables.qualified(self.tables.schema_table),
+            self._kind,
+            versions.get(self._kind),
+            self.schema_version,
+            list(rows[0][3] or []),
+            timeout,
+        )
+        if refusal is not None:
+            raise refusal
 
     async def _sample_clock(self, first: ClockSample) -> ClockSample:
         """``first`` and more reads of the server's clock (with the machine's clock only:
