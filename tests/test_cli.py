@@ -101,3 +101,44 @@ def test_worker_refuses_an_unknown_url_scheme() -> None:
     spec = "tests.support.worker_jobs:gated"
     result = CliRunner().invoke(app, ["worker", spec, "--url", "ftp://x"])
     assert result.exit_code == 2 and "unknown queue URL scheme" in result.output
+
+
+def test_worker_refuses_a_lease_longer_than_its_cap_naming_both() -> None:
+    spec = "tests.support.worker_jobs:gated"
+    options = ["--url", "memory://", "--lease-seconds", "4000"]
+    result = CliRunner().invoke(app, ["worker", spec, *options])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "max_lease_seconds must be at least lease_seconds" in said, said
+
+
+def test_worker_with_a_handler_module_that_raises_on_import_exits_2_with_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_handler.py").write_text(
+        "def helper():\n    return {}['missing [key]']\n\n"
+        "helper()\n\nasync def handle(job):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = CliRunner().invoke(app, ["worker", "broken_handler:handle", "--url", "memory://"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    said = " ".join(result.output.split())
+    assert "importing broken_handler raised KeyError: 'missing [key]'" in said, said
+    assert "in helper" in said  # the traceback, where the import failed
+
+
+def test_on_a_terminal_log_lines_are_written_above_the_status_line() -> None:
+    import io
+    import logging
+
+    from runyard.cli.worker import _AboveStatus, _StatusLine
+
+    out = io.StringIO()
+    status = _StatusLine(out)
+    out.write("\r   12.0 jobs/s     1 in flight  ")  # a status line, as its thread writes it
+    handler = _AboveStatus(status)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.emit(logging.makeLogRecord({"levelname": "WARNING", "msg": "item x failed"}))
+    status.close()
+    # The status line is cleared before the log line and after the last write.
+    assert out.getvalue().endswith("\r\x1b[KWARNING item x failed\n\r\x1b[K")

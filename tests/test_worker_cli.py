@@ -1,8 +1,7 @@
 """``runyard worker`` as a process: started before its store it waits for it (a SIGTERM meanwhile
 exits 0, a second one at once even while an open hangs), a stop while the store opens ends
 the worker, an unopenable SQLite file is a configuration error, and with no URL it serves the
-embedded default, ``sqlite:///runyard.db``; a signal before its handlers are in (the
-handler's module still importing) exits 0 at once."""
+embedded default, ``sqlite:///runyard.db``."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from typing import Any
 import pytest
 import runyard._async.cli.worker as async_cli
 import runyard._sync.cli.worker as sync_cli
-from runyard.cli import EARLY_SIGNAL_LINE
 from runyard.cli.app import app
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
 from runyard.sqlite import SqliteWorkQueue, connect
@@ -263,60 +261,34 @@ def test_an_unusable_sqlite_file_is_a_configuration_error(
     assert said.startswith("error:") and expected in said, said
 
 
-_SLOW_IMPORT = """
-import sys, time
-print("handler module importing", file=sys.stderr, flush=True)
-time.sleep({seconds})
-
-async def handle(job):
-    pass
-
-def handle_sync(job):
-    pass
-"""
-
-
-def start_console(directory: Path, flavour: str, seconds: float) -> subprocess.Popen[bytes]:
-    """The console script's own entry point, ``runyard.cli:main``, serving memory:// with a
-    handler whose module takes ``seconds`` to import (a web app's often takes seconds)."""
-    (directory / "slow_handler.py").write_text(_SLOW_IMPORT.format(seconds=seconds))
-    handler = "slow_handler:" + ("handle_sync" if flavour == "sync" else "handle")
-    command = [sys.executable, "-c", "from runyard.cli import main; main()", "worker", handler]
-    command += ["--url", "memory://", *(["--sync"] if flavour == "sync" else [])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(directory), str(ROOT)])}
-    return subprocess.Popen(command, cwd=directory, env=env, stderr=subprocess.PIPE)
-
-
 @pytest.mark.parametrize("flavour", ["async", "sync"])
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_before_the_worker_starts_exits_0_at_once(
-    tmp_path: Path, flavour: str, signum: int
-) -> None:
-    # The handler's module is still being imported (for longer than the test waits): Python's
-    # default would end the process with 143 (SIGTERM) or a KeyboardInterrupt traceback.
-    process = start_console(tmp_path, flavour, SAFETY * 2)
+def test_each_failure_and_dead_letter_is_one_line_of_the_log(tmp_path: Path, flavour: str) -> None:
+    # The lines that name an item: one for its retry, one for its dead letter (and none
+    # for a completion), whatever hooks or handlers log besides.
+    db = tmp_path / "q.db"
+    queue = SqliteWorkQueue.open(db, create_schema=True)
+    retried = queue.enqueue("acme", {"n": 1})
+    dead = queue.enqueue("acme", {"permanent": True})
+    handler = "tests.support.worker_jobs:" + ("picky_sync" if flavour == "sync" else "picky")
+    command = [sys.executable, "-c", "from runyard.cli.app import app; app()", "worker", handler]
+    command += ["--url", f"sqlite:///{db}", *(["--sync"] if flavour == "sync" else [])]
+    env = {**os.environ, "RUNYARD_TEST_WORKER_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE)
     try:
-        wait_for_line(process, "handler module importing")
-        process.send_signal(signum)
-        _, err = process.communicate(timeout=SAFETY)
-        log = err.decode()
-        assert process.returncode == 0, log
-        assert EARLY_SIGNAL_LINE in log and "Traceback" not in log, log
+        head = wait_for_line(process, "will retry")  # due again a second later (the backoff)
+        while ("done", retried.item_id) not in notes(tmp_path):
+            assert process.poll() is None
+            threading.Event().wait(0.05)
+        code, rest = finish(process)
+        log = head + rest
     finally:
         if process.poll() is None:
             process.kill()
-
-
-@pytest.mark.parametrize("flavour", ["async", "sync"])
-def test_once_the_worker_starts_its_own_signal_handlers_take_over(
-    tmp_path: Path, flavour: str
-) -> None:
-    process = start_console(tmp_path, flavour, 0)
-    try:
-        wait_for_line(process, "serving")
-        code, log = finish(process)
-        assert code == 0 and "finishing in-flight jobs" in log, log
-        assert EARLY_SIGNAL_LINE not in log and "stopped: 0 completed" in log, log
-    finally:
-        if process.poll() is None:
-            process.kill()
+    assert code == 0, log
+    lines = log.splitlines()
+    about_retried = [line for line in lines if retried.item_id in line]
+    about_dead = [line for line in lines if dead.item_id in line]
+    assert len(about_retried) == 1 and "will retry" in about_retried[0], log
+    assert len(about_dead) == 1 and "dead-lettered" in about_dead[0], log
+    assert queue.get_item("acme", retried.item_id) is None  # completed on its second attempt
+    queue.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,8 @@ __all__ = [
     "JobHandle",
     "JobRunner",
 ]
+
+log = logging.getLogger("runyard.worker")
 
 
 class AsyncCondition:
@@ -112,6 +115,8 @@ class JobHandle:
 class AsyncJobRunner:
     """Runs each job as an asyncio task and keeps them until they end."""
 
+    ABANDON_SECONDS = 1.0
+
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -128,11 +133,23 @@ class AsyncJobRunner:
         return AsyncJobHandle(task)
 
     async def aclose(self) -> None:
-        """Cancel the jobs still running and wait for them to unwind."""
+        """Cancel the jobs still running and wait up to ``ABANDON_SECONDS`` for them to
+        unwind; a job that ignores its cancellation longer is left running (logged)."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=self.ABANDON_SECONDS)
+        for task in done:
+            if not task.cancelled():
+                task.exception()  # retrieved, as gather(return_exceptions=True) did
+        if pending:
+            log.warning(
+                "%d job task(s) ignored their cancellation for %.1f s: left running",
+                len(pending),
+                self.ABANDON_SECONDS,
+            )
 
 
 class JobRunner:

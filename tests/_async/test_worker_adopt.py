@@ -362,3 +362,44 @@ async def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)
     stats = await queue.stats()
     assert (stats.leased, stats.ready) == (0, 0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_lost_claim_reply_while_holding_more_than_a_page_runs_every_item(
+    batched: bool,
+) -> None:
+    # adopt returns the oldest leases first: asked for a page smaller than what the worker
+    # holds, it would return only the running jobs' leases and leave the lost claim's items
+    # leased to the worker, never run.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    release, first_started, all_started = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    started: set[int] = set()
+    total, first = 150, 120
+
+    async def handler(job: Job) -> None:
+        started.add(job.payload["n"])
+        if len(started) == first:
+            first_started.set()
+        if len(started) == total:
+            all_started.set()
+        assert await release.wait(SAFETY)
+
+    worker = AsyncWorker(queue, handler, clock=clock, concurrency=total, batched=batched)
+
+    async def drive() -> None:
+        for n in range(first):
+            await queue.enqueue("acme", {"n": n})
+        assert await first_started.wait(SAFETY)
+        queue.lose_next_claim_reply = True
+        for n in range(first, total):
+            await queue.enqueue("acme", {"n": n})
+        assert await all_started.wait(SAFETY), sorted(set(range(total)) - started)[:5]
+        release.set()
+        worker.stop()
+
+    await async_gather([worker.run, drive])
+    assert queue.lose_next_claim_reply is False  # the reply was lost
+    stats = worker.stats()
+    assert (stats.completed, stats.lost) == (total, 0)

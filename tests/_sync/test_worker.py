@@ -336,6 +336,11 @@ def test_bad_settings_are_configuration_errors() -> None:
         Worker(queue, handler, concurrency=0)
     with pytest.raises(ConfigurationError, match="unknown worker setting"):
         Worker(queue, handler, poll_seconds=1)
+    # The lease is 30 s: a heartbeat every 15 s or more would let it lapse after one round
+    # that fails, and the job would run again while it still runs.
+    with pytest.raises(ConfigurationError, match=r"heartbeat_seconds .* \(30 s\), not 15"):
+        Worker(queue, handler, heartbeat_seconds=15)
+    assert Worker(queue, handler, heartbeat_seconds=14.9)._heartbeat_every == 14.9
 
 
 def _noop(job: Job) -> None:

@@ -357,3 +357,43 @@ def test_a_heartbeat_refused_while_an_adopt_is_in_flight_keeps_the_job() -> None
     assert (worker.stats().completed, worker.stats().lost) == (2, 0)
     stats = queue.stats()
     assert (stats.leased, stats.ready) == (0, 0)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_lost_claim_reply_while_holding_more_than_a_page_runs_every_item(
+    batched: bool,
+) -> None:
+    # adopt returns the oldest leases first: asked for a page smaller than what the worker
+    # holds, it would return only the running jobs' leases and leave the lost claim's items
+    # leased to the worker, never run.
+    clock = ManualClock()
+    queue = make_queue(clock)
+    release, first_started, all_started = Event(), Event(), Event()
+    started: set[int] = set()
+    total, first = 150, 120
+
+    def handler(job: Job) -> None:
+        started.add(job.payload["n"])
+        if len(started) == first:
+            first_started.set()
+        if len(started) == total:
+            all_started.set()
+        assert release.wait(SAFETY)
+
+    worker = Worker(queue, handler, clock=clock, concurrency=total, batched=batched)
+
+    def drive() -> None:
+        for n in range(first):
+            queue.enqueue("acme", {"n": n})
+        assert first_started.wait(SAFETY)
+        queue.lose_next_claim_reply = True
+        for n in range(first, total):
+            queue.enqueue("acme", {"n": n})
+        assert all_started.wait(SAFETY), sorted(set(range(total)) - started)[:5]
+        release.set()
+        worker.stop()
+
+    gather([worker.run, drive])
+    assert queue.lose_next_claim_reply is False  # the reply was lost
+    stats = worker.stats()
+    assert (stats.completed, stats.lost) == (total, 0)

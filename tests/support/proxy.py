@@ -47,7 +47,7 @@ class _Held:
 class ReplyDroppingProxy:
     """Forwards 127.0.0.1:``port`` to ``target_port``; ``drop_next_reply()`` arms one loss,
     ``refuse_connections(n)`` turns the next ``n`` connections away, ``drop_connections()``
-    resets the open ones."""
+    resets the open ones, ``partition()`` stops forwarding for good."""
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
@@ -56,6 +56,8 @@ class ReplyDroppingProxy:
         self.refused = 0
         self.lost_requests = 0
         self.delivered_late = 0
+        self.partitioned = False
+        self.swallowed = 0  # requests and replies read while partitioned
         self._armed = threading.Event()
         self._request_loss: Literal["drop", "hold"] | None = None
         self._release_on = b""
@@ -81,6 +83,11 @@ class ReplyDroppingProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+    def partition(self) -> None:
+        """From now on nothing is forwarded either way and no connection is closed, new ones
+        included: a network partition (a client waits until a timeout of its own, if any)."""
+        self.partitioned = True
 
     def drop_next_reply(self) -> None:
         """The next request any client sends reaches the server; its reply never comes back."""
@@ -194,6 +201,10 @@ class ReplyDroppingProxy:
         if task is not None:
             self._handlers.add(task)
             task.add_done_callback(self._handlers.discard)
+        if self.partitioned:
+            while await reader.read(65536):
+                self.swallowed += 1  # nothing reaches the server
+            return
         refusal = self._take_refusal()
         if refusal is not None:
             await self._refuse(refusal, reader, writer)
@@ -231,6 +242,9 @@ class ReplyDroppingProxy:
         conn: _Connection,
     ) -> None:
         while data := await reader.read(65536):
+            if self.partitioned:
+                self.swallowed += 1
+                continue
             loss, release_on = self._take_request_loss()
             if loss == "drop":
                 self.lost_requests += 1
@@ -251,6 +265,9 @@ class ReplyDroppingProxy:
         self, up: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
     ) -> None:
         while data := await up.read(65536):
+            if self.partitioned:
+                self.swallowed += 1
+                continue
             if conn.dropping:
                 # The server has run the request and answered: lose the answer.
                 self.dropped += 1

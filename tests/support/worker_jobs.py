@@ -1,5 +1,6 @@
 """Handlers the worker subprocess tests run: each notes its start and end in a log file and
-waits at a gate (a file) the test opens, so the test decides when jobs may finish."""
+waits at a gate (a file) the test opens, so the test decides when jobs may finish; the
+stubborn ones never finish, whatever the worker does."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import os
 import time
 from pathlib import Path
 
-from runyard.worker import Job
+from runyard.worker import Job, PermanentFailure
 
-__all__ = ["gated", "gated_sync", "notes"]
+__all__ = ["gated", "gated_sync", "notes", "picky", "picky_sync", "stubborn", "stubborn_sync"]
 
 
 def _dir() -> Path:
@@ -46,3 +47,35 @@ def gated_sync(job: Job) -> None:
             return
         time.sleep(0.01)
     _note(f"done {job.item_id}")
+
+
+async def stubborn(job: Job) -> None:
+    """Note the start, then never end: every cancellation is caught and ignored."""
+    _note(f"start {job.item_id}")
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            _note(f"ignored-cancel {job.item_id}")
+
+
+def stubborn_sync(job: Job) -> None:
+    """The thread twin of ``stubborn``: never returns, whatever ``job.cancelled`` says."""
+    _note(f"start {job.item_id}")
+    while True:
+        time.sleep(0.05)
+
+
+def picky_sync(job: Job) -> None:
+    """Dead-letters an item whose payload says ``permanent``; fails any other on its first
+    attempt (a retry), then completes it."""
+    if job.payload.get("permanent"):
+        raise PermanentFailure(f"refused {job.item_id}")
+    if job.attempt == 1:
+        raise RuntimeError(f"first attempt of {job.item_id}")
+    _note(f"done {job.item_id}")
+
+
+async def picky(job: Job) -> None:
+    """The async twin of ``picky_sync``."""
+    picky_sync(job)

@@ -12,7 +12,18 @@ __all__ = ["main"]
 EARLY_SIGNAL_LINE = "signal received before the worker started: exiting (nothing was held)"
 
 
+_EARLY_PID: list[int] = []  # the process that installed _exit_at_once
+
+
 def _exit_at_once(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() not in _EARLY_PID:
+        # A child forked while the handler's module imported (a process pool): not the
+        # worker. It gets Python's default for the signal, as if nothing were installed.
+        signal.signal(
+            signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+        )
+        os.kill(os.getpid(), signum)
+        return
     os.write(2, (EARLY_SIGNAL_LINE + "\n").encode())
     os._exit(0)
 
@@ -26,6 +37,7 @@ def main() -> None:
     KeyboardInterrupt traceback while the command line or the handler's module (a web app's,
     often seconds long) is still being imported."""
     if sys.argv[1:2] == ["worker"]:
+        _EARLY_PID.append(os.getpid())
         signal.signal(signal.SIGTERM, _exit_at_once)
         signal.signal(signal.SIGINT, _exit_at_once)
     try:

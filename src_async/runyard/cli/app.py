@@ -14,6 +14,7 @@ __all__ = ["app"]
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -83,7 +84,7 @@ def demo(
             workers=workers,
         )
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     columns = (
         TextColumn("serving"),
@@ -96,7 +97,7 @@ def demo(
         try:
             result = _run(plan, flavour, url, progress, task)
         except (ConfigurationError, ValueError) as exc:  # a bad URL: its scheme or options
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2) from None
     console.print(_table(result, url))
     if result.completed != plan.total or result.quiet_tenants_starved():
@@ -138,6 +139,12 @@ def worker(
     ] = 10.0,
     job_timeout: Annotated[float | None, typer.Option(min=0, help="seconds per job")] = None,
     lease_seconds: Annotated[float, typer.Option(min=0.1, help="the queue's lease length")] = 30.0,
+    max_lease_seconds: Annotated[
+        float, typer.Option(min=0.1, help="how long heartbeats may extend one claim")
+    ] = 3600.0,
+    max_attempts: Annotated[
+        int, typer.Option(min=1, help="attempts before the dead letter (an item may set its own)")
+    ] = 5,
 ) -> None:
     """Run a worker on the queue at URL until SIGTERM or SIGINT (twice: exit at once)."""
     from runyard.cli.worker import run_worker
@@ -152,10 +159,17 @@ def worker(
             handback_seconds=handback_seconds,
             job_timeout=job_timeout,
         )
-        policy = QueuePolicy(lease_seconds=lease_seconds)
+        try:
+            policy = QueuePolicy(
+                lease_seconds=lease_seconds,
+                max_lease_seconds=max_lease_seconds,
+                max_attempts=max_attempts,
+            )
+        except ValueError as exc:  # QueuePolicy's own checks (a pair of options that clash)
+            raise ConfigurationError(f"bad queue policy: {exc}") from None
         stats = run_worker(handler, url or default_url(), settings, sync=sync, policy=policy)
     except ConfigurationError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     Console(stderr=True).print(
         f"stopped: {stats.completed} completed, {stats.failed} failed, {stats.dead} dead, "

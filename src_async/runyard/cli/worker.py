@@ -11,7 +11,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TextIO
 
 from runyard.errors import ConfigurationError
@@ -46,6 +47,12 @@ def load_handler(spec: str, *, sync: bool) -> Callable[[Job], Any]:
         handler = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(f"cannot load handler {spec!r}: {exc}") from None
+    except Exception as exc:  # the module itself failed: its traceback says where
+        trace = "".join(traceback.format_exception(exc)).rstrip()
+        raise ConfigurationError(
+            f"cannot load handler {spec!r}: importing {module_name} raised "
+            f"{type(exc).__name__}: {exc}\n{trace}"
+        ) from None
     if not callable(handler):
         raise ConfigurationError(f"handler {spec!r} is not callable")
     coroutine = inspect.iscoroutinefunction(handler)
@@ -64,11 +71,22 @@ class _Signals:
     Event's): the call is made from a thread of its own. In the asyncio twin the handler is
     a callback of the loop and calls directly. A second signal before the worker exists (the
     store still being opened, which may block on a silent server) ends the process at once:
-    nothing is held yet."""
+    nothing is held yet.
 
-    def __init__(self, startup: _Stoppable, *, threaded: bool) -> None:
+    Both signals also arm a deadline that ends the process even when the worker cannot end
+    itself: a store call that hangs (a network partition, with no timeout on the connection)
+    or an async handler that ignores its cancellation. The first allows ``bound`` seconds
+    (the shutdown grace plus the hand-back time) and ``CLOSE_SECONDS`` more to close the
+    store; the second ``EXIT_SECONDS``. What the worker still held then lapses and is
+    recovered."""
+
+    CLOSE_SECONDS = 5.0
+    EXIT_SECONDS = 1.0
+
+    def __init__(self, startup: _Stoppable, *, threaded: bool, bound: float) -> None:
         self.startup = startup
         self.threaded = threaded
+        self.bound = bound
         self.count = 0
 
     def __call__(self, *_: object) -> None:
@@ -76,12 +94,15 @@ class _Signals:
         if self.count == 1:
             log.info("signal received: finishing in-flight jobs (again to exit at once)")
             self._call(self.startup.stop)
+            self._exit_after(self.bound + self.CLOSE_SECONDS)
             return
         log.warning("second signal: exiting now; held leases lapse and are recovered")
         if self.startup.worker is None:
             logging.shutdown()
             os._exit(0)
         self._call(self.startup.abort)
+        if self.count == 2:
+            self._exit_after(self.EXIT_SECONDS)
 
     def _call(self, call: Callable[[], None]) -> None:
         if self.threaded:
@@ -89,37 +110,83 @@ class _Signals:
         else:
             call()
 
+    def _exit_after(self, seconds: float) -> None:
+        """End the process in ``seconds`` unless it has ended by then (a daemon thread)."""
+
+        def exit_late() -> None:
+            time.sleep(seconds)
+            log.warning(
+                "the worker did not end within %.1f s of the signal (a store call that hangs, "
+                "or a handler that ignores its cancellation): exiting; held leases lapse and "
+                "are recovered",
+                seconds,
+            )
+            os._exit(0)
+
+        threading.Thread(target=exit_late, name="runyard-exit", daemon=True).start()
+
 
 class _StatusLine:
-    """Rewrites one terminal line every second: jobs/s, in flight, failures."""
+    """On a terminal: one line rewritten every second (jobs/s, in flight, failures), with the
+    log's lines written above it (``write_line``: the status line is cleared first)."""
 
-    def __init__(self, worker: _Stoppable, out: TextIO) -> None:
-        self.worker, self.out = worker, out
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.worker: _Stoppable | None = None
+        self.lock = threading.Lock()
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="runyard-status", daemon=True)
+
+    def start(self, worker: _Stoppable) -> None:
+        self.worker = worker
+        self.thread.start()
+
+    def write_line(self, text: str) -> None:
+        """Write ``text`` as a line of its own; the status line comes back within a second."""
+        with self.lock:
+            self.out.write("\r\x1b[K" + text + "\n")
+            self.out.flush()
+
+    def close(self) -> None:
+        """Stop rewriting and clear the status line (what is printed next starts clean)."""
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        with self.lock:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
 
     def _run(self) -> None:
         last, then = 0, time.monotonic()
         while not self.done.wait(1.0):
+            assert self.worker is not None
             stats, now = self.worker.stats(), time.monotonic()
             settled = stats.completed + stats.failed
             rate = (settled - last) / max(now - then, 1e-9)
             last, then = settled, now
-            self.out.write(
-                f"\r{rate:8.1f} jobs/s  {stats.in_flight:4d} in flight  "
-                f"{stats.completed} done  {stats.failed} failed  {stats.dead} dead  "
-            )
-            self.out.flush()
+            with self.lock:
+                self.out.write(
+                    f"\r{rate:8.1f} jobs/s  {stats.in_flight:4d} in flight  "
+                    f"{stats.completed} done  {stats.failed} failed  {stats.dead} dead  "
+                )
+                self.out.flush()
 
 
-def _hooks() -> WorkerHooks:
-    def failed(job: Job, exc: BaseException) -> None:
-        print(f"failed {job.tenant}/{job.item_id} attempt {job.attempt}: {exc!r}", file=sys.stderr)
+class _AboveStatus(logging.Handler):
+    """A logging handler that writes each record as a line above the status line."""
 
-    def dead(job: Job, exc: BaseException) -> None:
-        print(f"dead-lettered {job.tenant}/{job.item_id}: {exc!r}", file=sys.stderr)
+    def __init__(self, status: _StatusLine) -> None:
+        super().__init__()
+        self.status = status
 
-    return WorkerHooks(on_failure=failed, on_dead=dead)
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.status.write_line(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 def run_worker(
@@ -134,37 +201,62 @@ def run_worker(
 
     Raises ConfigurationError (the command then exits non-zero)."""
     handler = load_handler(spec, sync=sync)
-    tty = sys.stderr.isatty()
-    if not tty:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )
-    status: list[_StatusLine] = []
+    # One line per failure, retry, dead letter and lost lease: the worker's own log lines
+    # (stdlib logging, INFO and up), above the status line on a terminal.
+    status = _StatusLine(sys.stderr) if sys.stderr.isatty() else None
+    handlers = [_AboveStatus(status)] if status is not None else None
+    logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, handlers=handlers)
+    bound = settings.shutdown_grace + settings.handback_seconds
 
     def started(worker: _Stoppable) -> None:
         if threading.current_thread() is threading.main_thread():
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
-                stopper = _Signals(worker, threaded=True)
+                stopper = _Signals(worker, threaded=True, bound=bound)
                 signal.signal(signal.SIGTERM, stopper)
                 signal.signal(signal.SIGINT, stopper)
             else:
-                stopper = _Signals(worker, threaded=False)
+                stopper = _Signals(worker, threaded=False, bound=bound)
                 loop.add_signal_handler(signal.SIGTERM, stopper)
                 loop.add_signal_handler(signal.SIGINT, stopper)
-        if tty:
-            status.append(_StatusLine(worker, sys.stderr))
-            status[0].thread.start()
+        if status is not None:
+            status.start(worker)
 
     try:
         if sync:
             from runyard._sync.cli.worker import serve as serve_sync
 
-            return serve_sync(url, handler, settings, _hooks(), started, policy)
+            return serve_sync(url, handler, settings, WorkerHooks(), started, policy)
         from runyard._async.cli.worker import serve as serve_async
 
-        return asyncio.run(serve_async(url, handler, settings, _hooks(), started, policy))
+        return _run_async(serve_async(url, handler, settings, WorkerHooks(), started, policy))
     finally:
-        for line in status:
-            line.done.set()
+        if status is not None:
+            status.close()
+
+
+def _run_async(main: Coroutine[Any, Any, WorkerStats]) -> WorkerStats:
+    """``asyncio.run(main)``, except that tasks still running at the end (jobs whose
+    handlers ignore their cancellation, which the worker left running) are waited for at
+    most a second: ``asyncio.run`` would cancel them again and wait for good. The process
+    exits with them unfinished; their items were handed back or lapse."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        left = asyncio.all_tasks(loop)
+        stuck: set[asyncio.Task[Any]] = set()
+        for task in left:
+            task.cancel()
+        if left:
+            _, stuck = loop.run_until_complete(asyncio.wait(left, timeout=1.0))
+        asyncio.set_event_loop(None)
+        if stuck:
+            log.warning("exiting with %d task(s) that ignored their cancellation", len(stuck))
+            loop.set_exception_handler(lambda *_: None)  # no "Task was destroyed" at exit
+        else:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()

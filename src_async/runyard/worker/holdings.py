@@ -47,6 +47,7 @@ class WorkerHoldings:
     _flushing: list[Slot]
     _handing_back: list[Slot]
     _handoff: deque[Slot | Lease]
+    _closing: list[Slot]
     _guard: Any  # the worker's AsyncGuard or Guard: a context manager
     _store: Any  # the worker's AsyncWorkerStore or WorkerStore: adopt_mark, adopted_since
     _nudge: Any  # the worker's AsyncEvent or Event: wakes its loop
@@ -115,6 +116,19 @@ class WorkerHoldings:
         if fresh:
             self._nudge.set()
         return len(fresh)
+
+    def _holding(self) -> int:
+        """How many leases the worker holds, at most: an adopt after a lost claim reply must
+        be able to return all of them and the lost claim's (read without the guard: the
+        lists only move between each other, and the caller adds a margin)."""
+        return (
+            len(self._running)
+            + len(self._finished)
+            + len(self._flushing)
+            + len(self._handing_back)
+            + len(self._handoff)
+            + len(self._closing)
+        )
 
     def _handed(self, lease: Lease) -> bool:
         """Whether a job handed off a lease of ``lease``'s claim for the loop to start."""

@@ -11,6 +11,7 @@ from runyard.validation import storable_error_text
 from runyard.worker.job import Job
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "MAX_TRACEBACK_CHARS",
     "JobTimeoutError",
     "PermanentFailure",
@@ -21,6 +22,8 @@ __all__ = [
 
 MAX_TRACEBACK_CHARS = 4000
 """The stored traceback keeps its last this many characters (the frames nearest the raise)."""
+MAX_MESSAGE_CHARS = 1000
+"""The stored message keeps its first this many characters."""
 
 
 class PermanentFailure(Exception):
@@ -69,9 +72,20 @@ class WorkerHooks:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """The text stored as the item's error: type, message and the end of the traceback."""
-    head = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    """The text stored as the item's error: type, message and the end of the traceback. A
+    message longer than MAX_MESSAGE_CHARS is cut, in the traceback too: it must not push
+    the frames out of what is stored."""
+    message = str(exc)
+    if len(message) > MAX_MESSAGE_CHARS:
+        short = (
+            f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
+        )
+    else:
+        short = message
+    head = f"{type(exc).__module__}.{type(exc).__qualname__}: {short}"
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if short is not message:
+        trace = trace.replace(message, short)
     if len(trace) > MAX_TRACEBACK_CHARS:
         trace = "...\n" + trace[-MAX_TRACEBACK_CHARS:]
     return storable_error_text(f"{head}\n\n{trace}")

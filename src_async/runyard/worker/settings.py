@@ -28,6 +28,7 @@ class WorkerSettings:
     - ``concurrency``: jobs at once (tasks in the async twin, threads in the sync twin).
     - ``heartbeat_seconds``: how often held leases are renewed, in one round trip; None: a
       third of the queue's ``policy.lease_seconds`` (10 s when the queue has no policy).
+      The worker refuses one not under half the lease (ConfigurationError).
     - ``job_timeout``: seconds a job may run before it is failed (retryable); None: no limit.
     - ``shutdown_grace``: seconds in-flight jobs may finish after a stop before they are handed
       back to ready.
@@ -72,10 +73,18 @@ class WorkerSettings:
         _positive("store_backoff_cap", self.store_backoff_cap)
 
     def heartbeat_every(self, lease_seconds: float | None) -> float:
-        """Seconds between heartbeat rounds for leases of ``lease_seconds``."""
-        if self.heartbeat_seconds is not None:
-            return self.heartbeat_seconds
-        return lease_seconds / 3 if lease_seconds else 10.0
+        """Seconds between heartbeat rounds for leases of ``lease_seconds``. Raises
+        ConfigurationError when ``heartbeat_seconds`` is not under half the lease: a lease
+        must outlive one heartbeat round that fails, or a job runs again while it runs."""
+        if self.heartbeat_seconds is None:
+            return lease_seconds / 3 if lease_seconds else 10.0
+        if lease_seconds and self.heartbeat_seconds >= lease_seconds / 2:
+            raise ConfigurationError(
+                f"worker setting heartbeat_seconds must be under half the queue's "
+                f"lease_seconds ({lease_seconds:g} s), not {self.heartbeat_seconds!r}: a lease "
+                f"must outlive one heartbeat round that fails"
+            )
+        return self.heartbeat_seconds
 
     def store_backoff(self, attempt: int) -> float:
         """Seconds to wait after the ``attempt``-th store error in a row: capped exponential,

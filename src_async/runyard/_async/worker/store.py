@@ -25,6 +25,7 @@ from runyard.worker.settings import WorkerSettings
 __all__ = ["AsyncWorkerStore", "WorkerAborted"]
 
 T = TypeVar("T")
+ADOPT_LIMIT = 10_000  # the largest page a queue's adopt takes (runyard.validation.check_limit)
 _SETTLE_ERRORS = (LeaseLostError, WorkItemNotFoundError)
 
 
@@ -70,6 +71,9 @@ class AsyncWorkerStore(StopDeadline):
         self._adopt_ended = AsyncCondition()
         self._guard = AsyncGuard()
         self._adopting = AsyncLock()
+        # How many leases the worker holds at most (the worker sets it): an adopt asks for
+        # all of them, and the lost claim's.
+        self.holding: Callable[[], int] = lambda: 0
 
     async def _wait(
         self, what: str, event_wait: Callable[[float], Awaitable[object]], seconds: float
@@ -189,8 +193,12 @@ class AsyncWorkerStore(StopDeadline):
             # One adopt at a time, each applied before the next is sent: the later adopt's
             # tokens are the current ones, and an earlier one must not overwrite them.
             async with self._adopting:
+                # Every live lease of the worker: those it holds and the lost claim's (an
+                # adopt returns the oldest first, so a page too short would leave the lost
+                # claim's items leased and never run).
+                limit = min(ADOPT_LIMIT, max(100, 2 * (free + self.holding())))
                 adopted, _ = await self._call(
-                    "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
+                    "adopt", lambda: self.queue.adopt(self.worker, limit=limit)
                 )
                 return renew(list(adopted))
         finally:

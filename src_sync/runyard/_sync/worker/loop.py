@@ -97,6 +97,7 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
         self._aborted = Event()
         self._store = WorkerStore(queue, self.name, self.settings, self._stats, self._aborted, log)
         self._store.on_give_up = self.abort
+        self._store.holding = self._holding
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0

@@ -27,6 +27,7 @@ from runyard.worker.settings import WorkerSettings
 __all__ = ["WorkerAborted", "WorkerStore"]
 
 T = TypeVar("T")
+ADOPT_LIMIT = 10_000  # the largest page a queue's adopt takes (runyard.validation.check_limit)
 _SETTLE_ERRORS = (LeaseLostError, WorkItemNotFoundError)
 
 
@@ -72,6 +73,9 @@ class WorkerStore(StopDeadline):
         self._adopt_ended = Condition()
         self._guard = Guard()
         self._adopting = Lock()
+        # How many leases the worker holds at most (the worker sets it): an adopt asks for
+        # all of them, and the lost claim's.
+        self.holding: Callable[[], int] = lambda: 0
 
     def _wait(self, what: str, event_wait: Callable[[float], object], seconds: float) -> None:
         """Wait ``seconds`` (through ``event_wait``, which may end early); raise WorkerAborted
@@ -189,9 +193,11 @@ class WorkerStore(StopDeadline):
             # One adopt at a time, each applied before the next is sent: the later adopt's
             # tokens are the current ones, and an earlier one must not overwrite them.
             with self._adopting:
-                adopted, _ = self._call(
-                    "adopt", lambda: self.queue.adopt(self.worker, limit=max(free, 100))
-                )
+                # Every live lease of the worker: those it holds and the lost claim's (an
+                # adopt returns the oldest first, so a page too short would leave the lost
+                # claim's items leased and never run).
+                limit = min(ADOPT_LIMIT, max(100, 2 * (free + self.holding())))
+                adopted, _ = self._call("adopt", lambda: self.queue.adopt(self.worker, limit=limit))
                 return renew(list(adopted))
         finally:
             with self._guard:
