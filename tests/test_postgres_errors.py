@@ -36,9 +36,13 @@ def _raise(sqlstate: str) -> str:
 
 @pytest.mark.parametrize("sqlstate", ["40001", "40P01"])
 def test_serialization_failure_and_deadlock_are_contended(pg_server: None, sqlstate: str) -> None:
-    error = map_error(_server_error(_raise(sqlstate)), kind="state", idempotent=False)
+    exc = _server_error(_raise(sqlstate))
+    error = map_error(exc, kind="state", idempotent=False)
     assert isinstance(error, StatePersistenceError)
     assert error.reason == "contended" and error.retryable
+    # A queue call raises what every backend's queue raises for trouble that passes.
+    queue = map_error(exc, kind="queue", idempotent=False)
+    assert isinstance(queue, QueueUnavailableError) and queue.retryable
 
 
 def test_too_many_connections_is_pool_exhausted(pg_server: None) -> None:
@@ -61,6 +65,8 @@ def test_a_statement_timeout_is_retryable(pg_server: None) -> None:
             conn.execute("SELECT pg_sleep(1)")
     error = map_error(caught.value, kind="state", idempotent=False)
     assert isinstance(error, StatePersistenceError) and error.retryable
+    queue = map_error(caught.value, kind="queue", idempotent=False)
+    assert isinstance(queue, QueueUnavailableError) and "timed out" in str(queue)
 
 
 def test_refused_data_is_a_permanent_error(pg_server: None) -> None:
@@ -123,6 +129,8 @@ def test_a_lock_not_available_is_contended(pg_tables: StateTables) -> None:
         error = map_error(exc, kind="state", idempotent=False)
         assert isinstance(error, StatePersistenceError)
         assert error.reason == "contended" and error.retryable
+        queue = map_error(exc, kind="queue", idempotent=False)
+        assert isinstance(queue, QueueUnavailableError) and queue.retryable
 
 
 def test_a_store_retries_a_lock_timeout_within_its_budget(pg_tables: StateTables) -> None:

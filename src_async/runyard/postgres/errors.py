@@ -9,6 +9,7 @@ import psycopg_pool
 
 from runyard.errors import (
     ConfigurationError,
+    PersistenceReason,
     PoolExhaustedError,
     QueueUnavailableError,
     RunyardError,
@@ -95,6 +96,15 @@ def unavailable(kind: Kind, message: str) -> RunyardError:
     return StatePersistenceError(message, reason="unavailable")
 
 
+def _passing(kind: Kind, message: str, reason: PersistenceReason) -> RunyardError:
+    """A retryable error that passes (contention, a timeout): for a queue call the queue's
+    error, as every backend's queue raises (QueueUnavailableError); else
+    StatePersistenceError with ``reason``."""
+    if kind == "queue":
+        return QueueUnavailableError(message)
+    return StatePersistenceError(message, reason=reason)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -105,7 +115,8 @@ def map_error(
 ) -> RunyardError | None:
     """Return the runyard error for a driver error, or None when it is not a database error.
 
-    - 40001/40P01 -> StatePersistenceError(reason="contended"), retryable;
+    - 40001/40P01 -> StatePersistenceError(reason="contended"), retryable (for a queue
+      call, as the other retryable ones below: QueueUnavailableError);
     - 53300 and psycopg_pool.PoolTimeout -> PoolExhaustedError;
     - 42P01/42703 (and a missing function or schema) -> ConfigurationError naming the object;
     - 57014 (statement timeout) -> StatePersistenceError(reason="unavailable"), retryable;
@@ -137,22 +148,21 @@ def map_error(
     sqlstate = getattr(exc, "sqlstate", None)
     if isinstance(sqlstate, str):
         if sqlstate in _CONTENDED:
-            return StatePersistenceError(f"contended, try again: {message}", reason="contended")
+            return _passing(kind, f"contended, try again: {message}", "contended")
         if sqlstate in _TOO_MANY_CONNECTIONS:
             return PoolExhaustedError(f"the server refuses more connections: {message}")
         if sqlstate in _MISSING:
             return ConfigurationError(f"{message}: {FIX_SCHEMA}")
         if sqlstate in _STATEMENT_TIMEOUT:
-            return StatePersistenceError(
+            return _passing(
+                kind,
                 f"the statement timed out (statement_timeout) and was rolled back: {message}",
-                reason="unavailable",
+                "unavailable",
             )
         if sqlstate in _RESOURCES:
             return unavailable(kind, f"PostgreSQL is short of resources, try again: {message}")
         if sqlstate in _LOCK_NOT_AVAILABLE:
-            return StatePersistenceError(
-                f"a lock was not available, try again: {message}", reason="contended"
-            )
+            return _passing(kind, f"a lock was not available, try again: {message}", "contended")
         if sqlstate in _INSUFFICIENT_PRIVILEGE:
             return ConfigurationError(
                 f"{message}: grant the role runyard connects as SELECT, INSERT, UPDATE and DELETE "

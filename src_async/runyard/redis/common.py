@@ -28,6 +28,7 @@ from runyard.redis.flavours import (
     MaxConnectionsError,
     NoPermissionError,
     NoScriptError,
+    OutOfMemoryError,
     ReadOnlyError,
     RedisCluster,
     RedisClusterException,
@@ -112,7 +113,10 @@ def classify(exc: BaseException) -> Failure:
         if "connecting to" in message:
             return "not_applied"
         return "ambiguous"
-    if isinstance(exc, (ClusterDownError, TryAgainError, ReadOnlyError)):
+    # redis-py raises these with the reply's code stripped from the message (OOM, READONLY,
+    # TRYAGAIN, CLUSTERDOWN, MASTERDOWN): the prefixes below never see them. Out of memory:
+    # maxmemory with noeviction refused the command, or a script at its start, before it ran.
+    if isinstance(exc, (ClusterDownError, TryAgainError, ReadOnlyError, OutOfMemoryError)):
         return "not_applied"
     if isinstance(exc, ResponseError):
         return "not_applied" if str(exc).startswith(_NOT_APPLIED_PREFIXES) else "fatal"

@@ -304,10 +304,21 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
 
         Each script reads at most ``_ADOPT_SCAN`` index entries, starting after the last one
         the previous script read, so lapsed leases that reap has not taken yet cost more round
-        trips, never a long script.
+        trips, never a long script. When a page's reply is lost, the tokens it minted are
+        unknown and a resend of that page would step over them (they are past the ceiling the
+        first page read): the whole pass starts again, minting fresh tokens for every lease,
+        up to ``retry_attempts`` passes; then StoreOutcomeUnknown (adopt again).
         """
         validate_identifier(worker, "worker")
         check_limit(limit)
+        for _ in range(max(1, self.settings.retry_attempts)):
+            try:
+                return self._adopt_pass(worker, limit)
+            except ReplyLost as lost:
+                last = lost
+        raise StoreOutcomeUnknown(f"adopt of {worker!r}: {last}; adopt again") from last
+
+    def _adopt_pass(self, worker: str, limit: int) -> list[Lease]:
         leases: list[Lease] = []
         after = ceiling = ""
         while len(leases) < limit:
@@ -321,9 +332,7 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
                 _ADOPT_SCAN,
                 ceiling,
             ]
-            # Re-sent after a lost reply, it mints other fresh tokens: the leases it returns
-            # then are the ones that count.
-            found, last, ceiling = self._script("adopt", args, idempotent=True)
+            found, last, ceiling = self._script("adopt", args, idempotent=False)
             ceiling = text(ceiling)
             leases += [decode_lease(r) for r in found]
             after = text(last)
