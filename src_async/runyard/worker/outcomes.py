@@ -3,9 +3,11 @@ both twins."""
 
 from __future__ import annotations
 
+import builtins
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from runyard.validation import storable_error_text
 from runyard.worker.job import Job
@@ -18,6 +20,7 @@ __all__ = [
     "WorkerHooks",
     "WorkerStats",
     "describe_failure",
+    "is_permanent",
 ]
 
 MAX_TRACEBACK_CHARS = 4000
@@ -69,6 +72,18 @@ class WorkerHooks:
     on_job_end: Callable[[Job, str], None] | None = None
     on_failure: Callable[[Job, BaseException], None] | None = None
     on_dead: Callable[[Job, BaseException], None] | None = None
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Whether ``exc`` dead-letters at once: a PermanentFailure, or an exception group (an
+    ``asyncio.TaskGroup``'s) whose every exception is one."""
+    if isinstance(exc, PermanentFailure):
+        return True
+    group: Any = getattr(builtins, "BaseExceptionGroup", None)  # Python 3.11 and later
+    if group is None or not isinstance(exc, group):
+        return False
+    matched, rest = exc.split(PermanentFailure)
+    return matched is not None and rest is None
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
 from runyard.worker.bookkeeping import WorkerBookkeeping
 from runyard.worker.job import DONE
-from runyard.worker.outcomes import PermanentFailure, describe_failure
+from runyard.worker.outcomes import describe_failure, is_permanent
 from runyard.worker.slot import Slot
 
 __all__ = ["AsyncWorkerRounds"]
@@ -99,7 +99,7 @@ class AsyncWorkerRounds(WorkerBookkeeping):
         self._flushing = []
 
     async def _settle_failure(self, slot: Slot, exc: BaseException) -> None:
-        retryable = not isinstance(exc, PermanentFailure)
+        retryable = not is_permanent(exc)
         while True:
             sent, mark = slot.lease, self._store.adopt_mark()
             result = await self._store.fail(sent, describe_failure(exc), retryable=retryable)

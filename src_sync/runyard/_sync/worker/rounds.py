@@ -14,7 +14,7 @@ from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
 from runyard.worker.bookkeeping import WorkerBookkeeping
 from runyard.worker.job import DONE
-from runyard.worker.outcomes import PermanentFailure, describe_failure
+from runyard.worker.outcomes import describe_failure, is_permanent
 from runyard.worker.slot import Slot
 
 __all__ = ["WorkerRounds"]
@@ -101,7 +101,7 @@ class WorkerRounds(WorkerBookkeeping):
         self._flushing = []
 
     def _settle_failure(self, slot: Slot, exc: BaseException) -> None:
-        retryable = not isinstance(exc, PermanentFailure)
+        retryable = not is_permanent(exc)
         while True:
             sent, mark = slot.lease, self._store.adopt_mark()
             result = self._store.fail(sent, describe_failure(exc), retryable=retryable)
