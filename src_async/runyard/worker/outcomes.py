@@ -41,7 +41,8 @@ class JobTimeoutError(Exception):
 class WorkerStats:
     """What one worker did so far (``worker.stats()`` returns a copy).
 
-    ``failed`` counts handler errors and timeouts, each then ``retried`` or ``dead``;
+    ``failed`` counts handler errors and timeouts, each then ``retried`` or ``dead`` (or
+    ``lost`` too, when its fail is refused: the lease was lost meanwhile);
     ``lost`` counts leases the worker lost (capped, taken) and so never settled;
     ``handed_back`` counts jobs returned to ready at shutdown.
     """
