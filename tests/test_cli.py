@@ -67,7 +67,7 @@ def test_demo_on_the_default_sqlite_file_finishes_a_killed_workers_items_exactly
     assert first.exit_code == 0, first.output
     assert (tmp_path / "runyard.db").exists()
     said = " ".join(first.output.split())  # rich wraps long lines
-    assert "held 3 of 6 items and was killed with SIGKILL" in said
+    assert "finished 2 of 6 items, then held 3 and was killed with SIGKILL" in said
     assert "6 of 6 done exactly once, 0 twice, 0 lost, 0 left" in said
     again = CliRunner().invoke(app, args)  # the same file again: earlier demos stay apart
     assert again.exit_code == 0, again.output

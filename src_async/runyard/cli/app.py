@@ -112,8 +112,9 @@ def demo(
     if crash is not None:
         finishers = ", ".join(f"{w} {n}" for w, n in sorted(crash.finished_by.items()))
         console.print(
-            f"crash: worker process {crash.pid} held {len(crash.held)} of {crash.items} items "
-            f"and was killed with SIGKILL; once its leases lapsed they were finished by "
+            f"crash: worker process {crash.pid} finished {len(crash.finished)} of "
+            f"{crash.items} items, then held {len(crash.held)} and was killed with SIGKILL; "
+            f"once its leases lapsed they were finished by "
             f"{finishers}: {crash.done_once} of {crash.items} done exactly once, "
             f"{crash.done_twice} twice, {crash.lost} lost, {crash.left_in_queue} left."
         )

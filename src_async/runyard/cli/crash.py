@@ -1,8 +1,10 @@
 """The demo's crash scene: a worker process killed with SIGKILL while it holds leases.
 
-What a durable default buys: the killed worker's items are finished by another worker once
-their leases lapse, nothing lost and nothing completed twice. The child process runs the same
-twin as the demo; this module holds its entry point and the report (no twin I/O of its own).
+What a durable default buys: the items the killed worker finished stay finished, and the ones
+it held are finished by another worker once their leases lapse, nothing lost and nothing done
+twice (each item's run counts its iterations: a second run of an item would show as 2). The
+child process runs the same twin as the demo; this module holds its entry point and the report
+(no twin I/O of its own).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from multiprocessing.connection import Connection as Pipe
 from multiprocessing.process import BaseProcess
 from urllib.parse import urlsplit
 
+from runyard.models import CounterDelta, Lease, RunKey
 from runyard.policy import QueuePolicy
 from runyard.sqlite.settings import is_memory_path
 from runyard.yard import parse_yard_url, sqlite_path
@@ -23,6 +26,7 @@ from runyard.yard import parse_yard_url, sqlite_path
 __all__ = [
     "CRASH_ITEMS",
     "DEMO_POLICY",
+    "FINISHED_BY_THE_KILLED",
     "HELD_BY_THE_KILLED",
     "KILLED_WORKER",
     "CrashReport",
@@ -33,6 +37,7 @@ __all__ = [
 ]
 
 CRASH_ITEMS = 6
+FINISHED_BY_THE_KILLED = 2  # before it is killed: done, never to be done again
 HELD_BY_THE_KILLED = 3
 KILLED_WORKER = "worker-killed"
 # A short lease and no backoff, so that the killed worker's items are taken over (retried at
@@ -46,6 +51,7 @@ class CrashReport:
 
     tenant: str
     pid: int
+    finished: list[str]
     held: list[str]
     items: int = CRASH_ITEMS
     done_once: int = 0
@@ -73,22 +79,45 @@ def shows_a_crash(url: str) -> bool:
     return not is_memory_path(sqlite_path(parse_yard_url(url, {"sqlite"})))
 
 
-def _hold(url: str, flavour: str, count: int, pipe: Pipe) -> None:
-    """The doomed worker: claim ``count`` items, report them, wait to be killed."""
+def _done(lease: Lease) -> tuple[RunKey, CounterDelta]:
+    """What the demo's handler writes for ``lease``: its run's counters, one iteration."""
+    payload = lease.item.payload
+    return RunKey(lease.tenant, payload["run"]), CounterDelta(
+        input_tokens=payload["tokens"], iterations=1
+    )
+
+
+def _hold(url: str, flavour: str, finish: int, count: int, pipe: Pipe) -> None:
+    """The doomed worker: do ``finish`` items as the demo's handler does (the run's counters,
+    then the complete), then claim ``count`` more, report both, and wait to be killed."""
     if flavour == "sync":
         from runyard._sync.yard import Yard
 
         yard = Yard.from_url(url, policy=DEMO_POLICY)
+        finished = []
+        for _ in range(finish):
+            lease = yard.queue.claim(KILLED_WORKER)
+            assert lease is not None
+            yard.state.patch_run(*_done(lease), status="done")
+            yard.queue.complete(lease)
+            finished.append(lease.item_id)
         leases = [yard.queue.claim(KILLED_WORKER) for _ in range(count)]
     else:
         from runyard._async.yard import AsyncYard
 
-        async def claim() -> list[object]:
+        async def work() -> tuple[list[str], list[Lease | None]]:
             async_yard = await AsyncYard.from_url(url, policy=DEMO_POLICY)
-            return [await async_yard.queue.claim(KILLED_WORKER) for _ in range(count)]
+            done = []
+            for _ in range(finish):
+                lease = await async_yard.queue.claim(KILLED_WORKER)
+                assert lease is not None
+                await async_yard.state.patch_run(*_done(lease), status="done")
+                await async_yard.queue.complete(lease)
+                done.append(lease.item_id)
+            return done, [await async_yard.queue.claim(KILLED_WORKER) for _ in range(count)]
 
-        leases = asyncio.run(claim())  # type: ignore[arg-type]
-    pipe.send([lease.item_id for lease in leases if lease is not None])
+        finished, leases = asyncio.run(work())
+    pipe.send((finished, [lease.item_id for lease in leases if lease is not None]))
     pipe.recv()  # never answered: the demo kills this process here, leases held
 
 
@@ -99,6 +128,7 @@ class DoomedWorker:
 
     process: BaseProcess
     pipe: Pipe
+    finished: list[str]
     held: list[str]
 
     @property
@@ -108,13 +138,16 @@ class DoomedWorker:
         return self.process.pid
 
 
-def start_doomed_worker(url: str, flavour: str, count: int) -> DoomedWorker:
-    """Start a worker process that claims ``count`` items and holds them."""
+def start_doomed_worker(url: str, flavour: str, finish: int, count: int) -> DoomedWorker:
+    """Start a worker process that finishes ``finish`` items, then claims ``count`` items and
+    holds them."""
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
-    process = context.Process(target=_hold, args=(url, flavour, count, child), daemon=True)
+    args = (url, flavour, finish, count, child)
+    process = context.Process(target=_hold, args=args, daemon=True)
     process.start()
-    return DoomedWorker(process, parent, parent.recv())
+    finished, held = parent.recv()
+    return DoomedWorker(process, parent, finished, held)
 
 
 def kill(worker: DoomedWorker) -> None:

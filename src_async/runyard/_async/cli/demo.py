@@ -14,6 +14,7 @@ from runyard._flavours import async_gather, async_sleep
 from runyard.cli.crash import (
     CRASH_ITEMS,
     DEMO_POLICY,
+    FINISHED_BY_THE_KILLED,
     HELD_BY_THE_KILLED,
     CrashReport,
     kill,
@@ -87,8 +88,10 @@ async def run_demo(
         for n in range(CRASH_ITEMS):
             await store.put_run(RunKey(tenant, f"run-{n}"), {"prompt": n}, expected_version=0)
             await queue.enqueue(tenant, {"run": f"run-{n}", "tokens": 1}, item_id=f"crash-{n}")
-        doomed = start_doomed_worker(url, flavour, HELD_BY_THE_KILLED)
-        crash = CrashReport(tenant=tenant, pid=doomed.pid, held=doomed.held)
+        doomed = start_doomed_worker(url, flavour, FINISHED_BY_THE_KILLED, HELD_BY_THE_KILLED)
+        crash = CrashReport(
+            tenant=tenant, pid=doomed.pid, finished=doomed.finished, held=doomed.held
+        )
         kill(doomed)
         await async_sleep(DEMO_POLICY.lease_seconds + 0.2)  # the killed worker's leases lapse
         await serve()
