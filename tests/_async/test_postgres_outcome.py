@@ -361,3 +361,30 @@ async def test_an_append_without_an_event_id_whose_reply_is_lost_is_outcome_unkn
             assert executor.sent - before == 1  # never sent again
             # It committed once (the proxy lost only the reply).
             assert [e.type for e in await store.read_events(key)] == ["warm", "step"]
+
+
+@pytest.mark.asyncio
+async def test_a_purge_whose_reply_is_lost_is_outcome_unknown_as_on_redis(
+    pg_tables: StateTables,
+) -> None:
+    # Sent again, the purge would find nothing left and report 0 for the 2 it deleted.
+    with running_proxy(PG_PORT) as proxy:
+        queue = AsyncPostgresWorkQueue(
+            await _pool_via(proxy.port), tables=pg_tables, close_source=True
+        )
+        async with queue:
+            for _ in range(2):
+                await queue.enqueue("acme", {}, max_attempts=1)
+                lease = await queue.claim("w")
+                assert lease is not None
+                await queue.fail(lease, error="boom", retryable=False)
+            proxy.drop_next_reply()
+            with pytest.raises(StoreOutcomeUnknown):
+                await queue.purge_dead("acme")
+            assert proxy.dropped == 1
+            left = len(await queue.dead_letters("acme"))  # applied or not: the caller reads
+            assert await queue.purge_dead("acme") == left
+            assert await queue.dead_letters("acme") == []
+            proxy.drop_next_reply()
+            with pytest.raises(StoreOutcomeUnknown):
+                await queue.prune()

@@ -325,3 +325,27 @@ def test_an_append_without_an_event_id_whose_reply_is_lost_is_outcome_unknown(
             assert executor.sent - before == 1  # never sent again
             # It committed once (the proxy lost only the reply).
             assert [e.type for e in store.read_events(key)] == ["warm", "step"]
+
+
+def test_a_purge_whose_reply_is_lost_is_outcome_unknown_as_on_redis(
+    pg_tables: StateTables,
+) -> None:
+    # Sent again, the purge would find nothing left and report 0 for the 2 it deleted.
+    with running_proxy(PG_PORT) as proxy:
+        queue = PostgresWorkQueue(_pool_via(proxy.port), tables=pg_tables, close_source=True)
+        with queue:
+            for _ in range(2):
+                queue.enqueue("acme", {}, max_attempts=1)
+                lease = queue.claim("w")
+                assert lease is not None
+                queue.fail(lease, error="boom", retryable=False)
+            proxy.drop_next_reply()
+            with pytest.raises(StoreOutcomeUnknown):
+                queue.purge_dead("acme")
+            assert proxy.dropped == 1
+            left = len(queue.dead_letters("acme"))  # applied or not: the caller reads
+            assert queue.purge_dead("acme") == left
+            assert queue.dead_letters("acme") == []
+            proxy.drop_next_reply()
+            with pytest.raises(StoreOutcomeUnknown):
+                queue.prune()

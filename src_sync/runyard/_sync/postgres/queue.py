@@ -135,21 +135,24 @@ class PostgresWorkQueue(_PostgresBatchedQueue):
 
     def purge_dead(self, tenant: str, *, older_than: float = 0.0, limit: int = 100) -> int:
         """Delete up to ``limit`` of the tenant's dead letters that died at least
-        ``older_than`` seconds ago, oldest first; return how many. One statement."""
+        ``older_than`` seconds ago, oldest first; return how many. One statement. Raises
+        StoreOutcomeUnknown when its reply is lost (a resend would count only what it
+        deleted itself): call it again, as on Redis."""
         validate_identifier(tenant, "tenant")
         older_than = check_older_than(older_than)
         check_limit(limit)
-        rows = self._fetch("purge_dead", tenant, self._now() - older_than, limit, idempotent=True)
+        rows = self._fetch("purge_dead", tenant, self._now() - older_than, limit, idempotent=False)
         return int(rows[0][0])
 
     def prune(self, *, limit: int = 100) -> int:
         """Remove the rotation rows of up to ``limit`` tenants that hold no item in any state;
         return how many. Bounded: one call looks at PRUNE_WINDOW rotation rows, resuming after
         the last one it saw. A later enqueue for such a tenant joins the rotation as new. Up to
-        1,000 rows of the delays ledger that no longer count (due in the past) go too."""
+        1,000 rows of the delays ledger that no longer count (due in the past) go too.
+        Raises StoreOutcomeUnknown when its reply is lost, as on Redis."""
         check_limit(limit)
         rows = self._fetch(
-            "prune", self._prune_after, PRUNE_WINDOW, limit, self._now(), idempotent=True
+            "prune", self._prune_after, PRUNE_WINDOW, limit, self._now(), idempotent=False
         )
         last, removed = rows[0][0], int(rows[0][1])
         self._prune_after = "" if last is None else str(last)
