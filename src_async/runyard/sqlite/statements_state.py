@@ -75,6 +75,17 @@ WHERE tenant = :tenant AND seq > :after
   AND (:session_id IS NULL OR session_id = :session_id)
 ORDER BY seq
 LIMIT :limit""",
+    # list_runs with a session (a status or none): the session's runs from the (tenant,
+    # session_id) index, the status checked on them, in seq order without a sort (seq is the
+    # rowid, which ends every index entry). Its cost is the session's runs from the cursor on,
+    # not the tenant's: list_runs walks the tenant's (tenant, seq) index and checks the session
+    # row by row (40 ms for a session's one run behind 300,000 others, against 0.01 ms).
+    "list_runs_by_session": f"""
+SELECT {RUN_COLUMNS} FROM {{runs}}
+WHERE tenant = :tenant AND session_id = :session_id AND seq > :after
+  AND (:status IS NULL OR status = :status)
+ORDER BY seq
+LIMIT :limit""",
     # -- sessions --------------------------------------------------------------------------
     "create_session": f"""
 INSERT INTO {{sessions}} (tenant, session_id, blob, version, created_at, updated_at)

@@ -30,6 +30,7 @@ from runyard.postgres.rows import (
     decode_session,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
+from runyard.postgres.statements.state import list_runs_name
 from runyard.postgres.writes import run_target, session_target
 from runyard.validation import (
     COUNTER_FIELDS,
@@ -279,7 +280,7 @@ class AsyncPostgresStateStore(
             validate_identifier(session_id, "session_id")
         check_limit(limit)
         after = decode_cursor(cursor)
-        name = "list_runs" if status is None else "list_runs_by_status"
+        name = list_runs_name(status, session_id)
         rows = await self._fetch(name, tenant, after, status, session_id, limit + 1)
         items = [decode_run(r) for r in rows[:limit]]
         more = len(rows) > limit

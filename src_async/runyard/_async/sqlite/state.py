@@ -246,7 +246,7 @@ class AsyncSqliteStateStore(
         after = decode_cursor(cursor)
         async with self._read() as tx:
             rows = await tx.fetch(
-                "list_runs",
+                "list_runs" if session_id is None else "list_runs_by_session",
                 tenant=tenant,
                 after=after,
                 status=status,

@@ -117,6 +117,54 @@ class AsyncBatchedQueueCases(AsyncQueueKitBase):
         assert (await batched.stats()).ready == 2
 
     @pytest.mark.asyncio
+    @pytest.mark.parametrize(
+        ("stored", "batch", "expected"),
+        [
+            # The second item's id is free when it comes but its dedupe key is the first's;
+            # the third then takes that id: the second stands for the first, not the third.
+            (
+                [],
+                [("i14", "d3"), ("i13", "d3"), ("i13", None)],
+                [("i14", 1), ("i14", 1), ("i13", 3)],
+            ),
+            # The same with the key held by an item stored before the batch.
+            ([("s", "k")], [("n", "k"), ("n", None)], [("s", 0), ("n", 2)]),
+            # Ids and keys reused back and forth: each item is what single enqueues give.
+            (
+                [],
+                [("p", None), ("q", "k"), ("r", "k"), ("r", "l"), ("q", "l"), ("s", "l")],
+                [("p", 1), ("q", 2), ("q", 2), ("r", 4), ("q", 2), ("r", 4)],
+            ),
+        ],
+        ids=["key-then-id", "stored-key-then-id", "back-and-forth"],
+    )
+    async def test_enqueue_many_gives_what_single_enqueues_in_order_give(
+        self,
+        queue: AsyncWorkQueue,
+        stored: list[tuple[str, str | None]],
+        batch: list[tuple[str, str | None]],
+        expected: list[tuple[str, int]],
+    ) -> None:
+        # Item n of the batch has payload {"n": n} (from 1; the stored items have 0): item n
+        # is the item it added, or else the one stored (or added by an earlier item) under its
+        # id, or else under its dedupe key.
+        batched = self._batched(queue)
+        for item_id, key in stored:
+            await batched.enqueue("acme", {"n": 0}, item_id=item_id, dedupe_key=key)
+        items = await batched.enqueue_many(
+            "acme",
+            [
+                NewItem(payload={"n": n}, item_id=item_id, dedupe_key=key)
+                for n, (item_id, key) in enumerate(batch, start=1)
+            ],
+        )
+        assert [(i.item_id, i.payload["n"]) for i in items] == expected
+        for item_id, n in expected:
+            got = await batched.get_item("acme", item_id)
+            assert got is not None and got.payload == {"n": n}
+        assert (await batched.stats()).ready == len({item_id for item_id, _ in expected})
+
+    @pytest.mark.asyncio
     async def test_enqueue_many_checks_every_item_before_adding_any(
         self, queue: AsyncWorkQueue
     ) -> None:

@@ -269,6 +269,35 @@ class AsyncStateStoreConformance(
         assert [r.run_id for r in page.items] == ["r0", "r1"]
 
     @pytest.mark.asyncio
+    async def test_list_filters_by_status_and_session_together_page_by_page(
+        self, store: AsyncStateStore
+    ) -> None:
+        # Created r9 first, r0 last: creation order is not the ids' order.
+        for i in reversed(range(10)):
+            session = "s1" if i % 2 == 0 else "s2"
+            status = "done" if i % 3 else "running"
+            await store.put_run(
+                RunKey("acme", f"r{i}"), {}, expected_version=0, status=status, session_id=session
+            )
+        first = await store.list_runs("acme", status="done", session_id="s1", limit=2)
+        assert [r.run_id for r in first.items] == ["r8", "r4"] and first.next_cursor
+        rest = await store.list_runs(
+            "acme", status="done", session_id="s1", limit=2, cursor=first.next_cursor
+        )
+        assert [r.run_id for r in rest.items] == ["r2"] and rest.next_cursor is None
+        running = await store.list_runs("acme", status="running", session_id="s2", limit=100)
+        assert [r.run_id for r in running.items] == ["r9", "r3"]
+        seen: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await store.list_runs("acme", session_id="s1", limit=2, cursor=cursor)
+            seen += [r.run_id for r in page.items]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert seen == ["r8", "r6", "r4", "r2", "r0"]
+
+    @pytest.mark.asyncio
     async def test_put_run_with_a_new_session_moves_the_run_and_none_keeps_it(
         self, store: AsyncStateStore
     ) -> None:

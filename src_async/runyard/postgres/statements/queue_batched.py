@@ -140,29 +140,38 @@ ORDER BY c.pos NULLS LAST, p.turn, p.tenant"""
 
 BATCHED_TEMPLATES: dict[str, str] = {
     # $1 tenant $2 item_ids $3 payloads $4 priorities $5 available_at $6 now $7 dedupe_keys
-    # $8 max_attempts $9 wake channel. Inserts every item no stored one (nor an earlier one of
-    # the batch) collides with; returns the rows it inserted (flag true) and the stored rows
-    # that the batch's ids and dedupe keys name (flag false): the client pairs them up.
+    # $8 max_attempts $9 wake channel. Inserts, in batch order, every item no stored one (nor
+    # an earlier one of the batch) collides with. Each item's seq is drawn up front, in batch
+    # order (as the column's default would draw it), so that an inserted row names the batch
+    # position it came from. Returns the rows it inserted (their position first) and the
+    # stored rows, as the statement's snapshot saw them, that the batch's ids and dedupe keys
+    # name (position NULL): the client replays the batch in order over them (an item that
+    # inserted nothing stands for the row its id, else its dedupe key, names among the stored
+    # rows and the rows inserted by earlier items).
     "enqueue_many": """
 WITH given AS (
-    SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::float8[], $7::text[],
-                         $8::integer[]) WITH ORDINALITY
-        AS g(item_id, payload, priority, available_at, dedupe_key, max_attempts, ord)
+    SELECT u.*, nextval('{work_seq}') AS seq FROM (
+        SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::float8[], $7::text[],
+                             $8::integer[]) WITH ORDINALITY
+            AS g(item_id, payload, priority, available_at, dedupe_key, max_attempts, ord)
+        ORDER BY g.ord
+    ) AS u
 ), moved AS (
     """
-    + INSERT_WORK
+    + INSERT_WORK.removesuffix(")")
+    + ", seq)"
     + """
     SELECT $1::text, g.item_id, g.payload, g.priority, 'ready', 0, g.available_at, $6::float8,
-           g.dedupe_key, g.max_attempts
+           g.dedupe_key, g.max_attempts, g.seq
     FROM given g ORDER BY g.ord
     ON CONFLICT DO NOTHING
-    RETURNING {work_cols_w}
+    RETURNING w.seq, {work_cols_w}
 )"""
     + ENQUEUED
     + """
-SELECT true, i.* FROM moved i CROSS JOIN woken
+SELECT g.ord, i.* FROM moved i JOIN given g ON g.seq = i.seq CROSS JOIN woken
 UNION ALL
-SELECT false, {work_cols_w} FROM {work} w
+SELECT NULL::bigint, w.seq, {work_cols_w} FROM {work} w
 WHERE w.tenant = $1::text
   AND (w.item_id = ANY ($2::text[]) OR w.dedupe_key = ANY ($7::text[]))""",
     # $1 tenants $2 item_ids $3 tokens $4 now $5 max_lease_seconds $6 now + lease_seconds

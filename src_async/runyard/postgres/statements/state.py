@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["FENCE", "RUN_HINT", "STATE_TEMPLATES"]
+__all__ = ["FENCE", "RUN_HINT", "STATE_TEMPLATES", "list_runs_name"]
 
 # pg_notify of a hint about run ($1, $2) ({channel} NULL: none) in the writing statement:
 # delivered at commit, never for a rolled-back write. The payload is ``[tenant, run_id, n]``
@@ -18,6 +18,15 @@ FENCE = """fence AS (
       AND l.holder IS NOT NULL AND l.expires_at >= {now}::float8
     FOR SHARE
 )"""
+
+
+def list_runs_name(status: str | None, session_id: str | None) -> str:
+    """The statement list_runs sends for its filters: with a session (a status or none) the
+    session's runs from the session index, else the tenant's by status, else all of them."""
+    if session_id is not None:
+        return "list_runs_by_session"
+    return "list_runs" if status is None else "list_runs_by_status"
+
 
 STATE_TEMPLATES: dict[str, str] = {
     # -- runs ------------------------------------------------------------------------------
@@ -122,12 +131,24 @@ WHERE r.tenant = $1::text AND r.seq > $2::bigint
   AND ($4::text IS NULL OR r.session_id = $4::text)
 ORDER BY r.seq
 LIMIT $5::bigint""",
-    # list_runs with a status: the same, on the (tenant, status, seq) index
+    # list_runs with a status and no session: the same, on the (tenant, status, seq) index
     "list_runs_by_status": """
 SELECT {run_cols_r} FROM {runs} r
 WHERE r.tenant = $1::text AND r.status = $3::text AND r.seq > $2::bigint
   AND ($4::text IS NULL OR r.session_id = $4::text)
 ORDER BY r.status, r.seq
+LIMIT $5::bigint""",
+    # list_runs with a session (and a status or none): the session's runs, read from the
+    # (tenant, session_id) index with the status checked on them, in seq order. Its cost is
+    # the session's runs, not the tenant's: list_runs and list_runs_by_status walk the tenant's
+    # (tenant, seq) or (tenant, status, seq) index and check the session row by row, every run
+    # of the tenant (with that status) ahead of the session's. The generic plan reads the
+    # session index, analyzed or not (tests/test_postgres_plan_walks.py).
+    "list_runs_by_session": """
+SELECT {run_cols_r} FROM {runs} r
+WHERE r.tenant = $1::text AND r.session_id = $4::text AND r.seq > $2::bigint
+  AND ($3::text IS NULL OR r.status = $3::text)
+ORDER BY r.seq
 LIMIT $5::bigint""",
     # -- sessions --------------------------------------------------------------------------
     # $1 tenant $2 session_id $3 blob $4 now $5 expected version $6 write id: one statement

@@ -67,18 +67,33 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
     def _pair(
         ids: list[str], keys: list[str | None], rows: Sequence[Sequence[Any]]
     ) -> list[WorkItem] | None:
-        """Each requested item's stored row: by its id first, then by its dedupe key; None
-        when one is missing (it committed after the statement's snapshot was taken)."""
+        """Each requested item's row, the batch replayed in order as single enqueues: the row
+        it inserted, else the one its id names, else the one its dedupe key names, among the
+        stored rows and those inserted by earlier items; None when one is missing (it
+        committed after the statement's snapshot was taken).
+
+        ``rows``: (batch position from 1, or NULL for a stored row), seq, the item's columns.
+        """
+        inserted: dict[int, WorkItem] = {}
         by_id: dict[str, WorkItem] = {}
         by_key: dict[str, WorkItem] = {}
-        for row in sorted(rows, key=lambda row: not row[0]):  # inserted rows first
-            item = decode_item(row[1:])
-            by_id.setdefault(item.item_id, item)
+        for row in rows:
+            item = decode_item(row[2:])
+            if row[0] is not None:
+                inserted[int(row[0])] = item
+                continue
+            by_id[item.item_id] = item
             if item.dedupe_key is not None:
-                by_key.setdefault(item.dedupe_key, item)
+                by_key[item.dedupe_key] = item
         out: list[WorkItem] = []
-        for item_id, key in zip(ids, keys, strict=True):
-            found = by_id.get(item_id) or (by_key.get(key) if key is not None else None)
+        for position, (item_id, key) in enumerate(zip(ids, keys, strict=True), start=1):
+            found = inserted.get(position)
+            if found is not None:
+                by_id[found.item_id] = found
+                if found.dedupe_key is not None:
+                    by_key[found.dedupe_key] = found
+            else:
+                found = by_id.get(item_id) or (by_key.get(key) if key is not None else None)
             if found is None:
                 return None
             out.append(found)

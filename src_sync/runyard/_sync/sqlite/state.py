@@ -246,7 +246,7 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
         after = decode_cursor(cursor)
         with self._read() as tx:
             rows = tx.fetch(
-                "list_runs",
+                "list_runs" if session_id is None else "list_runs_by_session",
                 tenant=tenant,
                 after=after,
                 status=status,
