@@ -26,6 +26,23 @@ def _targets(leases: Sequence[Lease]) -> tuple[list[str], list[str], list[int]]:
     return [t[0] for t in checked], [t[1] for t in checked], [t[2] for t in checked]
 
 
+def _waves(leases: Sequence[Lease]) -> list[list[int]]:
+    """The batch's positions in waves: the first time each lease (tenant, item, token)
+    appears, then the second, and so on. One statement cannot apply the same lease twice
+    (its update matches the row once): a lease named again goes in a later statement, so
+    the batch gives what single calls in order give. A batch without repeats is one wave."""
+    waves: list[list[int]] = []
+    seen: dict[tuple[str, str, int], int] = {}
+    for position, lease in enumerate(leases):
+        key = (lease.tenant, lease.item_id, lease.token)
+        wave = seen.get(key, 0)
+        seen[key] = wave + 1
+        if wave == len(waves):
+            waves.append([])
+        waves[wave].append(position)
+    return waves
+
+
 class _PostgresBatchedQueue(_PostgresQueueCore):
     """The ``batched_operations`` of PostgresWorkQueue: per-item outcomes, in order."""
 
@@ -161,9 +178,18 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
 
     def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
-        (LeaseLostError, WorkItemNotFoundError) for that item. One statement."""
+        (LeaseLostError, WorkItemNotFoundError) for that item. One statement (one more for
+        each repeat of a lease in the batch)."""
         if not leases:
             return []
+        _targets(leases)  # every lease checked before anything is sent
+        out: dict[int, Lease | RunyardError] = {}
+        for wave in _waves(leases):
+            results = self._heartbeat_wave([leases[i] for i in wave])
+            out.update(zip(wave, results, strict=True))
+        return [out[i] for i in range(len(leases))]
+
+    def _heartbeat_wave(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         tenants, ids, tokens = _targets(leases)
         now = self._now()
         rows = self._fetch(
@@ -205,8 +231,19 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
     def _settle_many(
         self, name: str, leases: Sequence[Lease], *extra: Any
     ) -> list[RunyardError | None]:
+        """One statement per wave (``_waves``): one, unless the batch repeats a lease."""
         if not leases:
             return []
+        _targets(leases)  # every lease checked before anything is sent
+        out: dict[int, RunyardError | None] = {}
+        for wave in _waves(leases):
+            results = self._settle_wave(name, [leases[i] for i in wave], *extra)
+            out.update(zip(wave, results, strict=True))
+        return [out[i] for i in range(len(leases))]
+
+    def _settle_wave(
+        self, name: str, leases: Sequence[Lease], *extra: Any
+    ) -> list[RunyardError | None]:
         tenants, ids, tokens = _targets(leases)
         now = self._now()
         rows = self._fetch(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from runyard._sync.protocols import BatchedWorkQueue, WorkQueue
 from runyard._sync.testing._kit import KIT_POLICY, QueueKitBase
-from runyard.errors import InvalidArgumentError, LeaseLostError
+from runyard.errors import InvalidArgumentError, LeaseLostError, WorkItemNotFoundError
 from runyard.models import Lease, NewItem
 
 __all__ = ["BatchedQueueCases"]
@@ -82,6 +82,25 @@ class BatchedQueueCases(QueueKitBase):
         assert isinstance(renewed, Lease) and renewed.token == current.token
         assert renewed.expires_at > current.expires_at
         assert isinstance(lost, LeaseLostError)
+
+    def test_a_lease_named_twice_in_a_batch_settles_as_two_calls_in_order(
+        self, queue: WorkQueue
+    ) -> None:
+        # Misuse, but answered as the single calls would answer it: the second complete finds
+        # the item gone; the second heartbeat renews again; the second release finds the item
+        # handed back (its token no longer the item's).
+        batched = self._batched(queue)
+        for n in range(3):
+            batched.enqueue("acme", {"n": n})
+        done, beat, back = batched.claim_many("w1", limit=3)
+        first, second = batched.complete_many([done, done])
+        assert first is None and isinstance(second, WorkItemNotFoundError)
+        renewed = batched.heartbeat_many([beat, beat])
+        assert all(isinstance(r, Lease) and r.token == beat.token for r in renewed)
+        first, second = batched.release_many([back, back])
+        assert first is None and isinstance(second, LeaseLostError)
+        item = batched.get_item("acme", back.item_id)
+        assert item is not None and (item.state, item.attempts) == ("ready", 0)
 
     def test_release_many_hands_back_without_counting_the_attempt(self, queue: WorkQueue) -> None:
         batched = self._batched(queue)
