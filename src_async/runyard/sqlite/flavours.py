@@ -20,7 +20,15 @@ from runyard.errors import ConfigurationError
 if TYPE_CHECKING:
     import aiosqlite
 
-__all__ = ["AsyncConnection", "Body", "Connection", "Params", "Row", "in_transaction"]
+__all__ = [
+    "AsyncConnection",
+    "Body",
+    "Connection",
+    "Params",
+    "Row",
+    "end_transaction",
+    "in_transaction",
+]
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any] | Sequence[Any]
@@ -33,10 +41,14 @@ def in_transaction(raw: sqlite3.Connection, body: Body[T], *args: Any) -> T:
     """Run ``body(raw, *args)`` in one ``BEGIN IMMEDIATE`` ... ``COMMIT``; roll back on any error.
 
     Runs on the connection's own thread (aiosqlite's, or the caller's for ``sqlite3``), so a
-    whole transaction is one trip to the driver whatever number of statements it sends.
+    whole transaction is one trip to the driver whatever number of statements it sends. A
+    transaction an earlier call left open (one whose caller stopped waiting for it) is rolled
+    back first: it has no one left to finish it, and ``BEGIN`` would fail inside it.
     """
-    raw.execute("BEGIN IMMEDIATE")
+    if raw.in_transaction:
+        raw.rollback()
     try:
+        raw.execute("BEGIN IMMEDIATE")
         result = body(raw, *args)
         raw.commit()
     except BaseException:
@@ -44,6 +56,22 @@ def in_transaction(raw: sqlite3.Connection, body: Body[T], *args: Any) -> T:
             raw.rollback()
         raise
     return result
+
+
+def end_transaction(raw: sqlite3.Connection, commit: bool) -> None:
+    """Commit the open transaction when ``commit``, else roll it back; nothing when none is
+    open. A failed commit is rolled back before its error is raised."""
+    if not raw.in_transaction:
+        return
+    if not commit:
+        raw.rollback()
+        return
+    try:
+        raw.commit()
+    except BaseException:
+        if raw.in_transaction:
+            raw.rollback()
+        raise
 
 
 def _fetch_all(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
@@ -130,6 +158,28 @@ class AsyncConnection:
         )
         return result
 
+    async def end(self, commit: bool) -> None:
+        """End the open transaction (``end_transaction``) on aiosqlite's thread, after every
+        call queued there before, including one whose caller was cancelled (aiosqlite still
+        runs it). Cancelling the caller does not stop the end: it is waited for, then the
+        cancellation goes on, so the transaction is over before the caller lets the lock go."""
+        task = asyncio.ensure_future(self.call(end_transaction, commit))
+        cancelled = False
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.cancelled():
+                    raise  # the end itself was cancelled (the loop shutting down)
+                cancelled = True
+            except Exception:
+                break  # the end's own error: raised below
+        if cancelled:
+            if not task.cancelled():
+                task.exception()  # retrieved: the cancellation is what the caller sees
+            raise asyncio.CancelledError
+        task.result()
+
     async def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
         await self.raw.executescript(sql)
@@ -177,6 +227,10 @@ class Connection:
     def call(self, body: Body[T], *args: Any) -> T:
         """Run ``body(raw, *args)`` on the ``sqlite3`` connection, in the calling thread."""
         return body(self.raw, *args)
+
+    def end(self, commit: bool) -> None:
+        """End the open transaction (``end_transaction``), in the calling thread."""
+        end_transaction(self.raw, commit)
 
     def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""

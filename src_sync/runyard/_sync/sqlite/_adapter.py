@@ -66,8 +66,9 @@ def create_schema(connection: Connection, tables: SqliteTables | None = None) ->
         try:
             connection.script(create_script(tables))
         except BaseException:
-            if connection.raw.in_transaction:
-                connection.fetch("ROLLBACK")
+            # On the driver's thread, after the script (still running there if this task was
+            # cancelled): a transaction it left open is rolled back, not left holding the lock.
+            connection.end(False)
             raise
 
 
@@ -89,6 +90,9 @@ class _Transaction:
         self._connection = adapter.connection
         self._write = write
         self._begun = False
+        # A call sent to the driver whose answer never came back here (the caller cancelled
+        # while it waited): the driver still runs it, later; it may begin a transaction.
+        self._pending = False
         clock = adapter.clock
         self._now: float | None = None if clock is None else float(clock.now())
 
@@ -109,35 +113,42 @@ class _Transaction:
         tb: TracebackType | None,
     ) -> None:
         try:
-            if exc is None and self._connection.raw.in_transaction:
+            # Whether a transaction is open can be read here only when no call of this one is
+            # still to run on the driver's thread; else the end is sent there, after that call.
+            if self._pending or self._connection.raw.in_transaction:
                 try:
-                    self._send("COMMIT", ())
-                except BaseException:
-                    self._rollback()
-                    raise
-            else:
-                self._rollback()
+                    # Committed only when the body ended normally; never skipped: the end is
+                    # waited for even when this task is cancelled (see the connection's end()).
+                    self._connection.end(exc is None and not self._pending)
+                except Exception as driver_error:
+                    error = map_error(
+                        driver_error, self._adapter._kind, self._adapter.busy_timeout_seconds
+                    )
+                    if error is None:
+                        raise
+                    raise error from driver_error
         finally:
             self._connection.lock.__exit__(None, None, None)
-
-    def _rollback(self) -> None:
-        if self._connection.raw.in_transaction:
-            self._connection.fetch("ROLLBACK")
 
     def _send(
         self, sql: str, params: Any, *, last: bool = False, read: str | None = None
     ) -> list[Row]:
+        self._pending = True  # until the driver answers (a cancelled wait leaves it queued)
         try:
             if read is not None:
-                return self._connection.change_then_read(sql, read, params)
-            if last:
-                return self._connection.fetch_then_commit(sql, params)
-            return self._connection.fetch(sql, params)
+                rows = self._connection.change_then_read(sql, read, params)
+            elif last:
+                rows = self._connection.fetch_then_commit(sql, params)
+            else:
+                rows = self._connection.fetch(sql, params)
         except Exception as exc:
+            self._pending = False  # the driver ran it and answered with this error
             error = map_error(exc, self._adapter._kind, self._adapter.busy_timeout_seconds)
             if error is None:
                 raise
             raise error from exc
+        self._pending = False
+        return rows
 
     def fetch(self, name: str, **params: Any) -> list[Row]:
         """Run the adapter's statement ``name`` with named ``params``; return its rows."""
