@@ -9,13 +9,16 @@ connection apart. Everything else (pragmas, transactions, SQL) is shared code.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 from runyard._flavours import AsyncLock, Lock
 from runyard.errors import ConfigurationError
+from runyard.sqlite.settings import is_memory_path, is_uri
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -26,7 +29,9 @@ __all__ = [
     "Connection",
     "Params",
     "Row",
+    "connect_target",
     "end_transaction",
+    "file_missing",
     "in_transaction",
 ]
 
@@ -74,6 +79,25 @@ def end_transaction(raw: sqlite3.Connection, commit: bool) -> None:
         raise
 
 
+def connect_target(path: str, create: bool) -> tuple[str, bool]:
+    """(what ``sqlite3.connect`` is given for ``path``, whether it is a URI): a URI or
+    ``:memory:`` as it is; a file path as itself, or, when not ``create``, as a ``mode=rw`` URI,
+    so that opening a file that does not exist fails instead of making an empty one."""
+    if is_uri(path):
+        return path, True
+    if create or is_memory_path(path):
+        return path, False
+    return f"file:{quote(path, safe='/')}?mode=rw", True
+
+
+def file_missing(path: str) -> bool:
+    """Whether ``path`` names a database file that does not exist, in a directory that does
+    (not ``""``, ``:memory:`` or a URI)."""
+    if not path or is_uri(path) or is_memory_path(path) or os.path.exists(path):
+        return False
+    return os.path.isdir(os.path.dirname(os.path.abspath(path)))
+
+
 def _fetch_all(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
     # No row factory is set on runyard's connections: the rows are tuples already.
     rows: list[Row] = raw.execute(sql, params).fetchall()
@@ -100,14 +124,20 @@ class AsyncConnection:
     before the first INSERT/UPDATE/DELETE of a transaction; the adapters send it explicitly
     before a transaction's first read, and ``COMMIT`` at the end, under ``lock``."""
 
-    def __init__(self, raw: aiosqlite.Connection, path: str) -> None:
+    def __init__(
+        self, raw: aiosqlite.Connection, path: str, busy_timeout_seconds: float = 5.0
+    ) -> None:
         self.raw = raw
         self.path = path
+        self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = AsyncLock()
 
     @classmethod
-    async def connect(cls, path: str, *, busy_timeout_seconds: float) -> AsyncConnection:
-        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock.
+    async def connect(
+        cls, path: str, *, busy_timeout_seconds: float, create: bool = True
+    ) -> AsyncConnection:
+        """Open ``path`` (see ``connect_target``: made when missing only when ``create``); a
+        writer waits up to ``busy_timeout_seconds`` for the write lock.
 
         Raises ConfigurationError when aiosqlite is not installed (the sync twin needs only
         the standard library).
@@ -119,7 +149,10 @@ class AsyncConnection:
                 "the async SQLite twin needs aiosqlite: pip install 'runyard[sqlite]' "
                 "(the sync twin, SqliteStateStore ..., needs only the standard library)"
             ) from None
-        pending = aiosqlite.connect(path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds)
+        target, uri = connect_target(path, create)
+        pending = aiosqlite.connect(
+            target, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds, uri=uri
+        )
         try:
             raw = await pending
         except BaseException:
@@ -132,7 +165,7 @@ class AsyncConnection:
             while thread.is_alive() and time.monotonic() < deadline:
                 await asyncio.sleep(0.001)
             raise
-        return cls(raw, path)
+        return cls(raw, path, busy_timeout_seconds)
 
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
@@ -195,21 +228,27 @@ class Connection:
     adapters send it explicitly before a transaction's first read, and ``COMMIT`` at the end,
     under ``lock``."""
 
-    def __init__(self, raw: sqlite3.Connection, path: str) -> None:
+    def __init__(
+        self, raw: sqlite3.Connection, path: str, busy_timeout_seconds: float = 5.0
+    ) -> None:
         self.raw = raw
         self.path = path
+        self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = Lock()
 
     @classmethod
-    def connect(cls, path: str, *, busy_timeout_seconds: float) -> Connection:
-        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
+    def connect(cls, path: str, *, busy_timeout_seconds: float, create: bool = True) -> Connection:
+        """Open ``path`` (see ``connect_target``: made when missing only when ``create``); a
+        writer waits up to ``busy_timeout_seconds`` for the write lock."""
+        target, uri = connect_target(path, create)
         raw = sqlite3.connect(
-            path,
+            target,
             isolation_level="IMMEDIATE",
             timeout=busy_timeout_seconds,
             check_same_thread=False,
+            uri=uri,
         )
-        return cls(raw, path)
+        return cls(raw, path, busy_timeout_seconds)
 
     def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""

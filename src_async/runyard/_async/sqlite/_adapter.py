@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
@@ -13,8 +14,8 @@ from runyard._async.closing import AsyncClosing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import Kind, map_error
-from runyard.sqlite.flavours import AsyncConnection, Body, Row, in_transaction
+from runyard.sqlite.errors import Kind, map_error, open_error
+from runyard.sqlite.flavours import AsyncConnection, Body, Row, file_missing, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
     SCHEMA_VERSIONS,
@@ -27,6 +28,7 @@ from runyard.sqlite.schema import (
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
+    check_busy_timeout,
     is_memory_path,
 )
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
@@ -42,34 +44,59 @@ async def connect(
     *,
     durable: bool = True,
     busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+    create: bool = True,
 ) -> AsyncConnection:
     """Open the database at ``path`` in WAL mode with ``synchronous=FULL`` (``NORMAL`` when not
-    ``durable``) and the busy timeout; several stores may share the returned connection."""
-    if not busy_timeout_seconds > 0:
+    ``durable``) and the busy timeout; several stores may share the returned connection.
+
+    ``path`` is a file (made when missing unless ``create`` is false), ``:memory:``, or an
+    SQLite URI (``file:...``, opened as one). Raises ConfigurationError, before opening
+    anything, for a busy timeout that is not a number of seconds in (0, 3600] or an empty
+    path; and for a file that cannot be opened, is not a database, or does not take WAL
+    (naming the file); a retryable StatePersistenceError when the file is locked.
+    """
+    busy = check_busy_timeout(busy_timeout_seconds)
+    where = os.fspath(path)
+    if not where:
         raise ConfigurationError(
-            f"busy_timeout_seconds must be positive, not {busy_timeout_seconds!r}"
+            "the SQLite path is empty (sqlite3 would open a private temporary database, gone "
+            "at close): give a file path, or ':memory:' for a private in-memory database"
         )
-    connection = await AsyncConnection.connect(
-        os.fspath(path), busy_timeout_seconds=busy_timeout_seconds
-    )
     try:
-        await connection.fetch("PRAGMA journal_mode = WAL")
+        connection = await AsyncConnection.connect(where, busy_timeout_seconds=busy, create=create)
+    except sqlite3.Error as exc:
+        raise open_error(exc, where, busy) from exc
+    try:
+        (mode,) = (await connection.fetch("PRAGMA journal_mode = WAL"))[0]
+        if not is_memory_path(where) and str(mode).lower() != "wal":
+            raise ConfigurationError(
+                f"the SQLite database {where!r} did not switch to WAL: PRAGMA journal_mode = WAL "
+                f"returned {mode!r}; runyard needs WAL (readers beside the writer): give a "
+                "file on a local filesystem, not a temporary or read-only database"
+            )
         await connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-    except BaseException:
+    except BaseException as exc:
         await connection.close()
+        if isinstance(exc, sqlite3.Error):
+            raise open_error(exc, where, busy) from exc
         raise
     return connection
 
 
 async def create_schema(connection: AsyncConnection, tables: SqliteTables | None = None) -> None:
-    """Create runyard's tables on ``connection`` unless they exist, in one transaction."""
+    """Create runyard's tables on ``connection`` unless they exist, in one transaction.
+
+    Raises a retryable StatePersistenceError when another writer holds the file past the busy
+    timeout, ConfigurationError when the file refuses the schema (naming it)."""
     async with connection.lock:
         try:
             await connection.script(create_script(tables))
-        except BaseException:
+        except BaseException as exc:
             # On the driver's thread, after the script (still running there if this task was
             # cancelled): a transaction it left open is rolled back, not left holding the lock.
             await connection.end(False)
+            if isinstance(exc, sqlite3.Error):
+                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
             raise
 
 
@@ -261,8 +288,12 @@ class _AsyncSqliteAdapter(AsyncClosing):
         if isinstance(source, AsyncConnection):
             connection, owned = source, False
         else:
-            connection = await connect(
-                source, durable=durable, busy_timeout_seconds=busy_timeout_seconds
+            connection = await _connect_file(
+                source,
+                options.get("tables") or SqliteTables(),
+                durable=durable,
+                busy_timeout_seconds=busy_timeout_seconds,
+                create=create_schema,
             )
             owned = True
         try:
@@ -275,9 +306,11 @@ class _AsyncSqliteAdapter(AsyncClosing):
             if create_schema:
                 await _create(connection, adapter.tables)
             await adapter.verify()
-        except BaseException:
+        except BaseException as exc:
             if owned:
                 await connection.close()
+            if isinstance(exc, sqlite3.Error):  # reading the catalog (a file that is no database)
+                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
             raise
         return adapter
 
@@ -361,3 +394,25 @@ class _AsyncSqliteAdapter(AsyncClosing):
 
 async def _create(connection: AsyncConnection, tables: SqliteTables) -> None:
     await create_schema(connection, tables)
+
+
+async def _connect_file(
+    source: str | os.PathLike[str],
+    tables: SqliteTables,
+    *,
+    durable: bool,
+    busy_timeout_seconds: float,
+    create: bool,
+) -> AsyncConnection:
+    """``connect`` for ``open``: without ``create``, a file that does not exist (in a directory
+    that does) is refused as a file without the schema, as verify would, and is not made (the
+    connection is ``mode=rw``: a file removed meanwhile is refused too, as one not opened)."""
+    check_busy_timeout(busy_timeout_seconds)
+    where = os.fspath(source)
+    if not create and file_missing(where):
+        raise ConfigurationError(
+            missing_schema_message(f"table {tables.schema_table} does not exist", where)
+        )
+    return await connect(
+        source, durable=durable, busy_timeout_seconds=busy_timeout_seconds, create=create
+    )
