@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from runyard._flavours import AsyncLock, Lock
 from runyard.errors import ConfigurationError
+from runyard.sqlite.errors import StoreClosed
 from runyard.sqlite.settings import is_memory_path, is_uri
 
 if TYPE_CHECKING:
@@ -131,6 +132,13 @@ class AsyncConnection:
         self.path = path
         self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = AsyncLock()
+        self.closed = False
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (False once closed). Read on the event loop's thread:
+        true to what the driver's thread has done so far, not to what is still queued there."""
+        return not self.closed and self.raw.in_transaction
 
     @classmethod
     async def connect(
@@ -186,6 +194,8 @@ class AsyncConnection:
         one trip, whatever number of statements ``body`` sends."""
         # aiosqlite has no public way to run a function on its thread; _execute is how its own
         # methods do it (fetch and fetch_then_commit come through here too).
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         result: T = await self.raw._execute(  # type: ignore[no-untyped-call]
             body, self.raw._conn, *args
         )
@@ -195,7 +205,10 @@ class AsyncConnection:
         """End the open transaction (``end_transaction``) on aiosqlite's thread, after every
         call queued there before, including one whose caller was cancelled (aiosqlite still
         runs it). Cancelling the caller does not stop the end: it is waited for, then the
-        cancellation goes on, so the transaction is over before the caller lets the lock go."""
+        cancellation goes on, so the transaction is over before the caller lets the lock go.
+        Nothing once closed (closing rolled back what was open)."""
+        if self.closed:
+            return
         task = asyncio.ensure_future(self.call(end_transaction, commit))
         cancelled = False
         while not task.done():
@@ -215,10 +228,14 @@ class AsyncConnection:
 
     async def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         await self.raw.executescript(sql)
 
     async def close(self) -> None:
-        """Close the connection (an open transaction is rolled back)."""
+        """Close the connection (an open transaction is rolled back); every call after raises
+        StoreClosed."""
+        self.closed = True
         await self.raw.close()
 
 
@@ -235,6 +252,12 @@ class Connection:
         self.path = path
         self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = Lock()
+        self.closed = False
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (False once closed)."""
+        return not self.closed and self.raw.in_transaction
 
     @classmethod
     def connect(cls, path: str, *, busy_timeout_seconds: float, create: bool = True) -> Connection:
@@ -252,29 +275,37 @@ class Connection:
 
     def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
-        return _fetch_all(self.raw, sql, params)
+        return self.call(_fetch_all, sql, params)
 
     def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; when it returns rows, commit the transaction in the same call."""
-        return _fetch_then_commit(self.raw, sql, params)
+        return self.call(_fetch_then_commit, sql, params)
 
     def change_then_read(self, sql: str, read: str, params: Params = ()) -> list[Row]:
         """Run the write ``sql``; when it changed a row, return the rows of ``read`` (same
         ``params``) and commit, in the same call; else return [] with the transaction open."""
-        return _change_then_read(self.raw, sql, read, params)
+        return self.call(_change_then_read, sql, read, params)
 
     def call(self, body: Body[T], *args: Any) -> T:
         """Run ``body(raw, *args)`` on the ``sqlite3`` connection, in the calling thread."""
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         return body(self.raw, *args)
 
     def end(self, commit: bool) -> None:
-        """End the open transaction (``end_transaction``), in the calling thread."""
-        end_transaction(self.raw, commit)
+        """End the open transaction (``end_transaction``), in the calling thread; nothing once
+        closed (closing rolled back what was open)."""
+        if not self.closed:
+            end_transaction(self.raw, commit)
 
     def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         self.raw.executescript(sql)
 
     def close(self) -> None:
-        """Close the connection (an open transaction is rolled back)."""
+        """Close the connection (an open transaction is rolled back); every call after raises
+        StoreClosed."""
+        self.closed = True
         self.raw.close()

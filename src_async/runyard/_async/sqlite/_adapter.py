@@ -14,7 +14,7 @@ from runyard._async.closing import AsyncClosing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import Kind, map_error, open_error
+from runyard.sqlite.errors import Kind, StoreClosed, closed_error, map_error, open_error
 from runyard.sqlite.flavours import AsyncConnection, Body, Row, file_missing, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
@@ -97,6 +97,8 @@ async def create_schema(connection: AsyncConnection, tables: SqliteTables | None
             await connection.end(False)
             if isinstance(exc, sqlite3.Error):
                 raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
+            if isinstance(exc, StoreClosed):
+                raise closed_error("state") from exc
             raise
 
 
@@ -127,6 +129,8 @@ class _AsyncTransaction:
     async def __aenter__(self) -> Self:
         await self._connection.lock.__aenter__()
         try:
+            if self._connection.closed:
+                raise closed_error(self._adapter._kind)
             if not self._adapter._verified:
                 await self._adapter._check_schema()
         except BaseException:
@@ -143,7 +147,7 @@ class _AsyncTransaction:
         try:
             # Whether a transaction is open can be read here only when no call of this one is
             # still to run on the driver's thread; else the end is sent there, after that call.
-            if self._pending or self._connection.raw.in_transaction:
+            if self._pending or self._connection.in_transaction:
                 try:
                     # Committed only when the body ended normally; never skipped: the end is
                     # waited for even when this task is cancelled (see the connection's end()).
@@ -334,6 +338,8 @@ class _AsyncSqliteAdapter(AsyncClosing):
         Raises ConfigurationError naming the missing table or the version and the repair.
         """
         async with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             await self._check_schema()
 
     async def _check_schema(self) -> None:
@@ -374,6 +380,8 @@ class _AsyncSqliteAdapter(AsyncClosing):
 
     async def _call(self, body: Body[T], *args: Any) -> T:
         async with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             if not self._verified:
                 await self._check_schema()
             try:

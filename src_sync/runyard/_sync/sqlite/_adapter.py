@@ -14,7 +14,7 @@ from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import Kind, map_error, open_error
+from runyard.sqlite.errors import Kind, StoreClosed, closed_error, map_error, open_error
 from runyard.sqlite.flavours import Body, Connection, Row, file_missing, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
@@ -98,6 +98,8 @@ def create_schema(connection: Connection, tables: SqliteTables | None = None) ->
             connection.end(False)
             if isinstance(exc, sqlite3.Error):
                 raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
+            if isinstance(exc, StoreClosed):
+                raise closed_error("state") from exc
             raise
 
 
@@ -128,6 +130,8 @@ class _Transaction:
     def __enter__(self) -> Self:
         self._connection.lock.__enter__()
         try:
+            if self._connection.closed:
+                raise closed_error(self._adapter._kind)
             if not self._adapter._verified:
                 self._adapter._check_schema()
         except BaseException:
@@ -144,7 +148,7 @@ class _Transaction:
         try:
             # Whether a transaction is open can be read here only when no call of this one is
             # still to run on the driver's thread; else the end is sent there, after that call.
-            if self._pending or self._connection.raw.in_transaction:
+            if self._pending or self._connection.in_transaction:
                 try:
                     # Committed only when the body ended normally; never skipped: the end is
                     # waited for even when this task is cancelled (see the connection's end()).
@@ -335,6 +339,8 @@ class _SqliteAdapter(Closing):
         Raises ConfigurationError naming the missing table or the version and the repair.
         """
         with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             self._check_schema()
 
     def _check_schema(self) -> None:
@@ -375,6 +381,8 @@ class _SqliteAdapter(Closing):
 
     def _call(self, body: Body[T], *args: Any) -> T:
         with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             if not self._verified:
                 self._check_schema()
             try:
