@@ -153,3 +153,15 @@ async def test_opening_a_missing_file_without_create_schema_makes_no_file(
     with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
         await store_class.from_settings(SqliteStoreSettings(path=str(path)))
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.asyncio
+async def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: Path) -> None:
+    connection = await connect(tmp_path / "shared.db")
+    try:
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
+            AsyncSqliteStateStore(connection, busy_timeout_seconds=math.inf)
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
+            await AsyncSqliteWorkQueue.open(connection, busy_timeout_seconds=True)
+    finally:
+        await connection.close()

@@ -146,3 +146,14 @@ def test_opening_a_missing_file_without_create_schema_makes_no_file(
     with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
         store_class.from_settings(SqliteStoreSettings(path=str(path)))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: Path) -> None:
+    connection = connect(tmp_path / "shared.db")
+    try:
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
+            SqliteStateStore(connection, busy_timeout_seconds=math.inf)
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
+            SqliteWorkQueue.open(connection, busy_timeout_seconds=True)
+    finally:
+        connection.close()

@@ -263,7 +263,7 @@ class _SqliteAdapter(Closing):
         self.tables = tables or SqliteTables()
         self.clock = clock
         self.max_value_bytes = max_value_bytes
-        self.busy_timeout_seconds = busy_timeout_seconds
+        self.busy_timeout_seconds = check_busy_timeout(busy_timeout_seconds)
         self._owns_connection = close_connection
         self._verified = False
         self._sql: dict[str, str] = {}
