@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -20,6 +21,8 @@ __all__ = [
     "MEMORY_PATH",
     "SqliteStoreSettings",
     "check_busy_timeout",
+    "check_path",
+    "check_wal",
     "is_memory_path",
     "is_uri",
 ]
@@ -47,6 +50,29 @@ def check_busy_timeout(value: object) -> float:
             fields=("busy_timeout_seconds",),
         )
     return float(value)
+
+
+def check_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as a string; ConfigurationError for the empty path, which sqlite3 would open
+    as a private temporary database (gone at close) where a file was meant."""
+    where = os.fspath(path)
+    if not where:
+        raise ConfigurationError(
+            "the SQLite path is empty (sqlite3 would open a private temporary database, gone "
+            "at close): give a file path, or ':memory:' for a private in-memory database"
+        )
+    return where
+
+
+def check_wal(path: str, mode: object) -> None:
+    """ConfigurationError naming the file and ``mode`` when ``PRAGMA journal_mode = WAL`` on the
+    file ``path`` returned another mode than ``wal`` (an in-memory database has none)."""
+    if not is_memory_path(path) and str(mode).lower() != "wal":
+        raise ConfigurationError(
+            f"the SQLite database {path!r} did not switch to WAL: PRAGMA journal_mode = WAL "
+            f"returned {mode!r}; runyard needs WAL (readers beside the writer): give a file on "
+            "a local filesystem, not a temporary or read-only database"
+        )
 
 
 def is_uri(path: str) -> bool:

@@ -29,6 +29,8 @@ from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
     check_busy_timeout,
+    check_path,
+    check_wal,
     is_memory_path,
 )
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
@@ -56,24 +58,14 @@ async def connect(
     (naming the file); a retryable StatePersistenceError when the file is locked.
     """
     busy = check_busy_timeout(busy_timeout_seconds)
-    where = os.fspath(path)
-    if not where:
-        raise ConfigurationError(
-            "the SQLite path is empty (sqlite3 would open a private temporary database, gone "
-            "at close): give a file path, or ':memory:' for a private in-memory database"
-        )
+    where = check_path(path)
     try:
         connection = await AsyncConnection.connect(where, busy_timeout_seconds=busy, create=create)
     except sqlite3.Error as exc:
         raise open_error(exc, where, busy) from exc
     try:
         (mode,) = (await connection.fetch("PRAGMA journal_mode = WAL"))[0]
-        if not is_memory_path(where) and str(mode).lower() != "wal":
-            raise ConfigurationError(
-                f"the SQLite database {where!r} did not switch to WAL: PRAGMA journal_mode = WAL "
-                f"returned {mode!r}; runyard needs WAL (readers beside the writer): give a "
-                "file on a local filesystem, not a temporary or read-only database"
-            )
+        check_wal(where, mode)
         await connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
     except BaseException as exc:
         await connection.close()
