@@ -142,3 +142,20 @@ def test_on_a_terminal_log_lines_are_written_above_the_status_line() -> None:
     status.close()
     # The status line is cleared before the log line and after the last write.
     assert out.getvalue().endswith("\r\x1b[KWARNING item x failed\n\r\x1b[K")
+
+
+@pytest.mark.parametrize("url", ["sqlite:runyard.db", "sqlite:///"])
+def test_demo_refuses_a_sqlite_url_out_of_form_naming_the_forms(tmp_path: Path, url: str) -> None:
+    result = CliRunner().invoke(app, ["demo", "--url", url, "--noisy-items", "10"])
+    assert result.exit_code == 2, result.output
+    assert "sqlite:////absolute/path.db" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["sqlite:runyard.db", "sqlite:///"])
+def test_worker_refuses_a_sqlite_url_out_of_form_naming_the_forms(tmp_path: Path, url: str) -> None:
+    spec = "tests.support.worker_jobs:gated"
+    result = CliRunner().invoke(app, ["worker", spec, "--url", url])
+    assert result.exit_code == 2, result.output
+    assert "sqlite:////absolute/path.db" in result.output
+    assert list(tmp_path.iterdir()) == []

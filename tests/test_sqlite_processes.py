@@ -12,7 +12,10 @@ import signal
 import sqlite3
 from collections import Counter
 from multiprocessing.connection import Connection as Pipe
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import RunKey
@@ -23,6 +26,26 @@ ITEMS = 400
 WORKERS = 4
 TENANTS = 7
 SPAWN = multiprocessing.get_context("spawn")
+RECEIVE_TIMEOUT = 120.0  # far past what a child needs here; a bound, not a synchronisation
+
+
+def _receive(receiver: Pipe, process: BaseProcess, timeout: float = RECEIVE_TIMEOUT) -> Any:
+    """What the child ``process`` sends on ``receiver``. Fails the test, instead of waiting
+    forever, when the child ends without sending (a crash: its exit code is in the failure)
+    or sends nothing within ``timeout`` seconds (then it is killed)."""
+    ready = wait([receiver, process.sentinel], timeout=timeout)
+    if receiver in ready or receiver.poll():  # it may have sent just before it ended
+        return receiver.recv()
+    if process.sentinel in ready:
+        process.join()
+        pytest.fail(f"{process.name} ended with exit code {process.exitcode} before sending")
+    process.kill()
+    process.join()
+    pytest.fail(f"{process.name} sent nothing within {timeout} s (killed)")
+
+
+def _exit_without_sending(code: int, results: Pipe) -> None:
+    os._exit(code)  # a crash before the result is sent
 
 
 def _claim_until_empty(path: str, worker: str, batch: int, start: Pipe, results: Pipe) -> None:
@@ -60,7 +83,9 @@ def test_four_processes_complete_every_item_exactly_once(tmp_path: Path, batch: 
         process.start()
     for parent_end, _ in pipes:
         parent_end.send("go")
-    done = [receiver.recv() for receiver, _ in results]
+    done = [
+        _receive(receiver, process) for (receiver, _), process in zip(results, workers, strict=True)
+    ]
     for process in workers:
         process.join(timeout=60)
         assert process.exitcode == 0
@@ -101,7 +126,9 @@ def test_four_processes_append_to_one_log_with_gap_free_seqs(tmp_path: Path) -> 
         process.start()
     for parent_end, _ in pipes:
         parent_end.send("go")
-    returned = [receiver.recv() for receiver, _ in results]
+    returned = [
+        _receive(receiver, process) for (receiver, _), process in zip(results, writers, strict=True)
+    ]
     for process in writers:
         process.join(timeout=60)
         assert process.exitcode == 0
@@ -137,7 +164,7 @@ def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_leaves_no_l
     parent_end, child_end = SPAWN.Pipe()
     child = SPAWN.Process(target=_write_then_hang, args=(path, child_end))
     child.start()
-    assert parent_end.recv() == "holding the write lock"
+    assert _receive(parent_end, child) == "holding the write lock"
     assert child.pid is not None
     os.kill(child.pid, signal.SIGKILL)
     child.join(timeout=30)
@@ -154,3 +181,15 @@ def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_leaves_no_l
         assert updated.version == 2
     finally:
         store.close()
+
+
+def test_a_child_that_ends_without_sending_fails_the_wait_with_its_exit_code() -> None:
+    """The parent's wait for a child's result is bounded: a crashed child (here one that exits
+    with 3 before sending) fails the test naming its exit code, where recv() waited forever
+    (the parent holds the pipe's other end, so it never reads end-of-file)."""
+    receiver, sender = SPAWN.Pipe(duplex=False)
+    child = SPAWN.Process(target=_exit_without_sending, args=(3, sender))
+    child.start()
+    with pytest.raises(pytest.fail.Exception, match="ended with exit code 3 before sending"):
+        _receive(receiver, child)
+    assert child.exitcode == 3

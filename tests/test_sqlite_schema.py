@@ -1,12 +1,19 @@
-"""The published SQLite schema and its table names (no database needed beyond :memory:)."""
+"""The published SQLite schema, its table names, the settings and create_schema(path)."""
 
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
-from runyard import ConfigurationError
-from runyard.sqlite import SQLITE_SCHEMA, SqliteStoreSettings, SqliteTables, schema_sql
+from runyard import ConfigurationError, StatePersistenceError
+from runyard.sqlite import (
+    SQLITE_SCHEMA,
+    SqliteStoreSettings,
+    SqliteTables,
+    create_schema,
+    schema_sql,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,3 +50,43 @@ def test_settings_name_their_tables_and_refuse_a_bad_timeout() -> None:
     assert settings.tables() == SqliteTables.with_prefix("app_")
     with pytest.raises(ValueError, match="busy_timeout_seconds"):
         SqliteStoreSettings(busy_timeout_seconds=0)
+
+
+@pytest.mark.parametrize("bad", [True, "inf", "nan", 3600.5, "x"])
+def test_settings_refuse_a_busy_timeout_the_stores_refuse(bad: object) -> None:
+    """The settings and open(busy_timeout_seconds=) share one check (True was taken as 1 s)."""
+    with pytest.raises(ValueError, match=r"busy_timeout_seconds is .*at most 3600"):
+        SqliteStoreSettings(busy_timeout_seconds=bad)  # type: ignore[arg-type]
+    assert SqliteStoreSettings(busy_timeout_seconds="2.5").busy_timeout_seconds == 2.5  # type: ignore[arg-type]
+
+
+def test_two_tables_given_the_same_name_are_refused_naming_both() -> None:
+    with pytest.raises(ConfigurationError, match="runs and work are both 'jobs'"):
+        SqliteTables(runs="jobs", work="jobs")
+    with pytest.raises(ConfigurationError, match="sessions and schema_table are both"):
+        SqliteTables(schema_table="runyard_sessions")
+
+
+def test_create_schema_on_a_path_it_cannot_use_is_a_configuration_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir.db"
+    with pytest.raises(ConfigurationError, match="cannot open the SQLite database") as caught:
+        create_schema(missing)
+    assert str(missing) in str(caught.value)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 100)
+    with pytest.raises(ConfigurationError, match="is not a database"):
+        create_schema(junk)
+
+
+def test_create_schema_on_a_locked_file_is_a_retryable_error(tmp_path: Path) -> None:
+    path = tmp_path / "busy.db"
+    create_schema(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StatePersistenceError) as caught:
+            create_schema(path, busy_timeout_seconds=0.05)
+        assert caught.value.reason == "contended" and caught.value.retryable
+    finally:
+        other.execute("ROLLBACK")
+        other.close()

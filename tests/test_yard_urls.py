@@ -51,6 +51,26 @@ def test_a_sqlite_url_with_a_host_or_fragment_is_refused(url: str) -> None:
         sqlite_path(parse_yard_url(url, KNOWN))
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("sqlite:runyard.db", "has '//' after 'sqlite:'"),
+        ("sqlite:/tmp/x.db", "has '//' after 'sqlite:'"),
+        ("sqlite:", "has '//' after 'sqlite:'"),
+        ("sqlite:///", "the database path is empty"),
+        ("sqlite:///?durable=false", "the database path is empty"),
+    ],
+)
+def test_a_sqlite_url_not_in_a_documented_form_is_refused_naming_the_forms(
+    url: str, why: str
+) -> None:
+    """Each of these opened a private in-memory database (or a relative path) without a word."""
+    with pytest.raises(ConfigurationError, match=why) as caught:
+        sqlite_path(parse_yard_url(url, KNOWN))
+    assert "sqlite:////absolute/path.db" in str(caught.value)
+    assert "sqlite:///relative/path.db" in str(caught.value)
+
+
 def test_a_sqlite_option_given_twice_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="'durable' is given twice"):
         sqlite_options(parse_yard_url("sqlite:///x.db?durable=false&durable=true", KNOWN))

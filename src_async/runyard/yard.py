@@ -273,19 +273,33 @@ def postgres_settings(url: YardURL) -> tuple[PostgresStoreSettings, bool]:
 SQLITE_OPTIONS = ("durable", "live_updates")
 
 
+SQLITE_FORMS = (
+    "sqlite:///relative/path.db (from the working directory), sqlite:////absolute/path.db, "
+    "or sqlite:// (or sqlite:///:memory:) for a private in-memory database"
+)
+
+
 def sqlite_path(url: YardURL) -> str:
     """The database path of a ``sqlite:`` URL: ``sqlite:///runyard.db`` is relative to the working
     directory, ``sqlite:////var/lib/app.db`` absolute, ``sqlite://`` or ``sqlite:///:memory:``
-    a private in-memory database. Raises ConfigurationError for a host, a fragment, or a query
-    option other than ``SQLITE_OPTIONS``."""
+    a private in-memory database. Raises ConfigurationError naming the forms above for any
+    other: no ``//`` after ``sqlite:`` (``sqlite:runyard.db``, ``sqlite:/tmp/x.db``), an empty
+    path (``sqlite:///``), a host, a fragment; and for a query option other than
+    ``SQLITE_OPTIONS``."""
     parts = urlsplit(url.secret)
+    if not url.secret.partition(":")[2].startswith("//"):
+        raise ConfigurationError(
+            f"{url.redacted}: a sqlite URL has '//' after 'sqlite:'; use {SQLITE_FORMS}"
+        )
     if parts.netloc or parts.fragment:
         raise ConfigurationError(
-            f"{url.redacted}: a sqlite URL has no host or fragment (sqlite:///path)"
+            f"{url.redacted}: a sqlite URL has no host or fragment; use {SQLITE_FORMS}"
         )
+    if parts.path == "/":
+        raise ConfigurationError(f"{url.redacted}: the database path is empty; use {SQLITE_FORMS}")
     refuse_unknown((name for name, _ in url.query), SQLITE_OPTIONS, "SQLite")
-    path = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
-    return path or ":memory:"
+    # urlsplit leaves "" for sqlite:// and "/<path>" for sqlite:///<path>.
+    return unquote(parts.path[1:]) if parts.path else ":memory:"
 
 
 def sqlite_options(url: YardURL) -> tuple[bool, bool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,16 @@ async def test_a_sqlite_url_sets_durable_and_live_updates(tmp_path: Path) -> Non
         assert state.live_updates is None
         (synchronous,) = (await state.connection.fetch("PRAGMA synchronous"))[0]
         assert synchronous == 2
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("url", ["sqlite:runyard.db", "sqlite:/runyard.db", "sqlite:///"])
+async def test_a_sqlite_url_out_of_form_is_refused_before_anything_is_opened(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """These opened a private in-memory database (sqlite:runyard.db, sqlite:///) or a path
+    relative to the working directory (sqlite:/runyard.db): writes then went nowhere."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="absolute/path"):
+        await AsyncYard.from_url(url)
+    assert os.listdir(tmp_path) == []

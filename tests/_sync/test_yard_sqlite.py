@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,15 @@ def test_a_sqlite_url_sets_durable_and_live_updates(tmp_path: Path) -> None:
         assert state.live_updates is None
         (synchronous,) = (state.connection.fetch("PRAGMA synchronous"))[0]
         assert synchronous == 2
+
+
+@pytest.mark.parametrize("url", ["sqlite:runyard.db", "sqlite:/runyard.db", "sqlite:///"])
+def test_a_sqlite_url_out_of_form_is_refused_before_anything_is_opened(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """These opened a private in-memory database (sqlite:runyard.db, sqlite:///) or a path
+    relative to the working directory (sqlite:/runyard.db): writes then went nowhere."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="absolute/path"):
+        Yard.from_url(url)
+    assert os.listdir(tmp_path) == []

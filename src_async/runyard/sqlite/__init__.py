@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from runyard.sqlite.schema import SCHEMA_VERSIONS, SQLITE_SCHEMA, SqliteTables, schema_sql
-from runyard.sqlite.settings import SqliteStoreSettings
+from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS, SqliteStoreSettings
 
 if TYPE_CHECKING:
     from runyard._async.sqlite import (
@@ -65,12 +65,21 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def create_schema(path: str | os.PathLike[str], tables: SqliteTables | None = None) -> None:
+def create_schema(
+    path: str | os.PathLike[str],
+    tables: SqliteTables | None = None,
+    *,
+    busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+) -> None:
     """Create runyard's tables in the SQLite file at ``path`` unless they exist (one
-    transaction; safe to run from several processes at once)."""
+    transaction; safe to run from several processes at once).
+
+    Raises ConfigurationError naming the file when it cannot be opened or is not a database,
+    a retryable StatePersistenceError when another writer holds it past
+    ``busy_timeout_seconds``."""
     from runyard._sync.sqlite import connect, create_schema
 
-    connection = connect(path)
+    connection = connect(path, busy_timeout_seconds=busy_timeout_seconds)
     try:
         create_schema(connection, tables)
     finally:

@@ -12,22 +12,45 @@ from runyard.errors import (
     StatePersistenceError,
 )
 
-__all__ = ["Kind", "map_error", "open_error"]
+__all__ = ["Kind", "StoreClosed", "closed_error", "map_error", "open_error"]
 
 Kind = Literal["state", "queue", "executions"]
+
+
+class StoreClosed(Exception):
+    """Raised by a connection after its ``close()``: nothing was sent."""
+
+
+def closed_error(kind: Kind) -> RunyardError:
+    """The error a call on a closed store raises, whichever twin and component: the one the
+    PostgreSQL stores raise with no connection to send on (``unavailable``):
+    QueueUnavailableError for a queue, else StatePersistenceError(reason="unavailable")."""
+    message = (
+        "the SQLite store is closed (close() or aclose() closed its connection): "
+        "open the store again"
+    )
+    if kind == "queue":
+        return QueueUnavailableError(message)
+    return StatePersistenceError(message, reason="unavailable")
 
 
 def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> RunyardError | None:
     """Return the runyard error for a driver error, or None when it is not a driver error.
 
-    A write lock not obtained within the busy timeout is retryable ("contended" for state and
-    executions, QueueUnavailableError for a queue); a missing table or column (the schema gone
-    from under a running store) is a ConfigurationError naming the repair; a full disk or an
-    I/O error is "unavailable"; anything else the driver raises is not retryable ("invalid").
+    A call on a closed connection (StoreClosed, or sqlite3's "closed database") is
+    ``closed_error``; a write lock not obtained within the busy timeout is retryable
+    ("contended" for state and executions, QueueUnavailableError for a queue); a missing table
+    or column (the schema gone from under a running store) is a ConfigurationError naming the
+    repair; a full disk or an I/O error is "unavailable"; anything else the driver raises is
+    not retryable ("invalid").
     """
+    if isinstance(exc, StoreClosed):
+        return closed_error(kind)
     if not isinstance(exc, sqlite3.Error):
         return None
     text = str(exc)
+    if isinstance(exc, sqlite3.ProgrammingError) and "closed database" in text:
+        return closed_error(kind)  # the sqlite3 connection closed by someone else
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         message = (
             f"the SQLite write lock was not obtained within {busy_timeout_seconds} s "

@@ -9,18 +9,32 @@ connection apart. Everything else (pragmas, transactions, SQL) is shared code.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 from runyard._flavours import AsyncLock, Lock
 from runyard.errors import ConfigurationError
+from runyard.sqlite.errors import StoreClosed
+from runyard.sqlite.settings import is_memory_path, is_uri
 
 if TYPE_CHECKING:
     import aiosqlite
 
-__all__ = ["AsyncConnection", "Body", "Connection", "Params", "Row", "in_transaction"]
+__all__ = [
+    "AsyncConnection",
+    "Body",
+    "Connection",
+    "Params",
+    "Row",
+    "connect_target",
+    "end_transaction",
+    "file_missing",
+    "in_transaction",
+]
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any] | Sequence[Any]
@@ -33,10 +47,14 @@ def in_transaction(raw: sqlite3.Connection, body: Body[T], *args: Any) -> T:
     """Run ``body(raw, *args)`` in one ``BEGIN IMMEDIATE`` ... ``COMMIT``; roll back on any error.
 
     Runs on the connection's own thread (aiosqlite's, or the caller's for ``sqlite3``), so a
-    whole transaction is one trip to the driver whatever number of statements it sends.
+    whole transaction is one trip to the driver whatever number of statements it sends. A
+    transaction an earlier call left open (one whose caller stopped waiting for it) is rolled
+    back first: it has no one left to finish it, and ``BEGIN`` would fail inside it.
     """
-    raw.execute("BEGIN IMMEDIATE")
+    if raw.in_transaction:
+        raw.rollback()
     try:
+        raw.execute("BEGIN IMMEDIATE")
         result = body(raw, *args)
         raw.commit()
     except BaseException:
@@ -44,6 +62,41 @@ def in_transaction(raw: sqlite3.Connection, body: Body[T], *args: Any) -> T:
             raw.rollback()
         raise
     return result
+
+
+def end_transaction(raw: sqlite3.Connection, commit: bool) -> None:
+    """Commit the open transaction when ``commit``, else roll it back; nothing when none is
+    open. A failed commit is rolled back before its error is raised."""
+    if not raw.in_transaction:
+        return
+    if not commit:
+        raw.rollback()
+        return
+    try:
+        raw.commit()
+    except BaseException:
+        if raw.in_transaction:
+            raw.rollback()
+        raise
+
+
+def connect_target(path: str, create: bool) -> tuple[str, bool]:
+    """(what ``sqlite3.connect`` is given for ``path``, whether it is a URI): a URI or
+    ``:memory:`` as it is; a file path as itself, or, when not ``create``, as a ``mode=rw`` URI,
+    so that opening a file that does not exist fails instead of making an empty one."""
+    if is_uri(path):
+        return path, True
+    if create or is_memory_path(path):
+        return path, False
+    return f"file:{quote(path, safe='/')}?mode=rw", True
+
+
+def file_missing(path: str) -> bool:
+    """Whether ``path`` names a database file that does not exist, in a directory that does
+    (not ``""``, ``:memory:`` or a URI)."""
+    if not path or is_uri(path) or is_memory_path(path) or os.path.exists(path):
+        return False
+    return os.path.isdir(os.path.dirname(os.path.abspath(path)))
 
 
 def _fetch_all(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
@@ -72,14 +125,27 @@ class AsyncConnection:
     before the first INSERT/UPDATE/DELETE of a transaction; the adapters send it explicitly
     before a transaction's first read, and ``COMMIT`` at the end, under ``lock``."""
 
-    def __init__(self, raw: aiosqlite.Connection, path: str) -> None:
+    def __init__(
+        self, raw: aiosqlite.Connection, path: str, busy_timeout_seconds: float = 5.0
+    ) -> None:
         self.raw = raw
         self.path = path
+        self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = AsyncLock()
+        self.closed = False
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (False once closed). Read on the event loop's thread:
+        true to what the driver's thread has done so far, not to what is still queued there."""
+        return not self.closed and self.raw.in_transaction
 
     @classmethod
-    async def connect(cls, path: str, *, busy_timeout_seconds: float) -> AsyncConnection:
-        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock.
+    async def connect(
+        cls, path: str, *, busy_timeout_seconds: float, create: bool = True
+    ) -> AsyncConnection:
+        """Open ``path`` (see ``connect_target``: made when missing only when ``create``); a
+        writer waits up to ``busy_timeout_seconds`` for the write lock.
 
         Raises ConfigurationError when aiosqlite is not installed (the sync twin needs only
         the standard library).
@@ -91,7 +157,10 @@ class AsyncConnection:
                 "the async SQLite twin needs aiosqlite: pip install 'runyard[sqlite]' "
                 "(the sync twin, SqliteStateStore ..., needs only the standard library)"
             ) from None
-        pending = aiosqlite.connect(path, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds)
+        target, uri = connect_target(path, create)
+        pending = aiosqlite.connect(
+            target, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds, uri=uri
+        )
         try:
             raw = await pending
         except BaseException:
@@ -104,7 +173,7 @@ class AsyncConnection:
             while thread.is_alive() and time.monotonic() < deadline:
                 await asyncio.sleep(0.001)
             raise
-        return cls(raw, path)
+        return cls(raw, path, busy_timeout_seconds)
 
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
@@ -125,17 +194,48 @@ class AsyncConnection:
         one trip, whatever number of statements ``body`` sends."""
         # aiosqlite has no public way to run a function on its thread; _execute is how its own
         # methods do it (fetch and fetch_then_commit come through here too).
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         result: T = await self.raw._execute(  # type: ignore[no-untyped-call]
             body, self.raw._conn, *args
         )
         return result
 
+    async def end(self, commit: bool) -> None:
+        """End the open transaction (``end_transaction``) on aiosqlite's thread, after every
+        call queued there before, including one whose caller was cancelled (aiosqlite still
+        runs it). Cancelling the caller does not stop the end: it is waited for, then the
+        cancellation goes on, so the transaction is over before the caller lets the lock go.
+        Nothing once closed (closing rolled back what was open)."""
+        if self.closed:
+            return
+        task = asyncio.ensure_future(self.call(end_transaction, commit))
+        cancelled = False
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.cancelled():
+                    raise  # the end itself was cancelled (the loop shutting down)
+                cancelled = True
+            except Exception:
+                break  # the end's own error: raised below
+        if cancelled:
+            if not task.cancelled():
+                task.exception()  # retrieved: the cancellation is what the caller sees
+            raise asyncio.CancelledError
+        task.result()
+
     async def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         await self.raw.executescript(sql)
 
     async def close(self) -> None:
-        """Close the connection (an open transaction is rolled back)."""
+        """Close the connection (an open transaction is rolled back); every call after raises
+        StoreClosed."""
+        self.closed = True
         await self.raw.close()
 
 
@@ -145,43 +245,67 @@ class Connection:
     adapters send it explicitly before a transaction's first read, and ``COMMIT`` at the end,
     under ``lock``."""
 
-    def __init__(self, raw: sqlite3.Connection, path: str) -> None:
+    def __init__(
+        self, raw: sqlite3.Connection, path: str, busy_timeout_seconds: float = 5.0
+    ) -> None:
         self.raw = raw
         self.path = path
+        self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = Lock()
+        self.closed = False
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (False once closed)."""
+        return not self.closed and self.raw.in_transaction
 
     @classmethod
-    def connect(cls, path: str, *, busy_timeout_seconds: float) -> Connection:
-        """Open ``path``; a writer waits up to ``busy_timeout_seconds`` for the write lock."""
+    def connect(cls, path: str, *, busy_timeout_seconds: float, create: bool = True) -> Connection:
+        """Open ``path`` (see ``connect_target``: made when missing only when ``create``); a
+        writer waits up to ``busy_timeout_seconds`` for the write lock."""
+        target, uri = connect_target(path, create)
         raw = sqlite3.connect(
-            path,
+            target,
             isolation_level="IMMEDIATE",
             timeout=busy_timeout_seconds,
             check_same_thread=False,
+            uri=uri,
         )
-        return cls(raw, path)
+        return cls(raw, path, busy_timeout_seconds)
 
     def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
-        return _fetch_all(self.raw, sql, params)
+        return self.call(_fetch_all, sql, params)
 
     def fetch_then_commit(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement; when it returns rows, commit the transaction in the same call."""
-        return _fetch_then_commit(self.raw, sql, params)
+        return self.call(_fetch_then_commit, sql, params)
 
     def change_then_read(self, sql: str, read: str, params: Params = ()) -> list[Row]:
         """Run the write ``sql``; when it changed a row, return the rows of ``read`` (same
         ``params``) and commit, in the same call; else return [] with the transaction open."""
-        return _change_then_read(self.raw, sql, read, params)
+        return self.call(_change_then_read, sql, read, params)
 
     def call(self, body: Body[T], *args: Any) -> T:
         """Run ``body(raw, *args)`` on the ``sqlite3`` connection, in the calling thread."""
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         return body(self.raw, *args)
+
+    def end(self, commit: bool) -> None:
+        """End the open transaction (``end_transaction``), in the calling thread; nothing once
+        closed (closing rolled back what was open)."""
+        if not self.closed:
+            end_transaction(self.raw, commit)
 
     def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
+        if self.closed:
+            raise StoreClosed("the connection is closed")
         self.raw.executescript(sql)
 
     def close(self) -> None:
-        """Close the connection (an open transaction is rolled back)."""
+        """Close the connection (an open transaction is rolled back); every call after raises
+        StoreClosed."""
+        self.closed = True
         self.raw.close()

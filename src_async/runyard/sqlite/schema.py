@@ -9,6 +9,7 @@ from functools import cache
 from importlib import resources
 
 from runyard._sql import check_table_name
+from runyard.errors import ConfigurationError
 
 __all__ = [
     "DATABASE_NOW",
@@ -55,8 +56,8 @@ _MIGRATIONS: dict[tuple[str, int], str] = {
 class SqliteTables:
     """The names of runyard's SQLite tables.
 
-    Every name must be a plain lower-case identifier; anything else raises ConfigurationError,
-    so no name can ever inject SQL.
+    Every name must be a plain lower-case identifier, and no two the same; anything else raises
+    ConfigurationError, so no name can ever inject SQL or stand for two tables.
     """
 
     runs: str = "runyard_runs"
@@ -77,10 +78,16 @@ class SqliteTables:
     trace_heads: str = "runyard_execution_trace_heads"
 
     def __post_init__(self) -> None:
+        seen: dict[str, str] = {}
         for f in fields(self):
-            check_table_name(
-                getattr(self, f.name), f"table name {f.name}", reserved_prefix="sqlite_"
-            )
+            name = getattr(self, f.name)
+            check_table_name(name, f"table name {f.name}", reserved_prefix="sqlite_")
+            if name in seen:
+                raise ConfigurationError(
+                    f"table names {seen[name]} and {f.name} are both {name!r}: every table "
+                    "needs a name of its own"
+                )
+            seen[name] = f.name
 
     @classmethod
     def with_prefix(cls, prefix: str) -> SqliteTables:

@@ -2,21 +2,93 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import contextlib
+import math
+import os
+from typing import Any
+from urllib.parse import parse_qsl
+
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runyard.errors import ConfigurationError
 from runyard.sqlite.schema import SqliteTables
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_SECONDS", "MEMORY_PATH", "SqliteStoreSettings", "is_memory_path"]
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT_SECONDS",
+    "MAX_BUSY_TIMEOUT_SECONDS",
+    "MEMORY_PATH",
+    "SqliteStoreSettings",
+    "check_busy_timeout",
+    "check_path",
+    "check_wal",
+    "is_memory_path",
+    "is_uri",
+]
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 5.0
+# An hour: far past any write's wait worth having, and within the int milliseconds SQLite's
+# busy handler takes (sqlite3 casts a longer timeout to a C int: 0 or garbage, no wait at all).
+MAX_BUSY_TIMEOUT_SECONDS = 3600.0
 MEMORY_PATH = ":memory:"
 
 
+def check_busy_timeout(value: object) -> float:
+    """``value`` as a float when it is a finite number of seconds in (0, 3600] (not a bool);
+    else ConfigurationError naming ``busy_timeout_seconds`` and the limit. The one check of
+    both ``open(busy_timeout_seconds=)`` / ``connect`` and ``SqliteStoreSettings``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_BUSY_TIMEOUT_SECONDS
+    ):
+        raise ConfigurationError(
+            f"busy_timeout_seconds is {value!r}: it must be a number of seconds greater than 0 "
+            f"and at most {MAX_BUSY_TIMEOUT_SECONDS:g}",
+            fields=("busy_timeout_seconds",),
+        )
+    return float(value)
+
+
+def check_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as a string; ConfigurationError for the empty path, which sqlite3 would open
+    as a private temporary database (gone at close) where a file was meant."""
+    where = os.fspath(path)
+    if not where:
+        raise ConfigurationError(
+            "the SQLite path is empty (sqlite3 would open a private temporary database, gone "
+            "at close): give a file path, or ':memory:' for a private in-memory database"
+        )
+    return where
+
+
+def check_wal(path: str, mode: object) -> None:
+    """ConfigurationError naming the file and ``mode`` when ``PRAGMA journal_mode = WAL`` on the
+    file ``path`` returned another mode than ``wal`` (an in-memory database has none)."""
+    if not is_memory_path(path) and str(mode).lower() != "wal":
+        raise ConfigurationError(
+            f"the SQLite database {path!r} did not switch to WAL: PRAGMA journal_mode = WAL "
+            f"returned {mode!r}; runyard needs WAL (readers beside the writer): give a file on "
+            "a local filesystem, not a temporary or read-only database"
+        )
+
+
+def is_uri(path: str) -> bool:
+    """Whether ``path`` is an SQLite URI (``file:...``), opened as one."""
+    return path.startswith("file:")
+
+
 def is_memory_path(path: str) -> bool:
-    """Whether ``path`` names a private in-memory database rather than a file."""
-    return path == MEMORY_PATH or path.startswith("file::memory:")
+    """Whether ``path`` names an in-memory database rather than a file: ``:memory:``, or a URI
+    naming ``:memory:`` or with ``mode=memory`` (``file:name?mode=memory&cache=shared``)."""
+    if path == MEMORY_PATH:
+        return True
+    if not is_uri(path):
+        return False
+    location, _, query = path.removeprefix("file:").partition("?")
+    return location == MEMORY_PATH or ("mode", "memory") in parse_qsl(query.partition("#")[0])
 
 
 class SqliteStoreSettings(BaseSettings):
@@ -30,10 +102,22 @@ class SqliteStoreSettings(BaseSettings):
 
     path: str = "runyard.db"
     durable: bool = True
-    busy_timeout_seconds: float = Field(default=DEFAULT_BUSY_TIMEOUT_SECONDS, gt=0, le=3600)
+    busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS
     create_schema: bool = False
     max_value_bytes: int = Field(default=DEFAULT_MAX_VALUE_BYTES, gt=0)
     table_prefix: str = "runyard_"
+
+    @field_validator("busy_timeout_seconds", mode="before")
+    @classmethod
+    def _busy_timeout(cls, value: Any) -> float:
+        # check_busy_timeout decides; a string (the environment's) is read as a number first.
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):  # else refused below, as given
+                value = float(value)
+        try:
+            return check_busy_timeout(value)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
 
     def tables(self) -> SqliteTables:
         """The SqliteTables these settings name. Raises ConfigurationError for a bad name."""

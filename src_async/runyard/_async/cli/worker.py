@@ -28,7 +28,7 @@ async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     ``postgresql://``. Other settings (namespace, schema) come from the backends'
     ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. Raises ConfigurationError, or the
     store's error when it cannot be reached."""
-    scheme = url.split("://", 1)[0].lower()
+    scheme = _scheme(url)
     if scheme == "memory":
         from runyard._async.memory.queue import AsyncMemoryWorkQueue
 
@@ -69,6 +69,13 @@ async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
         f"unknown queue URL scheme {scheme!r}: use memory://, sqlite:///path, redis://, "
         "rediss:// or postgresql://"
     )
+
+
+def _scheme(url: str) -> str:
+    """The URL's scheme, what comes before the first ``:`` (``sqlite:runyard.db`` is a sqlite
+    URL, refused by its parser naming the forms it takes); never more of the URL, which may
+    hold a password."""
+    return url.partition(":")[0].lower()
 
 
 class AsyncStartup:
@@ -138,7 +145,7 @@ async def serve(
     startup = AsyncStartup()
     started(startup)
     # The scheme only: a URL may hold a password.
-    log.info("opening the %s queue", url.split("://", 1)[0].lower())
+    log.info("opening the %s queue", _scheme(url))
     opened = await _open_until_up(url, policy, settings, startup)
     if opened is None:
         return WorkerStats()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
@@ -13,8 +14,8 @@ from runyard._async.closing import AsyncClosing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import Kind, map_error
-from runyard.sqlite.flavours import AsyncConnection, Body, Row, in_transaction
+from runyard.sqlite.errors import Kind, StoreClosed, closed_error, map_error, open_error
+from runyard.sqlite.flavours import AsyncConnection, Body, Row, file_missing, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
     SCHEMA_VERSIONS,
@@ -27,6 +28,9 @@ from runyard.sqlite.schema import (
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
+    check_busy_timeout,
+    check_path,
+    check_wal,
     is_memory_path,
 )
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
@@ -42,33 +46,51 @@ async def connect(
     *,
     durable: bool = True,
     busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+    create: bool = True,
 ) -> AsyncConnection:
     """Open the database at ``path`` in WAL mode with ``synchronous=FULL`` (``NORMAL`` when not
-    ``durable``) and the busy timeout; several stores may share the returned connection."""
-    if not busy_timeout_seconds > 0:
-        raise ConfigurationError(
-            f"busy_timeout_seconds must be positive, not {busy_timeout_seconds!r}"
-        )
-    connection = await AsyncConnection.connect(
-        os.fspath(path), busy_timeout_seconds=busy_timeout_seconds
-    )
+    ``durable``) and the busy timeout; several stores may share the returned connection.
+
+    ``path`` is a file (made when missing unless ``create`` is false), ``:memory:``, or an
+    SQLite URI (``file:...``, opened as one). Raises ConfigurationError, before opening
+    anything, for a busy timeout that is not a number of seconds in (0, 3600] or an empty
+    path; and for a file that cannot be opened, is not a database, or does not take WAL
+    (naming the file); a retryable StatePersistenceError when the file is locked.
+    """
+    busy = check_busy_timeout(busy_timeout_seconds)
+    where = check_path(path)
     try:
-        await connection.fetch("PRAGMA journal_mode = WAL")
+        connection = await AsyncConnection.connect(where, busy_timeout_seconds=busy, create=create)
+    except sqlite3.Error as exc:
+        raise open_error(exc, where, busy) from exc
+    try:
+        (mode,) = (await connection.fetch("PRAGMA journal_mode = WAL"))[0]
+        check_wal(where, mode)
         await connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-    except BaseException:
+    except BaseException as exc:
         await connection.close()
+        if isinstance(exc, sqlite3.Error):
+            raise open_error(exc, where, busy) from exc
         raise
     return connection
 
 
 async def create_schema(connection: AsyncConnection, tables: SqliteTables | None = None) -> None:
-    """Create runyard's tables on ``connection`` unless they exist, in one transaction."""
+    """Create runyard's tables on ``connection`` unless they exist, in one transaction.
+
+    Raises a retryable StatePersistenceError when another writer holds the file past the busy
+    timeout, ConfigurationError when the file refuses the schema (naming it)."""
     async with connection.lock:
         try:
             await connection.script(create_script(tables))
-        except BaseException:
-            if connection.raw.in_transaction:
-                await connection.fetch("ROLLBACK")
+        except BaseException as exc:
+            # On the driver's thread, after the script (still running there if this task was
+            # cancelled): a transaction it left open is rolled back, not left holding the lock.
+            await connection.end(False)
+            if isinstance(exc, sqlite3.Error):
+                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
+            if isinstance(exc, StoreClosed):
+                raise closed_error("state") from exc
             raise
 
 
@@ -90,12 +112,17 @@ class _AsyncTransaction:
         self._connection = adapter.connection
         self._write = write
         self._begun = False
+        # A call sent to the driver whose answer never came back here (the caller cancelled
+        # while it waited): the driver still runs it, later; it may begin a transaction.
+        self._pending = False
         clock = adapter.clock
         self._now: float | None = None if clock is None else float(clock.now())
 
     async def __aenter__(self) -> Self:
         await self._connection.lock.__aenter__()
         try:
+            if self._connection.closed:
+                raise closed_error(self._adapter._kind)
             if not self._adapter._verified:
                 await self._adapter._check_schema()
         except BaseException:
@@ -110,35 +137,42 @@ class _AsyncTransaction:
         tb: TracebackType | None,
     ) -> None:
         try:
-            if exc is None and self._connection.raw.in_transaction:
+            # Whether a transaction is open can be read here only when no call of this one is
+            # still to run on the driver's thread; else the end is sent there, after that call.
+            if self._pending or self._connection.in_transaction:
                 try:
-                    await self._send("COMMIT", ())
-                except BaseException:
-                    await self._rollback()
-                    raise
-            else:
-                await self._rollback()
+                    # Committed only when the body ended normally; never skipped: the end is
+                    # waited for even when this task is cancelled (see the connection's end()).
+                    await self._connection.end(exc is None and not self._pending)
+                except Exception as driver_error:
+                    error = map_error(
+                        driver_error, self._adapter._kind, self._adapter.busy_timeout_seconds
+                    )
+                    if error is None:
+                        raise
+                    raise error from driver_error
         finally:
             await self._connection.lock.__aexit__(None, None, None)
-
-    async def _rollback(self) -> None:
-        if self._connection.raw.in_transaction:
-            await self._connection.fetch("ROLLBACK")
 
     async def _send(
         self, sql: str, params: Any, *, last: bool = False, read: str | None = None
     ) -> list[Row]:
+        self._pending = True  # until the driver answers (a cancelled wait leaves it queued)
         try:
             if read is not None:
-                return await self._connection.change_then_read(sql, read, params)
-            if last:
-                return await self._connection.fetch_then_commit(sql, params)
-            return await self._connection.fetch(sql, params)
+                rows = await self._connection.change_then_read(sql, read, params)
+            elif last:
+                rows = await self._connection.fetch_then_commit(sql, params)
+            else:
+                rows = await self._connection.fetch(sql, params)
         except Exception as exc:
+            self._pending = False  # the driver ran it and answered with this error
             error = map_error(exc, self._adapter._kind, self._adapter.busy_timeout_seconds)
             if error is None:
                 raise
             raise error from exc
+        self._pending = False
+        return rows
 
     async def fetch(self, name: str, **params: Any) -> list[Row]:
         """Run the adapter's statement ``name`` with named ``params``; return its rows."""
@@ -220,7 +254,7 @@ class _AsyncSqliteAdapter(AsyncClosing):
         self.tables = tables or SqliteTables()
         self.clock = clock
         self.max_value_bytes = max_value_bytes
-        self.busy_timeout_seconds = busy_timeout_seconds
+        self.busy_timeout_seconds = check_busy_timeout(busy_timeout_seconds)
         self._owns_connection = close_connection
         self._verified = False
         self._sql: dict[str, str] = {}
@@ -250,8 +284,12 @@ class _AsyncSqliteAdapter(AsyncClosing):
         if isinstance(source, AsyncConnection):
             connection, owned = source, False
         else:
-            connection = await connect(
-                source, durable=durable, busy_timeout_seconds=busy_timeout_seconds
+            connection = await _connect_file(
+                source,
+                options.get("tables") or SqliteTables(),
+                durable=durable,
+                busy_timeout_seconds=busy_timeout_seconds,
+                create=create_schema,
             )
             owned = True
         try:
@@ -264,9 +302,11 @@ class _AsyncSqliteAdapter(AsyncClosing):
             if create_schema:
                 await _create(connection, adapter.tables)
             await adapter.verify()
-        except BaseException:
+        except BaseException as exc:
             if owned:
                 await connection.close()
+            if isinstance(exc, sqlite3.Error):  # reading the catalog (a file that is no database)
+                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
             raise
         return adapter
 
@@ -290,6 +330,8 @@ class _AsyncSqliteAdapter(AsyncClosing):
         Raises ConfigurationError naming the missing table or the version and the repair.
         """
         async with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             await self._check_schema()
 
     async def _check_schema(self) -> None:
@@ -330,6 +372,8 @@ class _AsyncSqliteAdapter(AsyncClosing):
 
     async def _call(self, body: Body[T], *args: Any) -> T:
         async with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             if not self._verified:
                 await self._check_schema()
             try:
@@ -350,3 +394,25 @@ class _AsyncSqliteAdapter(AsyncClosing):
 
 async def _create(connection: AsyncConnection, tables: SqliteTables) -> None:
     await create_schema(connection, tables)
+
+
+async def _connect_file(
+    source: str | os.PathLike[str],
+    tables: SqliteTables,
+    *,
+    durable: bool,
+    busy_timeout_seconds: float,
+    create: bool,
+) -> AsyncConnection:
+    """``connect`` for ``open``: without ``create``, a file that does not exist (in a directory
+    that does) is refused as a file without the schema, as verify would, and is not made (the
+    connection is ``mode=rw``: a file removed meanwhile is refused too, as one not opened)."""
+    check_busy_timeout(busy_timeout_seconds)
+    where = os.fspath(source)
+    if not create and file_missing(where):
+        raise ConfigurationError(
+            missing_schema_message(f"table {tables.schema_table} does not exist", where)
+        )
+    return await connect(
+        source, durable=durable, busy_timeout_seconds=busy_timeout_seconds, create=create
+    )

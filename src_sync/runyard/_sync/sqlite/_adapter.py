@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
@@ -13,8 +14,8 @@ from runyard._sync.closing import Closing
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import Kind, map_error
-from runyard.sqlite.flavours import Body, Connection, Row, in_transaction
+from runyard.sqlite.errors import Kind, StoreClosed, closed_error, map_error, open_error
+from runyard.sqlite.flavours import Body, Connection, Row, file_missing, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
     SCHEMA_VERSIONS,
@@ -27,6 +28,9 @@ from runyard.sqlite.schema import (
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
+    check_busy_timeout,
+    check_path,
+    check_wal,
     is_memory_path,
 )
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
@@ -43,31 +47,51 @@ def connect(
     *,
     durable: bool = True,
     busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+    create: bool = True,
 ) -> Connection:
     """Open the database at ``path`` in WAL mode with ``synchronous=FULL`` (``NORMAL`` when not
-    ``durable``) and the busy timeout; several stores may share the returned connection."""
-    if not busy_timeout_seconds > 0:
-        raise ConfigurationError(
-            f"busy_timeout_seconds must be positive, not {busy_timeout_seconds!r}"
-        )
-    connection = Connection.connect(os.fspath(path), busy_timeout_seconds=busy_timeout_seconds)
+    ``durable``) and the busy timeout; several stores may share the returned connection.
+
+    ``path`` is a file (made when missing unless ``create`` is false), ``:memory:``, or an
+    SQLite URI (``file:...``, opened as one). Raises ConfigurationError, before opening
+    anything, for a busy timeout that is not a number of seconds in (0, 3600] or an empty
+    path; and for a file that cannot be opened, is not a database, or does not take WAL
+    (naming the file); a retryable StatePersistenceError when the file is locked.
+    """
+    busy = check_busy_timeout(busy_timeout_seconds)
+    where = check_path(path)
     try:
-        connection.fetch("PRAGMA journal_mode = WAL")
+        connection = Connection.connect(where, busy_timeout_seconds=busy, create=create)
+    except sqlite3.Error as exc:
+        raise open_error(exc, where, busy) from exc
+    try:
+        (mode,) = (connection.fetch("PRAGMA journal_mode = WAL"))[0]
+        check_wal(where, mode)
         connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-    except BaseException:
+    except BaseException as exc:
         connection.close()
+        if isinstance(exc, sqlite3.Error):
+            raise open_error(exc, where, busy) from exc
         raise
     return connection
 
 
 def create_schema(connection: Connection, tables: SqliteTables | None = None) -> None:
-    """Create runyard's tables on ``connection`` unless they exist, in one transaction."""
+    """Create runyard's tables on ``connection`` unless they exist, in one transaction.
+
+    Raises a retryable StatePersistenceError when another writer holds the file past the busy
+    timeout, ConfigurationError when the file refuses the schema (naming it)."""
     with connection.lock:
         try:
             connection.script(create_script(tables))
-        except BaseException:
-            if connection.raw.in_transaction:
-                connection.fetch("ROLLBACK")
+        except BaseException as exc:
+            # On the driver's thread, after the script (still running there if this task was
+            # cancelled): a transaction it left open is rolled back, not left holding the lock.
+            connection.end(False)
+            if isinstance(exc, sqlite3.Error):
+                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
+            if isinstance(exc, StoreClosed):
+                raise closed_error("state") from exc
             raise
 
 
@@ -89,12 +113,17 @@ class _Transaction:
         self._connection = adapter.connection
         self._write = write
         self._begun = False
+        # A call sent to the driver whose answer never came back here (the caller cancelled
+        # while it waited): the driver still runs it, later; it may begin a transaction.
+        self._pending = False
         clock = adapter.clock
         self._now: float | None = None if clock is None else float(clock.now())
 
     def __enter__(self) -> Self:
         self._connection.lock.__enter__()
         try:
+            if self._connection.closed:
+                raise closed_error(self._adapter._kind)
             if not self._adapter._verified:
                 self._adapter._check_schema()
         except BaseException:
@@ -109,35 +138,42 @@ class _Transaction:
         tb: TracebackType | None,
     ) -> None:
         try:
-            if exc is None and self._connection.raw.in_transaction:
+            # Whether a transaction is open can be read here only when no call of this one is
+            # still to run on the driver's thread; else the end is sent there, after that call.
+            if self._pending or self._connection.in_transaction:
                 try:
-                    self._send("COMMIT", ())
-                except BaseException:
-                    self._rollback()
-                    raise
-            else:
-                self._rollback()
+                    # Committed only when the body ended normally; never skipped: the end is
+                    # waited for even when this task is cancelled (see the connection's end()).
+                    self._connection.end(exc is None and not self._pending)
+                except Exception as driver_error:
+                    error = map_error(
+                        driver_error, self._adapter._kind, self._adapter.busy_timeout_seconds
+                    )
+                    if error is None:
+                        raise
+                    raise error from driver_error
         finally:
             self._connection.lock.__exit__(None, None, None)
-
-    def _rollback(self) -> None:
-        if self._connection.raw.in_transaction:
-            self._connection.fetch("ROLLBACK")
 
     def _send(
         self, sql: str, params: Any, *, last: bool = False, read: str | None = None
     ) -> list[Row]:
+        self._pending = True  # until the driver answers (a cancelled wait leaves it queued)
         try:
             if read is not None:
-                return self._connection.change_then_read(sql, read, params)
-            if last:
-                return self._connection.fetch_then_commit(sql, params)
-            return self._connection.fetch(sql, params)
+                rows = self._connection.change_then_read(sql, read, params)
+            elif last:
+                rows = self._connection.fetch_then_commit(sql, params)
+            else:
+                rows = self._connection.fetch(sql, params)
         except Exception as exc:
+            self._pending = False  # the driver ran it and answered with this error
             error = map_error(exc, self._adapter._kind, self._adapter.busy_timeout_seconds)
             if error is None:
                 raise
             raise error from exc
+        self._pending = False
+        return rows
 
     def fetch(self, name: str, **params: Any) -> list[Row]:
         """Run the adapter's statement ``name`` with named ``params``; return its rows."""
@@ -219,7 +255,7 @@ class _SqliteAdapter(Closing):
         self.tables = tables or SqliteTables()
         self.clock = clock
         self.max_value_bytes = max_value_bytes
-        self.busy_timeout_seconds = busy_timeout_seconds
+        self.busy_timeout_seconds = check_busy_timeout(busy_timeout_seconds)
         self._owns_connection = close_connection
         self._verified = False
         self._sql: dict[str, str] = {}
@@ -249,7 +285,13 @@ class _SqliteAdapter(Closing):
         if isinstance(source, Connection):
             connection, owned = source, False
         else:
-            connection = connect(source, durable=durable, busy_timeout_seconds=busy_timeout_seconds)
+            connection = _connect_file(
+                source,
+                options.get("tables") or SqliteTables(),
+                durable=durable,
+                busy_timeout_seconds=busy_timeout_seconds,
+                create=create_schema,
+            )
             owned = True
         try:
             adapter = cls(
@@ -261,9 +303,11 @@ class _SqliteAdapter(Closing):
             if create_schema:
                 _create(connection, adapter.tables)
             adapter.verify()
-        except BaseException:
+        except BaseException as exc:
             if owned:
                 connection.close()
+            if isinstance(exc, sqlite3.Error):  # reading the catalog (a file that is no database)
+                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
             raise
         return adapter
 
@@ -287,6 +331,8 @@ class _SqliteAdapter(Closing):
         Raises ConfigurationError naming the missing table or the version and the repair.
         """
         with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             self._check_schema()
 
     def _check_schema(self) -> None:
@@ -327,6 +373,8 @@ class _SqliteAdapter(Closing):
 
     def _call(self, body: Body[T], *args: Any) -> T:
         with self.connection.lock:
+            if self.connection.closed:
+                raise closed_error(self._kind)
             if not self._verified:
                 self._check_schema()
             try:
@@ -347,3 +395,25 @@ class _SqliteAdapter(Closing):
 
 def _create(connection: Connection, tables: SqliteTables) -> None:
     create_schema(connection, tables)
+
+
+def _connect_file(
+    source: str | os.PathLike[str],
+    tables: SqliteTables,
+    *,
+    durable: bool,
+    busy_timeout_seconds: float,
+    create: bool,
+) -> Connection:
+    """``connect`` for ``open``: without ``create``, a file that does not exist (in a directory
+    that does) is refused as a file without the schema, as verify would, and is not made (the
+    connection is ``mode=rw``: a file removed meanwhile is refused too, as one not opened)."""
+    check_busy_timeout(busy_timeout_seconds)
+    where = os.fspath(source)
+    if not create and file_missing(where):
+        raise ConfigurationError(
+            missing_schema_message(f"table {tables.schema_table} does not exist", where)
+        )
+    return connect(
+        source, durable=durable, busy_timeout_seconds=busy_timeout_seconds, create=create
+    )

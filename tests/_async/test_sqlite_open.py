@@ -1,0 +1,167 @@
+"""Opening a SQLite store on a path it cannot use: runyard errors naming the file or the
+argument, raised before anything is written; no driver error gets out."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runyard import ConfigurationError, StatePersistenceError
+from runyard._async.sqlite import connect
+from runyard.sqlite import (
+    AsyncSqliteStateStore,
+    AsyncSqliteStore,
+    AsyncSqliteWorkQueue,
+    SqliteStoreSettings,
+)
+
+STORES: list[Any] = [AsyncSqliteStateStore, AsyncSqliteWorkQueue, AsyncSqliteStore]
+
+
+def _junk(tmp_path: Path) -> Path:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"not a database" * 100)
+    return path
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("store_class", STORES)
+async def test_a_file_that_is_not_a_database_is_a_configuration_error_naming_it(
+    tmp_path: Path, store_class: Any
+) -> None:
+    junk = _junk(tmp_path)
+    for create in (False, True):
+        with pytest.raises(ConfigurationError, match="is not a database") as caught:
+            await store_class.open(junk, create_schema=create)
+        assert str(junk) in str(caught.value)
+    settings = SqliteStoreSettings(path=str(junk), create_schema=True)
+    with pytest.raises(ConfigurationError, match="is not a database"):
+        await store_class.from_settings(settings)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("store_class", STORES)
+async def test_a_missing_directory_is_a_configuration_error_naming_the_file(
+    tmp_path: Path, store_class: Any
+) -> None:
+    missing = tmp_path / "no" / "such" / "dir.db"
+    with pytest.raises(ConfigurationError, match="cannot open the SQLite database") as caught:
+        await store_class.open(missing, create_schema=True)
+    assert str(missing) in str(caught.value)
+    settings = SqliteStoreSettings(path=str(missing), create_schema=True)
+    with pytest.raises(ConfigurationError, match="cannot open the SQLite database"):
+        await store_class.from_settings(settings)
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.asyncio
+async def test_a_file_locked_while_its_schema_is_created_is_a_retryable_error(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "busy.db"
+    await (await AsyncSqliteStateStore.open(path, create_schema=True)).aclose()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing
+    try:
+        for store_class in STORES:
+            with pytest.raises(StatePersistenceError) as caught:
+                await store_class.open(path, create_schema=True, busy_timeout_seconds=0.05)
+            assert caught.value.reason == "contended" and caught.value.retryable
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("bad", [math.inf, math.nan, 1e7, 3600.5, "5", True, None])
+async def test_a_busy_timeout_that_is_not_seconds_up_to_an_hour_is_refused_before_opening(
+    tmp_path: Path, bad: Any
+) -> None:
+    """inf and 1e7 reached SQLite as busy_timeout 0 (no wait at all), "5" was a TypeError and
+    True was taken for 1 s."""
+    path = tmp_path / "never.db"
+    with pytest.raises(ConfigurationError, match="busy_timeout_seconds") as caught:
+        await AsyncSqliteStateStore.open(path, create_schema=True, busy_timeout_seconds=bad)
+    assert "3600" in str(caught.value)
+    with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
+        await connect(path, busy_timeout_seconds=bad)
+    assert not path.exists()
+
+
+@pytest.mark.asyncio
+async def test_a_busy_timeout_of_an_hour_reaches_sqlite(tmp_path: Path) -> None:
+    store = await AsyncSqliteStateStore.open(
+        tmp_path / "hour.db", create_schema=True, busy_timeout_seconds=3600
+    )
+    try:
+        assert (await store.connection.fetch("PRAGMA busy_timeout"))[0][0] == 3_600_000
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.asyncio
+async def test_an_empty_path_is_refused(tmp_path: Path) -> None:
+    """sqlite3 opens "" as a private temporary database (journal_mode delete), which was
+    reported as a single_host file."""
+    for store_class in STORES:
+        with pytest.raises(ConfigurationError, match="the SQLite path is empty"):
+            await store_class.open("", create_schema=True)
+    with pytest.raises(ConfigurationError, match="the SQLite path is empty"):
+        await connect("")
+
+
+@pytest.mark.asyncio
+async def test_a_mode_memory_uri_is_single_process(tmp_path: Path) -> None:
+    queue = await AsyncSqliteWorkQueue.open(
+        "file:runyard-open-test?mode=memory&cache=shared", create_schema=True
+    )
+    try:
+        assert queue.capabilities.deployment == "single_process"
+        await queue.enqueue("acme", {})
+        assert (await queue.stats()).ready == 1
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_file_that_does_not_take_wal_is_refused_naming_it_and_the_mode(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "frozen.db"
+    with sqlite3.connect(path) as conn:  # a rollback-journal file, opened immutable below
+        conn.execute("CREATE TABLE someone_elses (x)")
+    conn.close()
+    with pytest.raises(ConfigurationError, match="did not switch to WAL") as caught:
+        await AsyncSqliteStateStore.open(f"file:{path}?immutable=1")
+    assert str(path) in str(caught.value) and "'delete'" in str(caught.value)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("store_class", STORES)
+async def test_opening_a_missing_file_without_create_schema_makes_no_file(
+    tmp_path: Path, store_class: Any
+) -> None:
+    path = tmp_path / "typo.db"
+    with pytest.raises(ConfigurationError) as caught:
+        await store_class.open(path)
+    assert str(caught.value).startswith(f"table runyard_schema does not exist in {path}:")
+    assert "create_schema=True" in str(caught.value)
+    with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
+        await store_class.from_settings(SqliteStoreSettings(path=str(path)))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.asyncio
+async def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: Path) -> None:
+    connection = await connect(tmp_path / "shared.db")
+    try:
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
+            AsyncSqliteStateStore(connection, busy_timeout_seconds=math.inf)
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
+            await AsyncSqliteWorkQueue.open(connection, busy_timeout_seconds=True)
+    finally:
+        await connection.close()
