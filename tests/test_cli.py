@@ -159,3 +159,27 @@ def test_worker_refuses_a_sqlite_url_out_of_form_naming_the_forms(tmp_path: Path
     assert result.exit_code == 2, result.output
     assert "sqlite:////absolute/path.db" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_demos_doomed_worker_hands_back_other_tenants_items_untouched(
+    flavour: str, tmp_path: Path
+) -> None:
+    # The demo may run on a file that holds other work: the worker it kills takes only the
+    # crash tenant's items; another tenant's item a claim took goes back, attempt uncounted.
+    from runyard import RunKey, Yard
+    from runyard.cli.crash import DEMO_POLICY, kill, start_doomed_worker
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    yard = Yard.from_url(url, policy=DEMO_POLICY)
+    other = yard.queue.enqueue("someone-else", {"theirs": True})  # the oldest turn
+    for n in range(6):
+        yard.state.put_run(RunKey("crash", f"run-{n}"), {}, expected_version=0)
+        yard.queue.enqueue("crash", {"run": f"run-{n}", "tokens": 1}, item_id=f"crash-{n}")
+    doomed = start_doomed_worker(url, flavour, "crash", 2, 3)
+    kill(doomed)
+    assert len(doomed.finished) == 2 and len(doomed.held) == 3
+    assert all(i.startswith("crash-") for i in doomed.finished + doomed.held)
+    back = yard.queue.get_item("someone-else", other.item_id)
+    assert back is not None and (back.state, back.attempts) == ("ready", 0)
+    yard.close()

@@ -214,3 +214,78 @@ def test_a_child_forked_while_the_handler_imports_keeps_the_default_signal_actio
             process.kill()
         with contextlib.suppress(FileNotFoundError, ProcessLookupError, ValueError):
             os.kill(int((tmp_path / "child.pid").read_text()), signal.SIGKILL)
+
+
+_SIGNAL_WHILE_WRITING = '''
+import logging, os, signal, sys
+from runyard.cli.worker import _AboveStatus, _LOG_FORMAT, _Signals, _StatusLine
+
+class Terminal:  # the signal lands while the main thread writes a log line to it
+    signalled = False
+    def write(self, text):
+        if not Terminal.signalled:
+            Terminal.signalled = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        sys.stdout.write(text.replace("\\r\\x1b[K", ""))
+    def flush(self):
+        sys.stdout.flush()
+
+class Startup:
+    worker = object()
+    def stop(self):
+        print("stopped", flush=True)
+        os._exit(0)
+    def abort(self):
+        pass
+
+status = _StatusLine(Terminal())
+logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, handlers=[_AboveStatus(status)])
+signal.signal(signal.SIGTERM, _Signals(Startup(), threaded=True, bound=60.0))
+logging.getLogger("runyard.worker").warning("the main thread logs")
+signal.pause()  # the handler's thread calls stop()
+'''
+
+
+def test_a_signal_while_the_main_thread_writes_above_the_status_line_still_stops(
+    tmp_path: Path,
+) -> None:
+    # The thread twin's handler runs in the main thread and logs: a log line it interrupted
+    # holds the status line's lock, which the handler's own line takes again.
+    (tmp_path / "script.py").write_text(_SIGNAL_WHILE_WRITING)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SAFETY,
+    )
+    assert done.returncode == 0 and "stopped" in done.stdout, (done.stdout, done.stderr)
+    assert "signal received" in done.stdout
+
+
+_STDERR_BLOCKED = '''
+import logging, threading
+from runyard.cli.worker import _AboveStatus, _LOG_FORMAT, _Signals, _StatusLine
+
+class Stuck:  # a terminal paused for good: every write waits
+    def write(self, text):
+        threading.Event().wait()
+    def flush(self):
+        pass
+
+status = _StatusLine(Stuck())
+logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, handlers=[_AboveStatus(status)])
+threading.Thread(target=status.write_line, args=("held",), daemon=True).start()
+_Signals(None, threaded=True, bound=0.0)._exit_after(0.2)
+threading.Event().wait()  # only the deadline ends this process
+'''
+
+
+def test_the_exit_deadline_holds_when_the_log_cannot_be_written(tmp_path: Path) -> None:
+    (tmp_path / "script.py").write_text(_STDERR_BLOCKED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py")], env=env, capture_output=True, timeout=SAFETY
+    )
+    assert done.returncode == 0, done.stderr

@@ -13,9 +13,11 @@ import asyncio
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.process import BaseProcess
+from typing import Any
 from urllib.parse import urlsplit
 
 from runyard.models import CounterDelta, Lease, RunKey
@@ -39,6 +41,8 @@ __all__ = [
 CRASH_ITEMS = 6
 FINISHED_BY_THE_KILLED = 2  # before it is killed: done, never to be done again
 HELD_BY_THE_KILLED = 3
+OTHERS_PASSED_OVER = 100  # items of other tenants the doomed worker hands back, at most
+START_SECONDS = 60.0  # what the demo waits for the doomed worker to report
 KILLED_WORKER = "worker-killed"
 # A short lease and no backoff, so that the killed worker's items are taken over (retried at
 # once after their lease lapses) within the demo's run.
@@ -87,38 +91,45 @@ def _done(lease: Lease) -> tuple[RunKey, CounterDelta]:
     )
 
 
-def _hold(url: str, flavour: str, finish: int, count: int, pipe: Pipe) -> None:
-    """The doomed worker: do ``finish`` items as the demo's handler does (the run's counters,
-    then the complete), then claim ``count`` more, report both, and wait to be killed."""
+def _hold(url: str, flavour: str, tenant: str, finish: int, count: int, pipe: Pipe) -> None:
+    """The doomed worker: do ``finish`` of ``tenant``'s items as the demo's handler does (the
+    run's counters, then the complete), then claim ``count`` more, report both, and wait to
+    be killed. An item of another tenant that a claim takes (the file may hold others' work)
+    is handed back untouched, its attempt not counted."""
+    run: Callable[[Any], Any]
     if flavour == "sync":
         from runyard._sync.yard import Yard
 
-        yard = Yard.from_url(url, policy=DEMO_POLICY)
-        finished = []
-        for _ in range(finish):
-            lease = yard.queue.claim(KILLED_WORKER)
-            assert lease is not None
-            yard.state.patch_run(*_done(lease), status="done")
-            yard.queue.complete(lease)
-            finished.append(lease.item_id)
-        leases = [yard.queue.claim(KILLED_WORKER) for _ in range(count)]
+        yard: Any = Yard.from_url(url, policy=DEMO_POLICY)
+        run = _same
     else:
         from runyard._async.yard import AsyncYard
 
-        async def work() -> tuple[list[str], list[Lease | None]]:
-            async_yard = await AsyncYard.from_url(url, policy=DEMO_POLICY)
-            done = []
-            for _ in range(finish):
-                lease = await async_yard.queue.claim(KILLED_WORKER)
-                assert lease is not None
-                await async_yard.state.patch_run(*_done(lease), status="done")
-                await async_yard.queue.complete(lease)
-                done.append(lease.item_id)
-            return done, [await async_yard.queue.claim(KILLED_WORKER) for _ in range(count)]
-
-        finished, leases = asyncio.run(work())
-    pipe.send((finished, [lease.item_id for lease in leases if lease is not None]))
+        run = asyncio.new_event_loop().run_until_complete
+        yard = run(AsyncYard.from_url(url, policy=DEMO_POLICY))
+    finished: list[str] = []
+    held: list[str] = []
+    others: list[Lease] = []
+    while len(held) < count and len(others) <= OTHERS_PASSED_OVER:
+        lease = run(yard.queue.claim(KILLED_WORKER))
+        if lease is None:
+            break
+        if lease.tenant != tenant:
+            others.append(lease)
+        elif len(finished) < finish:
+            run(yard.state.patch_run(*_done(lease), status="done"))
+            run(yard.queue.complete(lease))
+            finished.append(lease.item_id)
+        else:
+            held.append(lease.item_id)
+    if others:
+        run(yard.queue.release_many(others))
+    pipe.send((finished, held))
     pipe.recv()  # never answered: the demo kills this process here, leases held
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass
@@ -138,15 +149,28 @@ class DoomedWorker:
         return self.process.pid
 
 
-def start_doomed_worker(url: str, flavour: str, finish: int, count: int) -> DoomedWorker:
-    """Start a worker process that finishes ``finish`` items, then claims ``count`` items and
-    holds them."""
+def start_doomed_worker(
+    url: str, flavour: str, tenant: str, finish: int, count: int
+) -> DoomedWorker:
+    """Start a worker process that finishes ``finish`` of ``tenant``'s items, then claims
+    ``count`` more and holds them. Raises RuntimeError when the process ends or stays silent
+    instead of reporting."""
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
-    args = (url, flavour, finish, count, child)
+    args = (url, flavour, tenant, finish, count, child)
     process = context.Process(target=_hold, args=args, daemon=True)
     process.start()
-    finished, held = parent.recv()
+    child.close()  # the child's end is the child's: a child that dies closes the pipe
+    try:
+        if not parent.poll(START_SECONDS):
+            raise EOFError
+        finished, held = parent.recv()
+    except EOFError:
+        process.kill()
+        process.join()
+        raise RuntimeError(
+            f"the demo's worker process ended before it reported (exit code {process.exitcode})"
+        ) from None
     return DoomedWorker(process, parent, finished, held)
 
 

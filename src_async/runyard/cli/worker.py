@@ -82,6 +82,7 @@ class _Signals:
 
     CLOSE_SECONDS = 5.0
     EXIT_SECONDS = 1.0
+    SAY_SECONDS = 0.5  # what the exit waits for its log line
 
     def __init__(self, startup: _Stoppable, *, threaded: bool, bound: float) -> None:
         self.startup = startup
@@ -90,19 +91,21 @@ class _Signals:
         self.count = 0
 
     def __call__(self, *_: object) -> None:
+        # Each deadline is armed before anything that may block (a log line waits for the
+        # terminal or the pipe it writes to).
         self.count += 1
         if self.count == 1:
+            self._exit_after(self.bound + self.CLOSE_SECONDS)
             log.info("signal received: finishing in-flight jobs (again to exit at once)")
             self._call(self.startup.stop)
-            self._exit_after(self.bound + self.CLOSE_SECONDS)
             return
+        if self.count == 2:
+            self._exit_after(self.EXIT_SECONDS)
         log.warning("second signal: exiting now; held leases lapse and are recovered")
         if self.startup.worker is None:
             logging.shutdown()
             os._exit(0)
         self._call(self.startup.abort)
-        if self.count == 2:
-            self._exit_after(self.EXIT_SECONDS)
 
     def _call(self, call: Callable[[], None]) -> None:
         if self.threaded:
@@ -115,12 +118,18 @@ class _Signals:
 
         def exit_late() -> None:
             time.sleep(seconds)
-            log.warning(
-                "the worker did not end within %.1f s of the signal (a store call that hangs, "
-                "or a handler that ignores its cancellation): exiting; held leases lapse and "
-                "are recovered",
-                seconds,
+            said = threading.Thread(
+                target=log.warning,
+                args=(
+                    "the worker did not end within %.1f s of the signal (a store call that "
+                    "hangs, or a handler that ignores its cancellation): exiting; held leases "
+                    "lapse and are recovered",
+                    seconds,
+                ),
+                daemon=True,
             )
+            said.start()
+            said.join(self.SAY_SECONDS)  # a blocked stderr must not hold the exit up
             os._exit(0)
 
         threading.Thread(target=exit_late, name="runyard-exit", daemon=True).start()
@@ -133,7 +142,9 @@ class _StatusLine:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.worker: _Stoppable | None = None
-        self.lock = threading.Lock()
+        # Re-entrant, as logging's own locks are: the thread twin's signal handler logs from
+        # the main thread, which may be inside write_line when the signal lands.
+        self.lock = threading.RLock()
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="runyard-status", daemon=True)
 

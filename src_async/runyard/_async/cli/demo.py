@@ -88,7 +88,9 @@ async def run_demo(
         for n in range(CRASH_ITEMS):
             await store.put_run(RunKey(tenant, f"run-{n}"), {"prompt": n}, expected_version=0)
             await queue.enqueue(tenant, {"run": f"run-{n}", "tokens": 1}, item_id=f"crash-{n}")
-        doomed = start_doomed_worker(url, flavour, FINISHED_BY_THE_KILLED, HELD_BY_THE_KILLED)
+        doomed = start_doomed_worker(
+            url, flavour, tenant, FINISHED_BY_THE_KILLED, HELD_BY_THE_KILLED
+        )
         crash = CrashReport(
             tenant=tenant, pid=doomed.pid, finished=doomed.finished, held=doomed.held
         )

@@ -25,14 +25,15 @@ def _targets(leases: Sequence[Lease]) -> tuple[list[str], list[str], list[int]]:
 
 
 def _waves(leases: Sequence[Lease]) -> list[list[int]]:
-    """The batch's positions in waves: the first time each lease (tenant, item, token)
-    appears, then the second, and so on. One statement cannot apply the same lease twice
-    (its update matches the row once): a lease named again goes in a later statement, so
-    the batch gives what single calls in order give. A batch without repeats is one wave."""
+    """The batch's positions in waves: the first time each item (tenant, item id) appears,
+    then the second, and so on. One statement judges every lease against the rows as they
+    were before it (and applies a lease named twice once): an item named again, under the
+    same token or another, goes in a later statement, so the batch gives what single calls
+    in order give. A batch without repeats is one wave."""
     waves: list[list[int]] = []
-    seen: dict[tuple[str, str, int], int] = {}
+    seen: dict[tuple[str, str], int] = {}
     for position, lease in enumerate(leases):
-        key = (lease.tenant, lease.item_id, lease.token)
+        key = (lease.tenant, lease.item_id)
         wave = seen.get(key, 0)
         seen[key] = wave + 1
         if wave == len(waves):

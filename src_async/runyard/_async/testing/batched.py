@@ -108,6 +108,15 @@ class AsyncBatchedQueueCases(AsyncQueueKitBase):
         assert item is not None and (item.state, item.attempts) == ("ready", 0)
 
     @pytest.mark.asyncio
+    async def test_an_item_named_under_two_tokens_settles_as_two_calls_in_order(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        batched = self._batched(queue)
+        stale, current = await self._stale_and_current(batched)
+        first, second = await batched.complete_many([current, stale])
+        assert first is None and isinstance(second, WorkItemNotFoundError)
+
+    @pytest.mark.asyncio
     async def test_release_many_hands_back_without_counting_the_attempt(
         self, queue: AsyncWorkQueue
     ) -> None:

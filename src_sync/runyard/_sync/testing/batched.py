@@ -102,6 +102,14 @@ class BatchedQueueCases(QueueKitBase):
         item = batched.get_item("acme", back.item_id)
         assert item is not None and (item.state, item.attempts) == ("ready", 0)
 
+    def test_an_item_named_under_two_tokens_settles_as_two_calls_in_order(
+        self, queue: WorkQueue
+    ) -> None:
+        batched = self._batched(queue)
+        stale, current = self._stale_and_current(batched)
+        first, second = batched.complete_many([current, stale])
+        assert first is None and isinstance(second, WorkItemNotFoundError)
+
     def test_release_many_hands_back_without_counting_the_attempt(self, queue: WorkQueue) -> None:
         batched = self._batched(queue)
         batched.enqueue("acme", {"n": 1})
