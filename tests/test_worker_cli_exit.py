@@ -216,7 +216,7 @@ def test_a_child_forked_while_the_handler_imports_keeps_the_default_signal_actio
             os.kill(int((tmp_path / "child.pid").read_text()), signal.SIGKILL)
 
 
-_SIGNAL_WHILE_WRITING = '''
+_SIGNAL_WHILE_WRITING = """
 import logging, os, signal, sys
 from runyard.cli.worker import _AboveStatus, _LOG_FORMAT, _Signals, _StatusLine
 
@@ -243,7 +243,7 @@ logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, handlers=[_AboveStat
 signal.signal(signal.SIGTERM, _Signals(Startup(), threaded=True, bound=60.0))
 logging.getLogger("runyard.worker").warning("the main thread logs")
 signal.pause()  # the handler's thread calls stop()
-'''
+"""
 
 
 def test_a_signal_while_the_main_thread_writes_above_the_status_line_still_stops(
@@ -264,7 +264,7 @@ def test_a_signal_while_the_main_thread_writes_above_the_status_line_still_stops
     assert "signal received" in done.stdout
 
 
-_STDERR_BLOCKED = '''
+_STDERR_BLOCKED = """
 import logging, threading
 from runyard.cli.worker import _AboveStatus, _LOG_FORMAT, _Signals, _StatusLine
 
@@ -279,7 +279,7 @@ logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, handlers=[_AboveStat
 threading.Thread(target=status.write_line, args=("held",), daemon=True).start()
 _Signals(None, threaded=True, bound=0.0)._exit_after(0.2)
 threading.Event().wait()  # only the deadline ends this process
-'''
+"""
 
 
 def test_the_exit_deadline_holds_when_the_log_cannot_be_written(tmp_path: Path) -> None:
