@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from runyard._sql import settle_refusal
 from runyard._sync.postgres.queue_core import MAX_TENANTS_PASSED_OVER, _PostgresQueueCore
@@ -18,6 +18,8 @@ from runyard.queue_args import check_items, check_leases
 from runyard.validation import check_limit
 
 __all__: list[str] = []
+
+T = TypeVar("T")
 
 
 def _targets(leases: Sequence[Lease]) -> tuple[list[str], list[str], list[int]]:
@@ -42,6 +44,16 @@ def _waves(leases: Sequence[Lease]) -> list[list[int]]:
             waves.append([])
         waves[wave].append(position)
     return waves
+
+
+def _in_waves(leases: Sequence[Lease], send: Callable[[list[Lease]], list[T]]) -> list[T]:
+    """``send`` each wave of ``leases`` (``_waves``) in turn; the outcomes in batch order.
+    Every lease is checked before anything is sent."""
+    _targets(leases)
+    out: dict[int, T] = {}
+    for wave in _waves(leases):
+        out.update(zip(wave, send([leases[i] for i in wave]), strict=True))
+    return [out[i] for i in range(len(leases))]
 
 
 class _PostgresBatchedQueue(_PostgresQueueCore):
@@ -181,14 +193,7 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
         (LeaseLostError, WorkItemNotFoundError) for that item. One statement (one more for
         each repeat of a lease in the batch)."""
-        if not leases:
-            return []
-        _targets(leases)  # every lease checked before anything is sent
-        out: dict[int, Lease | RunyardError] = {}
-        for wave in _waves(leases):
-            results = self._heartbeat_wave([leases[i] for i in wave])
-            out.update(zip(wave, results, strict=True))
-        return [out[i] for i in range(len(leases))]
+        return _in_waves(leases, self._heartbeat_wave)
 
     def _heartbeat_wave(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         tenants, ids, tokens = _targets(leases)
@@ -233,14 +238,7 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         self, name: str, leases: Sequence[Lease], *extra: Any
     ) -> list[RunyardError | None]:
         """One statement per wave (``_waves``): one, unless the batch repeats a lease."""
-        if not leases:
-            return []
-        _targets(leases)  # every lease checked before anything is sent
-        out: dict[int, RunyardError | None] = {}
-        for wave in _waves(leases):
-            results = self._settle_wave(name, [leases[i] for i in wave], *extra)
-            out.update(zip(wave, results, strict=True))
-        return [out[i] for i in range(len(leases))]
+        return _in_waves(leases, lambda wave: self._settle_wave(name, wave, *extra))
 
     def _settle_wave(
         self, name: str, leases: Sequence[Lease], *extra: Any
