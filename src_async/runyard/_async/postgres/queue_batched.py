@@ -10,9 +10,10 @@ from runyard._sql import settle_refusal
 from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
-from runyard.postgres.rows import decode_item, decode_lease
+from runyard.postgres.batches import Wave, in_batch_order, lease_waves, pair_enqueued
+from runyard.postgres.rows import decode_lease
 from runyard.postgres.statements.queue_batched import claim_many_call
-from runyard.queue_args import check_items, check_leases
+from runyard.queue_args import check_items
 from runyard.validation import check_limit
 
 __all__: list[str] = []
@@ -20,40 +21,13 @@ __all__: list[str] = []
 T = TypeVar("T")
 
 
-def _targets(leases: Sequence[Lease]) -> tuple[list[str], list[str], list[int]]:
-    """The batch's (tenants, item_ids, tokens) columns, each lease checked first."""
-    checked = check_leases(leases)
-    return [t[0] for t in checked], [t[1] for t in checked], [t[2] for t in checked]
-
-
-def _waves(leases: Sequence[Lease]) -> list[list[int]]:
-    """The batch's positions in waves: the first time each item (tenant, item id) appears,
-    then the second, and so on. One statement judges every lease against the rows as they
-    were before it (and applies a lease named twice once): an item named again, under the
-    same token or another, goes in a later statement, so the batch gives what single calls
-    in order give. A batch without repeats is one wave."""
-    waves: list[list[int]] = []
-    seen: dict[tuple[str, str], int] = {}
-    for position, lease in enumerate(leases):
-        key = (lease.tenant, lease.item_id)
-        wave = seen.get(key, 0)
-        seen[key] = wave + 1
-        if wave == len(waves):
-            waves.append([])
-        waves[wave].append(position)
-    return waves
-
-
-async def _in_waves(
-    leases: Sequence[Lease], send: Callable[[list[Lease]], Awaitable[list[T]]]
-) -> list[T]:
-    """``send`` each wave of ``leases`` (``_waves``) in turn; the outcomes in batch order.
-    Every lease is checked before anything is sent."""
-    _targets(leases)
-    out: dict[int, T] = {}
-    for wave in _waves(leases):
-        out.update(zip(wave, await send([leases[i] for i in wave]), strict=True))
-    return [out[i] for i in range(len(leases))]
+async def _in_waves(leases: Sequence[Lease], send: Callable[[Wave], Awaitable[list[T]]]) -> list[T]:
+    """``send`` each wave of ``leases`` (``lease_waves``: one, unless the batch names an item
+    twice) in turn; the outcomes in batch order."""
+    waves = lease_waves(leases)
+    if len(waves) == 1:
+        return await send(waves[0])  # the usual batch: its own order already
+    return in_batch_order([(wave, await send(wave)) for wave in waves], len(leases))
 
 
 class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
@@ -88,46 +62,10 @@ class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
                 limits,
                 self._wake,
             )
-            found = self._pair(ids, keys, rows)
+            found = pair_enqueued(ids, keys, rows)
             if found is not None:
                 return found
         raise QueueUnavailableError("the items kept changing while enqueuing; try again")
-
-    @staticmethod
-    def _pair(
-        ids: list[str], keys: list[str | None], rows: Sequence[Sequence[Any]]
-    ) -> list[WorkItem] | None:
-        """Each requested item's row, the batch replayed in order as single enqueues: the row
-        it inserted, else the one its id names, else the one its dedupe key names, among the
-        stored rows and those inserted by earlier items; None when one is missing (it
-        committed after the statement's snapshot was taken).
-
-        ``rows``: (batch position from 1, or NULL for a stored row), seq, the item's columns.
-        """
-        inserted: dict[int, WorkItem] = {}
-        by_id: dict[str, WorkItem] = {}
-        by_key: dict[str, WorkItem] = {}
-        for row in rows:
-            item = decode_item(row[2:])
-            if row[0] is not None:
-                inserted[int(row[0])] = item
-                continue
-            by_id[item.item_id] = item
-            if item.dedupe_key is not None:
-                by_key[item.dedupe_key] = item
-        out: list[WorkItem] = []
-        for position, (item_id, key) in enumerate(zip(ids, keys, strict=True), start=1):
-            found = inserted.get(position)
-            if found is not None:
-                by_id[found.item_id] = found
-                if found.dedupe_key is not None:
-                    by_key[found.dedupe_key] = found
-            else:
-                found = by_id.get(item_id) or (by_key.get(key) if key is not None else None)
-            if found is None:
-                return None
-            out.append(found)
-        return out
 
     async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
         """Lease up to ``limit`` due items, tenants served in the rotation ``limit`` single
@@ -195,8 +133,8 @@ class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
         each repeat of a lease in the batch)."""
         return await _in_waves(leases, self._heartbeat_wave)
 
-    async def _heartbeat_wave(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
-        tenants, ids, tokens = _targets(leases)
+    async def _heartbeat_wave(self, wave: Wave) -> list[Lease | RunyardError]:
+        tenants, ids, tokens = wave.tenants, wave.ids, wave.tokens
         now = self._now()
         rows = await self._fetch(
             "heartbeat_many",
@@ -237,13 +175,11 @@ class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
     async def _settle_many(
         self, name: str, leases: Sequence[Lease], *extra: Any
     ) -> list[RunyardError | None]:
-        """One statement per wave (``_waves``): one, unless the batch repeats a lease."""
+        """One statement per wave (``lease_waves``): one, unless the batch repeats an item."""
         return await _in_waves(leases, lambda wave: self._settle_wave(name, wave, *extra))
 
-    async def _settle_wave(
-        self, name: str, leases: Sequence[Lease], *extra: Any
-    ) -> list[RunyardError | None]:
-        tenants, ids, tokens = _targets(leases)
+    async def _settle_wave(self, name: str, wave: Wave, *extra: Any) -> list[RunyardError | None]:
+        tenants, ids, tokens = wave.tenants, wave.ids, wave.tokens
         now = self._now()
         rows = await self._fetch(
             name,
