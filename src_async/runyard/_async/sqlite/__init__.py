@@ -1,6 +1,6 @@
 """The SQLite backend (aiosqlite in this twin): state store, work queue and execution store."""
 
-from runyard._async.sqlite._adapter import connect, create_schema
+from runyard._async.sqlite.connecting import connect, create_schema
 from runyard._async.sqlite.executions import AsyncSqliteStore
 from runyard._async.sqlite.queue import AsyncSqliteWorkQueue
 from runyard._async.sqlite.state import AsyncSqliteStateStore

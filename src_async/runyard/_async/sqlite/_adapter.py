@@ -11,16 +11,17 @@ from typing import Any, ClassVar, TypeVar
 from typing_extensions import Self
 
 from runyard._async.closing import AsyncClosing
+from runyard._async.sqlite.connecting import connect_file
+from runyard._async.sqlite.connecting import create_schema as create_tables
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import Kind, StoreClosed, closed_error, map_error, open_error
-from runyard.sqlite.flavours import AsyncConnection, Body, Row, file_missing, in_transaction
+from runyard.sqlite.errors import Kind, closed_error, map_error, open_error
+from runyard.sqlite.flavours import AsyncConnection, Body, Row, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
     SCHEMA_VERSIONS,
     SqliteTables,
-    create_script,
     missing_schema_message,
     verify_statements,
     version_message,
@@ -29,69 +30,14 @@ from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
     check_busy_timeout,
-    check_path,
-    check_wal,
     is_memory_path,
 )
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
-__all__ = ["Source", "connect", "create_schema"]
+__all__ = ["Source"]
 
 Source = str | os.PathLike[str] | AsyncConnection
 T = TypeVar("T")
-
-
-async def connect(
-    path: str | os.PathLike[str],
-    *,
-    durable: bool = True,
-    busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
-    create: bool = True,
-) -> AsyncConnection:
-    """Open the database at ``path`` in WAL mode with ``synchronous=FULL`` (``NORMAL`` when not
-    ``durable``) and the busy timeout; several stores may share the returned connection.
-
-    ``path`` is a file (made when missing unless ``create`` is false), ``:memory:``, or an
-    SQLite URI (``file:...``, opened as one). Raises ConfigurationError, before opening
-    anything, for a busy timeout that is not a number of seconds in (0, 3600] or an empty
-    path; and for a file that cannot be opened, is not a database, or does not take WAL
-    (naming the file); a retryable StatePersistenceError when the file is locked.
-    """
-    busy = check_busy_timeout(busy_timeout_seconds)
-    where = check_path(path)
-    try:
-        connection = await AsyncConnection.connect(where, busy_timeout_seconds=busy, create=create)
-    except sqlite3.Error as exc:
-        raise open_error(exc, where, busy) from exc
-    try:
-        (mode,) = (await connection.fetch("PRAGMA journal_mode = WAL"))[0]
-        check_wal(where, mode)
-        await connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-    except BaseException as exc:
-        await connection.close()
-        if isinstance(exc, sqlite3.Error):
-            raise open_error(exc, where, busy) from exc
-        raise
-    return connection
-
-
-async def create_schema(connection: AsyncConnection, tables: SqliteTables | None = None) -> None:
-    """Create runyard's tables on ``connection`` unless they exist, in one transaction.
-
-    Raises a retryable StatePersistenceError when another writer holds the file past the busy
-    timeout, ConfigurationError when the file refuses the schema (naming it)."""
-    async with connection.lock:
-        try:
-            await connection.script(create_script(tables))
-        except BaseException as exc:
-            # On the driver's thread, after the script (still running there if this task was
-            # cancelled): a transaction it left open is rolled back, not left holding the lock.
-            await connection.end(False)
-            if isinstance(exc, sqlite3.Error):
-                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
-            if isinstance(exc, StoreClosed):
-                raise closed_error("state") from exc
-            raise
 
 
 # The driver begins the transaction itself (BEGIN IMMEDIATE) before these; not before a read.
@@ -284,7 +230,7 @@ class _AsyncSqliteAdapter(AsyncClosing):
         if isinstance(source, AsyncConnection):
             connection, owned = source, False
         else:
-            connection = await _connect_file(
+            connection = await connect_file(
                 source,
                 options.get("tables") or SqliteTables(),
                 durable=durable,
@@ -300,7 +246,7 @@ class _AsyncSqliteAdapter(AsyncClosing):
                 **options,
             )
             if create_schema:
-                await _create(connection, adapter.tables)
+                await create_tables(connection, adapter.tables)
             await adapter.verify()
         except BaseException as exc:
             if owned:
@@ -390,29 +336,3 @@ class _AsyncSqliteAdapter(AsyncClosing):
         if self._owns_connection:
             self._owns_connection = False
             await self.connection.close()
-
-
-async def _create(connection: AsyncConnection, tables: SqliteTables) -> None:
-    await create_schema(connection, tables)
-
-
-async def _connect_file(
-    source: str | os.PathLike[str],
-    tables: SqliteTables,
-    *,
-    durable: bool,
-    busy_timeout_seconds: float,
-    create: bool,
-) -> AsyncConnection:
-    """``connect`` for ``open``: without ``create``, a file that does not exist (in a directory
-    that does) is refused as a file without the schema, as verify would, and is not made (the
-    connection is ``mode=rw``: a file removed meanwhile is refused too, as one not opened)."""
-    check_busy_timeout(busy_timeout_seconds)
-    where = os.fspath(source)
-    if not create and file_missing(where):
-        raise ConfigurationError(
-            missing_schema_message(f"table {tables.schema_table} does not exist", where)
-        )
-    return await connect(
-        source, durable=durable, busy_timeout_seconds=busy_timeout_seconds, create=create
-    )

@@ -2,7 +2,7 @@
 # Change the async source (or codegen/) and run `make twins` again.
 """The SQLite backend (aiosqlite in this twin): state store, work queue and execution store."""
 
-from runyard._sync.sqlite._adapter import connect, create_schema
+from runyard._sync.sqlite.connecting import connect, create_schema
 from runyard._sync.sqlite.executions import SqliteStore
 from runyard._sync.sqlite.queue import SqliteWorkQueue
 from runyard._sync.sqlite.state import SqliteStateStore

@@ -11,16 +11,17 @@ from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from runyard._sync.closing import Closing
+from runyard._sync.sqlite.connecting import connect_file
+from runyard._sync.sqlite.connecting import create_schema as create_tables
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import Kind, StoreClosed, closed_error, map_error, open_error
-from runyard.sqlite.flavours import Body, Connection, Row, file_missing, in_transaction
+from runyard.sqlite.errors import Kind, closed_error, map_error, open_error
+from runyard.sqlite.flavours import Body, Connection, Row, in_transaction
 from runyard.sqlite.schema import (
     DATABASE_NOW,
     SCHEMA_VERSIONS,
     SqliteTables,
-    create_script,
     missing_schema_message,
     verify_statements,
     version_message,
@@ -29,70 +30,15 @@ from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
     check_busy_timeout,
-    check_path,
-    check_wal,
     is_memory_path,
 )
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 from typing_extensions import Self
 
-__all__ = ["Source", "connect", "create_schema"]
+__all__ = ["Source"]
 
 Source = str | os.PathLike[str] | Connection
 T = TypeVar("T")
-
-
-def connect(
-    path: str | os.PathLike[str],
-    *,
-    durable: bool = True,
-    busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
-    create: bool = True,
-) -> Connection:
-    """Open the database at ``path`` in WAL mode with ``synchronous=FULL`` (``NORMAL`` when not
-    ``durable``) and the busy timeout; several stores may share the returned connection.
-
-    ``path`` is a file (made when missing unless ``create`` is false), ``:memory:``, or an
-    SQLite URI (``file:...``, opened as one). Raises ConfigurationError, before opening
-    anything, for a busy timeout that is not a number of seconds in (0, 3600] or an empty
-    path; and for a file that cannot be opened, is not a database, or does not take WAL
-    (naming the file); a retryable StatePersistenceError when the file is locked.
-    """
-    busy = check_busy_timeout(busy_timeout_seconds)
-    where = check_path(path)
-    try:
-        connection = Connection.connect(where, busy_timeout_seconds=busy, create=create)
-    except sqlite3.Error as exc:
-        raise open_error(exc, where, busy) from exc
-    try:
-        (mode,) = (connection.fetch("PRAGMA journal_mode = WAL"))[0]
-        check_wal(where, mode)
-        connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-    except BaseException as exc:
-        connection.close()
-        if isinstance(exc, sqlite3.Error):
-            raise open_error(exc, where, busy) from exc
-        raise
-    return connection
-
-
-def create_schema(connection: Connection, tables: SqliteTables | None = None) -> None:
-    """Create runyard's tables on ``connection`` unless they exist, in one transaction.
-
-    Raises a retryable StatePersistenceError when another writer holds the file past the busy
-    timeout, ConfigurationError when the file refuses the schema (naming it)."""
-    with connection.lock:
-        try:
-            connection.script(create_script(tables))
-        except BaseException as exc:
-            # On the driver's thread, after the script (still running there if this task was
-            # cancelled): a transaction it left open is rolled back, not left holding the lock.
-            connection.end(False)
-            if isinstance(exc, sqlite3.Error):
-                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
-            if isinstance(exc, StoreClosed):
-                raise closed_error("state") from exc
-            raise
 
 
 # The driver begins the transaction itself (BEGIN IMMEDIATE) before these; not before a read.
@@ -285,7 +231,7 @@ class _SqliteAdapter(Closing):
         if isinstance(source, Connection):
             connection, owned = source, False
         else:
-            connection = _connect_file(
+            connection = connect_file(
                 source,
                 options.get("tables") or SqliteTables(),
                 durable=durable,
@@ -301,7 +247,7 @@ class _SqliteAdapter(Closing):
                 **options,
             )
             if create_schema:
-                _create(connection, adapter.tables)
+                create_tables(connection, adapter.tables)
             adapter.verify()
         except BaseException as exc:
             if owned:
@@ -391,29 +337,3 @@ class _SqliteAdapter(Closing):
         if self._owns_connection:
             self._owns_connection = False
             self.connection.close()
-
-
-def _create(connection: Connection, tables: SqliteTables) -> None:
-    create_schema(connection, tables)
-
-
-def _connect_file(
-    source: str | os.PathLike[str],
-    tables: SqliteTables,
-    *,
-    durable: bool,
-    busy_timeout_seconds: float,
-    create: bool,
-) -> Connection:
-    """``connect`` for ``open``: without ``create``, a file that does not exist (in a directory
-    that does) is refused as a file without the schema, as verify would, and is not made (the
-    connection is ``mode=rw``: a file removed meanwhile is refused too, as one not opened)."""
-    check_busy_timeout(busy_timeout_seconds)
-    where = os.fspath(source)
-    if not create and file_missing(where):
-        raise ConfigurationError(
-            missing_schema_message(f"table {tables.schema_table} does not exist", where)
-        )
-    return connect(
-        source, durable=durable, busy_timeout_seconds=busy_timeout_seconds, create=create
-    )

@@ -1,0 +1,95 @@
+"""Opening an SQLite file for the stores: the connection (WAL, the busy timeout, durability)
+and runyard's schema in it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from runyard.errors import ConfigurationError
+from runyard.sqlite.errors import StoreClosed, closed_error, open_error
+from runyard.sqlite.flavours import AsyncConnection, file_missing
+from runyard.sqlite.schema import SqliteTables, create_script, missing_schema_message
+from runyard.sqlite.settings import (
+    DEFAULT_BUSY_TIMEOUT_SECONDS,
+    check_busy_timeout,
+    check_path,
+    check_wal,
+)
+
+__all__ = ["connect", "connect_file", "create_schema"]
+
+
+async def connect(
+    path: str | os.PathLike[str],
+    *,
+    durable: bool = True,
+    busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+    create: bool = True,
+) -> AsyncConnection:
+    """Open the database at ``path`` in WAL mode with ``synchronous=FULL`` (``NORMAL`` when not
+    ``durable``) and the busy timeout; several stores may share the returned connection.
+
+    ``path`` is a file (made when missing unless ``create`` is false), ``:memory:``, or an
+    SQLite URI (``file:...``, opened as one). Raises ConfigurationError, before opening
+    anything, for a busy timeout that is not a number of seconds in (0, 3600] or an empty
+    path; and for a file that cannot be opened, is not a database, or does not take WAL
+    (naming the file); a retryable StatePersistenceError when the file is locked.
+    """
+    busy = check_busy_timeout(busy_timeout_seconds)
+    where = check_path(path)
+    try:
+        connection = await AsyncConnection.connect(where, busy_timeout_seconds=busy, create=create)
+    except sqlite3.Error as exc:
+        raise open_error(exc, where, busy) from exc
+    try:
+        (mode,) = (await connection.fetch("PRAGMA journal_mode = WAL"))[0]
+        check_wal(where, mode)
+        await connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+    except BaseException as exc:
+        await connection.close()
+        if isinstance(exc, sqlite3.Error):
+            raise open_error(exc, where, busy) from exc
+        raise
+    return connection
+
+
+async def create_schema(connection: AsyncConnection, tables: SqliteTables | None = None) -> None:
+    """Create runyard's tables on ``connection`` unless they exist, in one transaction.
+
+    Raises a retryable StatePersistenceError when another writer holds the file past the busy
+    timeout, ConfigurationError when the file refuses the schema (naming it)."""
+    async with connection.lock:
+        try:
+            await connection.script(create_script(tables))
+        except BaseException as exc:
+            # On the driver's thread, after the script (still running there if this task was
+            # cancelled): a transaction it left open is rolled back, not left holding the lock.
+            await connection.end(False)
+            if isinstance(exc, sqlite3.Error):
+                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
+            if isinstance(exc, StoreClosed):
+                raise closed_error("state") from exc
+            raise
+
+
+async def connect_file(
+    source: str | os.PathLike[str],
+    tables: SqliteTables,
+    *,
+    durable: bool,
+    busy_timeout_seconds: float,
+    create: bool,
+) -> AsyncConnection:
+    """``connect`` for ``open``: without ``create``, a file that does not exist (in a directory
+    that does) is refused as a file without the schema, as verify would, and is not made (the
+    connection is ``mode=rw``: a file removed meanwhile is refused too, as one not opened)."""
+    check_busy_timeout(busy_timeout_seconds)
+    where = os.fspath(source)
+    if not create and file_missing(where):
+        raise ConfigurationError(
+            missing_schema_message(f"table {tables.schema_table} does not exist", where)
+        )
+    return await connect(
+        source, durable=durable, busy_timeout_seconds=busy_timeout_seconds, create=create
+    )
