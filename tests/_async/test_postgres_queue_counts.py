@@ -1,6 +1,7 @@
 """The PostgreSQL queue's maintained counts on the real server: stats() agrees with the items
 after a mixed sequence, and a statement adds its changes to a count row no other session
-holds (its backend's own, another free one, or a new one) without waiting."""
+holds (its backend's own, another free one, or a new one) without waiting, so the count rows
+are never more than the most held at once."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from psycopg import AsyncConnection
 from runyard import ManualClock, QueuePolicy
 from runyard.models import NewItem
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
 
 from tests._async.postgres_support import open_pool, open_queue
-from tests.support.postgres_plugin import admin_connection
+from tests.support.postgres_plugin import PG_DSN, admin_connection
 
 # Backoff of exactly half the ceiling: retries are due at a known time.
 POLICY = QueuePolicy(lease_seconds=30, max_attempts=3, random=lambda: 0.5)
@@ -142,3 +144,36 @@ async def test_counts_go_to_a_free_row_or_a_new_one_and_never_wait(
     finally:
         holder.close()
         await pool.close()
+
+
+def _count_rows(tables: StateTables) -> int:
+    with admin_connection() as admin:
+        row = admin.execute(f"SELECT count(*) FROM {tables.qualified(tables.counts)}").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+@pytest.mark.asyncio
+async def test_count_rows_grow_to_the_most_held_at_once_and_no_further(
+    clock: ManualClock, pg_tables: StateTables, queue: AsyncPostgresWorkQueue
+) -> None:
+    # 48 sessions each enqueue (a tenant of its own) in a transaction they keep open, so 48
+    # count rows are held at once: the first 16 take the 16 rows, each later one finds every
+    # row held and adds one (48 rows). A second round of 48 open transactions finds a free
+    # row each: the table stays at the most rows ever held at once. stats() stays exact.
+    sessions = 48
+    for round_ in range(2):
+        conns = [await AsyncConnection.connect(PG_DSN) for _ in range(sessions)]
+        try:
+            for n, conn in enumerate(conns):
+                await queue.bound(conn).enqueue(f"t{n}", {"round": round_})
+            for conn in conns:
+                await conn.commit()
+        finally:
+            for conn in conns:
+                await conn.close()
+        assert _count_rows(pg_tables) == sessions
+        assert (await queue.stats()).ready == sessions * (round_ + 1)
+    await queue.enqueue("a", {"after": True})  # no row held: its own or a free one
+    assert _count_rows(pg_tables) == sessions
+    assert (await queue.stats()).ready == 2 * sessions + 1

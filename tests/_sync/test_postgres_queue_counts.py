@@ -2,19 +2,21 @@
 # Change the async source (or codegen/) and run `make twins` again.
 """The PostgreSQL queue's maintained counts on the real server: stats() agrees with the items
 after a mixed sequence, and a statement adds its changes to a count row no other session
-holds (its backend's own, another free one, or a new one) without waiting."""
+holds (its backend's own, another free one, or a new one) without waiting, so the count rows
+are never more than the most held at once."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from psycopg import Connection
 from runyard import ManualClock, QueuePolicy
 from runyard.models import NewItem
 from runyard.postgres import PostgresWorkQueue, StateTables
 
 from tests._sync.postgres_support import open_pool, open_queue
-from tests.support.postgres_plugin import admin_connection
+from tests.support.postgres_plugin import PG_DSN, admin_connection
 
 # Backoff of exactly half the ceiling: retries are due at a known time.
 POLICY = QueuePolicy(lease_seconds=30, max_attempts=3, random=lambda: 0.5)
@@ -137,3 +139,35 @@ def test_counts_go_to_a_free_row_or_a_new_one_and_never_wait(
     finally:
         holder.close()
         pool.close()
+
+
+def _count_rows(tables: StateTables) -> int:
+    with admin_connection() as admin:
+        row = admin.execute(f"SELECT count(*) FROM {tables.qualified(tables.counts)}").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def test_count_rows_grow_to_the_most_held_at_once_and_no_further(
+    clock: ManualClock, pg_tables: StateTables, queue: PostgresWorkQueue
+) -> None:
+    # 48 sessions each enqueue (a tenant of its own) in a transaction they keep open, so 48
+    # count rows are held at once: the first 16 take the 16 rows, each later one finds every
+    # row held and adds one (48 rows). A second round of 48 open transactions finds a free
+    # row each: the table stays at the most rows ever held at once. stats() stays exact.
+    sessions = 48
+    for round_ in range(2):
+        conns = [Connection.connect(PG_DSN) for _ in range(sessions)]
+        try:
+            for n, conn in enumerate(conns):
+                queue.bound(conn).enqueue(f"t{n}", {"round": round_})
+            for conn in conns:
+                conn.commit()
+        finally:
+            for conn in conns:
+                conn.close()
+        assert _count_rows(pg_tables) == sessions
+        assert (queue.stats()).ready == sessions * (round_ + 1)
+    queue.enqueue("a", {"after": True})  # no row held: its own or a free one
+    assert _count_rows(pg_tables) == sessions
+    assert (queue.stats()).ready == 2 * sessions + 1

@@ -137,7 +137,10 @@ CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant);
 -- own row (shard pg_backend_pid() % 16) unless another session holds it, else the first row no
 -- other session holds from there on (FOR UPDATE SKIP LOCKED), so no statement waits on
 -- another's count, an open bound() transaction included;
--- when every row is held, it adds a row (its shard from {counts_seq}). `ready` counts ready
+-- when every row is held, it adds a row (its shard from {counts_seq}), so the table holds 16
+-- rows, or the most count rows ever locked at once if more (one per counting statement until
+-- its transaction ends: at most one per session outside bound() transactions); rows are never
+-- removed. `ready` counts ready
 -- items, due and delayed. Delayed items are counted by time: {delays} holds +1 at the due time
 -- of an item that became ready for later and -1 when such an item is cancelled; the delayed
 -- count at time t is the sum of n over rows with available_at > t (rows in the past no longer

@@ -42,6 +42,40 @@ class AsyncBatchedQueueCases(AsyncQueueKitBase):
         assert all(lease.worker == "w1" and lease.item.attempts == 1 for lease in leases)
 
     @pytest.mark.asyncio
+    async def test_claim_many_draws_tokens_in_the_order_it_serves(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # The items of "a" are stored before the one of "b", which is served second: the k-th
+        # lease served has the k-th token, so adopt (token order) gives the claim's order back,
+        # and again after its new tokens.
+        batched = self._batched(queue)
+        await batched.enqueue_many("a", [NewItem(payload={"n": n}) for n in range(3)])
+        await batched.enqueue("b", {"n": 0})
+        leases = await batched.claim_many("w1", limit=4)
+        served = [(lease.tenant, lease.item_id) for lease in leases]
+        assert [tenant for tenant, _ in served] == ["a", "b", "a", "a"]
+        tokens = [lease.token for lease in leases]
+        assert tokens == sorted(tokens) and len(set(tokens)) == 4, tokens
+        for _ in range(2):
+            adopted = await batched.adopt("w1")
+            assert [(lease.tenant, lease.item_id) for lease in adopted] == served
+            assert [lease.token for lease in adopted] == sorted(lease.token for lease in adopted)
+
+    @pytest.mark.asyncio
+    async def test_release_many_readies_items_in_the_order_given(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # One tenant, one priority, released together: the next claims serve them in the
+        # order the batch handed them back, as single releases in that order would.
+        batched = self._batched(queue)
+        await batched.enqueue_many("acme", [NewItem(payload={"n": n}) for n in range(4)])
+        leases = await batched.claim_many("w1", limit=4)
+        handed_back = [leases[2], leases[0], leases[3], leases[1]]
+        assert await batched.release_many(handed_back) == [None] * 4
+        again = await batched.claim_many("w2", limit=4)
+        assert [lease.item_id for lease in again] == [lease.item_id for lease in handed_back]
+
+    @pytest.mark.asyncio
     async def test_claim_many_stops_when_nothing_is_due(self, queue: AsyncWorkQueue) -> None:
         batched = self._batched(queue)
         assert await batched.claim_many("w1", limit=5) == []

@@ -229,7 +229,8 @@ RETURNING d.ord, {work_cols_w}
     + """
 SELECT * FROM reaped""",
     # $1 worker $2 now $3 now + lease_seconds $4 max_lease_seconds $5 limit: each adopted
-    # lease gets a new token; rows come with the old one (claim order).
+    # lease gets a new token, drawn in the order of the old ones (claim order), so a later
+    # adopt finds them in that order again; rows come with the old one.
     "adopt": """
 WITH held AS (
     SELECT w.tenant, w.item_id, w.token AS old_token FROM {work} w
@@ -238,10 +239,14 @@ WITH held AS (
     ORDER BY w.token
     LIMIT $5::bigint
     FOR UPDATE OF w SKIP LOCKED
+), renewed AS (
+    SELECT o.*, nextval('{token_seq}') AS new_token FROM (
+        SELECT * FROM held k ORDER BY k.old_token
+    ) AS o
 )
 UPDATE {work} AS w SET lease_expires_at = LEAST($3::float8, w.claimed_at + $4::float8),
-    token = nextval('{token_seq}')
-FROM held h
+    token = h.new_token
+FROM renewed h
 WHERE w.tenant = h.tenant AND w.item_id = h.item_id AND w.token = h.old_token
   AND w.worker = $1::text AND w.state = 'leased' AND $2::float8 <= w.lease_expires_at
   AND $2::float8 < w.claimed_at + $4::float8

@@ -29,7 +29,8 @@ SELECT * FROM requeued""",
     "get_item": """
 SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text""",
     # $1 now: from the maintained counts (ready minus the delayed ledger's count past now) and
-    # the rotation (tenants with due work: one index entry each), never the work table's rows
+    # the rotation (tenants with due work: one index entry each), never the work table's rows;
+    # O(delayed items + rotation rows), see docs/postgres.md, "What stats() costs"
     "stats": """
 SELECT (SELECT COALESCE(sum(c.ready), 0) FROM {counts} c) - d.n, d.n,
        (SELECT COALESCE(sum(c.leased), 0) FROM {counts} c),

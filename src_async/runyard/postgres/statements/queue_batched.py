@@ -31,10 +31,24 @@ _TARGETS = """targets AS (
         AS d(tenant, item_id, token, ord)
 )"""
 
+# The same with a seq drawn for each lease, in batch order.
+_TARGETS_IN_ORDER = """targets AS (
+    SELECT o.*, nextval('{work_seq}') AS seq FROM (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY
+            AS d(tenant, item_id, token, ord)
+        ORDER BY d.ord
+    ) AS o
+)"""
+
 # $4 now $5 max_lease_seconds: a settle's lease predicates on the row ``w``.
 _LIVE = """w.tenant = d.tenant AND w.item_id = d.item_id AND w.token = d.token
       AND w.state = 'leased' AND $4::float8 < w.claimed_at + $5::float8
       AND $4::float8 <= w.lease_expires_at"""
+
+# claim_many's SET: the token drawn in "chosen", in the order the batch serves its items (an
+# UPDATE's own nextval() would draw them in the order it meets the rows), so the k-th lease
+# served has the k-th token, as k single claims would.
+_LEASE_DRAWN = LEASE.replace("nextval('{token_seq}')", "c.token")
 
 # claim_many with its batch size as a literal for batches up to this size (the statements
 # "claim_many_<n>_...", see claim_many_name), the parameter $5 beyond. A parameter as LIMIT
@@ -93,20 +107,22 @@ def _claim_many(limit: str, reclaiming: bool) -> str:
         FOR UPDATE OF w SKIP LOCKED
     ) AS h
 ), chosen AS (
-    SELECT r.row_id, r.tenant, row_number() OVER (ORDER BY r.rank, r.turn, r.tenant) AS pos
-    FROM (
-        SELECT h.row_id, h.tenant, h.turn, row_number() OVER (
-            PARTITION BY h.tenant ORDER BY h.priority DESC, h.available_at, h.seq) AS rank
-        FROM heads h
-    ) AS r
-    ORDER BY r.rank, r.turn, r.tenant
-    LIMIT """
+    SELECT o.row_id, o.tenant, o.pos, nextval('{token_seq}') AS token FROM (
+        SELECT r.row_id, r.tenant, row_number() OVER (ORDER BY r.rank, r.turn, r.tenant) AS pos
+        FROM (
+            SELECT h.row_id, h.tenant, h.turn, row_number() OVER (
+                PARTITION BY h.tenant ORDER BY h.priority DESC, h.available_at, h.seq) AS rank
+            FROM heads h
+        ) AS r
+        ORDER BY r.rank, r.turn, r.tenant
+        LIMIT """
         + limit
         + """
+    ) AS o
 ), claimed AS (
     UPDATE {work} AS w
     """
-        + LEASE
+        + _LEASE_DRAWN
         + """
     FROM chosen c
     WHERE w.ctid = ANY (ARRAY(SELECT c2.row_id FROM chosen c2)) AND w.ctid = c.row_id
@@ -214,13 +230,15 @@ LEFT JOIN done o ON o.ord = d.ord
 LEFT JOIN {work} p ON p.tenant = d.tenant AND p.item_id = d.item_id
 ORDER BY d.ord""",
     # $1 tenants $2 item_ids $3 tokens $4 now $5 max_lease_seconds $6 wake channel: back to
-    # ready at once, the attempt not counted; the tenants stay in (or join) the rotation.
+    # ready at once, the attempt not counted; the tenants stay in (or join) the rotation. Each
+    # lease's seq (readiness order) is drawn up front in batch order, as single releases in
+    # that order would draw them (an UPDATE's nextval() follows the order it meets the rows).
     "release_many": "WITH "
-    + _TARGETS
+    + _TARGETS_IN_ORDER
     + """, released AS (
     UPDATE {work} AS w
     SET state = 'ready', attempts = GREATEST(w.attempts - 1, 0), available_at = $4::float8,
-        seq = nextval('{work_seq}'), worker = NULL, token = NULL, claimed_at = NULL,
+        seq = d.seq, worker = NULL, token = NULL, claimed_at = NULL,
         lease_expires_at = NULL
     FROM targets d
     WHERE """

@@ -147,7 +147,8 @@ def tally(ready: str, leased: str, dead: str) -> str:
     data-modifying CTEs). The row is the backend's own (shard ``pg_backend_pid() % 16``) when
     no other session holds it, else the first one no other session holds from there on (the
     second branch runs only when the first finds nothing: it reads and sorts every row); when
-    all are held, a new row. Nothing is written for no change. Trying the backend's own row
+    all are held, a new row (so the table has 16 rows, or the most ever locked at once: see
+    docs/postgres.md, ``stats``). Nothing is written for no change. Trying the backend's own row
     first, instead of reading and sorting them all each time, brought the server's cost of a
     bare claim with the queue's complete to about that of the same pair without counts
     (docs/postgres.md, "The server's side")."""

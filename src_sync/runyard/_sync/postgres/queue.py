@@ -160,7 +160,9 @@ class PostgresWorkQueue(_PostgresBatchedQueue):
 
     def stats(self) -> QueueStats:
         """Count the queue's items by state, from the counts every state change maintains (the
-        work table's rows are never read; tenants with due work: one index entry each)."""
+        work table's rows are never read). Not bounded: delayed sums the delays ledger's rows
+        due after now (one per delayed item), tenants probes each rotation row (one index
+        entry each); see docs/postgres.md, "What stats() costs"."""
         rows = self._fetch("stats", self._now())
         ready, delayed, leased, dead, tenants = (int(v) for v in rows[0])
         return QueueStats(ready=ready, delayed=delayed, leased=leased, dead=dead, tenants=tenants)
