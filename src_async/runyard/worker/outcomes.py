@@ -64,7 +64,9 @@ class WorkerStats:
 
 @dataclass
 class WorkerHooks:
-    """Callbacks the worker calls from its loop; an exception in a hook is logged, not raised.
+    """Callbacks the worker calls from its loop; an Exception in a hook is logged, not raised.
+    Any other BaseException (SystemExit, KeyboardInterrupt) stops the worker as ``stop()``
+    does, and its ``run()`` raises it once the shutdown is done.
 
     ``on_job_end(job, outcome)`` gets "completed", "retried", "dead", "lost" or "handed_back".
     """
