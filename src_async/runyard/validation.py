@@ -48,6 +48,7 @@ __all__ = [
     "counter_overflow",
     "item_id_or_new",
     "settle_target",
+    "storable_error_tail",
     "storable_error_text",
 ]
 
@@ -225,8 +226,21 @@ def check_error_text(error: str | None) -> str | None:
 def storable_error_text(text: str) -> str:
     """Return ``text`` made acceptable to check_error_text: NUL and lone surrogates replaced,
     cut to MAX_ERROR_BYTES of UTF-8 (for callers that report arbitrary exception text)."""
-    clean = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace")
-    return clean[:MAX_ERROR_BYTES].decode("utf-8", "ignore")
+    return _storable(text)[:MAX_ERROR_BYTES].decode("utf-8", "ignore")
+
+
+def storable_error_tail(text: str, limit: int) -> str:
+    """Return ``text`` made acceptable as ``storable_error_text`` makes it, in at most
+    ``limit`` bytes of UTF-8: whole, or ``...`` and a line break and its end (a traceback's
+    end holds the frames nearest the raise)."""
+    clean = _storable(text)
+    if len(clean) <= limit:
+        return clean.decode("utf-8")
+    return "...\n" + clean[len(clean) - max(0, limit - 4) :].decode("utf-8", "ignore")
+
+
+def _storable(text: str) -> bytes:
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace")
 
 
 def _new_item_id() -> str:

@@ -1,13 +1,15 @@
-"""The worker on the memory queue: its name, a handler that raises a BaseException, a job's own
-complete sent again through store errors, hooks for every job a predecessor's job claimed, a
-hand-back that burns no attempt unbatched too, and a dead worker's items recovered while the
-worker is busy. Time moves by a ManualClock."""
+"""The worker on the memory queue: its name, a handler that raises a BaseException, a failure
+stored with its frames despite a long note and cause, a job's own complete sent again through
+store errors, hooks for every job a predecessor's job claimed, a hand-back that burns no
+attempt unbatched too, and a dead worker's items recovered while the worker is busy. Time
+moves by a ManualClock."""
 
 from __future__ import annotations
 
 import os
 import re
 import socket
+import sys
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from runyard._async.worker import AsyncWorker
 from runyard._flavours import AsyncEvent, async_gather
 from runyard.errors import InvalidArgumentError, QueueUnavailableError, StoreOutcomeUnknown
 from runyard.models import Lease
+from runyard.validation import MAX_ERROR_BYTES
 from runyard.worker import Job, WorkerHooks, WorkerStats
 
 SAFETY = 30.0  # seconds an event may take before the test fails; never reached when it passes
@@ -150,6 +153,38 @@ async def test_a_base_exception_is_stored_with_its_type() -> None:
     stats = await AsyncWorker(queue, handler, clock=clock).run_until_idle()
     assert (stats.retried, stats.completed) == (1, 1)
     assert await queue.get_item("acme", item.item_id) is None
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="notes: Python 3.11 and later")
+async def test_a_failure_with_a_long_note_and_cause_is_stored_with_its_frames() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    item = await queue.enqueue("acme", {})
+    errors: list[str] = []
+
+    async def handler(job: Job) -> None:
+        if job.attempt == 2:  # the retry reads what the first attempt's fail stored
+            stored = await queue.get_item(job.tenant, job.item_id)
+            assert stored is not None
+            errors.append(stored.last_error or "")
+            return
+        try:
+            raise KeyError("c" * 20_000)
+        except KeyError as cause:
+            error: Any = ValueError("the handler failed")
+            error.add_note("n" * 20_000)
+            raise error from cause
+
+    stats = await AsyncWorker(queue, handler, clock=clock).run_until_idle()
+    assert (stats.retried, stats.completed) == (1, 1)
+    assert await queue.get_item("acme", item.item_id) is None
+    (error,) = errors
+    assert error.startswith("builtins.ValueError: the handler failed\n\n")
+    assert 'raise KeyError("c" * 20_000)' in error and "raise error from cause" in error
+    assert "n... (19000 more characters)" in error  # the note
+    assert "c... (19002 more characters)" in error  # the cause's message: str(KeyError) quotes
+    assert len(error.encode()) <= MAX_ERROR_BYTES
 
 
 @pytest.mark.asyncio

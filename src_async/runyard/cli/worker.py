@@ -198,6 +198,69 @@ class _AboveStatus(logging.Handler):
 
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+STATUS_OFF_LINE = "status line off: the application's logging writes to the terminal"
+
+
+def _writes_to_a_terminal(handler: logging.Handler) -> bool:
+    """Whether ``handler`` may write to the terminal: a stream handler on one (not on a file
+    or a pipe), or one whose output the command cannot see (another kind of handler, a
+    stream that cannot say whether it is a terminal)."""
+    if isinstance(handler, logging.NullHandler):
+        return False
+    if not isinstance(handler, logging.StreamHandler):
+        return True
+    if handler.stream is None:  # a file handler that opens its file on the first line
+        return False
+    try:
+        return bool(handler.stream.isatty())
+    except AttributeError:
+        return True
+    except ValueError:  # a closed file
+        return False
+
+
+class _CommandLogs:
+    """Where the command's log lines go, set up once the handler's module is imported (it
+    may configure logging itself). runyard's own lines, INFO and up, always reach stderr,
+    once each: through the command's handler on the ``runyard`` logger, which stops
+    propagating to the root logger meanwhile (``close`` restores it); on a terminal they come
+    above the status line. The root logger is the application's once its module configured
+    it (it has handlers), else the command's: INFO and up, above the status line too. A
+    status line runs only on a terminal, and not when the application's root handlers may
+    write to it (their lines would land in the middle of it): then ``STATUS_OFF_LINE``."""
+
+    def __init__(self, stderr: TextIO) -> None:
+        root = logging.getLogger()
+        theirs = [h for h in root.handlers if _writes_to_a_terminal(h)]
+        on_terminal = stderr.isatty()
+        self.status = _StatusLine(stderr) if on_terminal and not theirs else None
+        self.runyard = logging.getLogger("runyard")
+        self._saved = (self.runyard.level, self.runyard.propagate)
+        self.handler = self._handler(stderr)
+        self.runyard.addHandler(self.handler)
+        self.runyard.setLevel(logging.INFO)
+        self.runyard.propagate = False
+        if not root.handlers:
+            logging.basicConfig(level=logging.INFO, handlers=[self._handler(stderr)])
+        if on_terminal and theirs:
+            log.info(STATUS_OFF_LINE)
+
+    def _handler(self, stderr: TextIO) -> logging.Handler:
+        handler: logging.Handler
+        if self.status is not None:
+            handler = _AboveStatus(self.status)
+        else:
+            handler = logging.StreamHandler(stderr)
+        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        return handler
+
+    def close(self) -> None:
+        """Clear the status line; give the ``runyard`` logger back its level and propagation."""
+        if self.status is not None:
+            self.status.close()
+        self.runyard.removeHandler(self.handler)
+        self.runyard.setLevel(self._saved[0])
+        self.runyard.propagate = self._saved[1]
 
 
 def run_worker(
@@ -214,9 +277,8 @@ def run_worker(
     handler = load_handler(spec, sync=sync)
     # One line per failure, retry, dead letter and lost lease: the worker's own log lines
     # (stdlib logging, INFO and up), above the status line on a terminal.
-    status = _StatusLine(sys.stderr) if sys.stderr.isatty() else None
-    handlers = [_AboveStatus(status)] if status is not None else None
-    logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT, handlers=handlers)
+    logs = _CommandLogs(sys.stderr)
+    status = logs.status
     bound = settings.shutdown_grace + settings.handback_seconds
 
     def started(worker: _Stoppable) -> None:
@@ -243,8 +305,7 @@ def run_worker(
 
         return _run_async(serve_async(url, handler, settings, WorkerHooks(), started, policy))
     finally:
-        if status is not None:
-            status.close()
+        logs.close()
 
 
 def _run_async(main: Coroutine[Any, Any, WorkerStats]) -> WorkerStats:

@@ -43,6 +43,8 @@ class WorkerBookkeeping:
     _handoff: deque[Slot | Lease]
     _first_finished: float
     _stopping: bool
+    _hook_exit: BaseException | None  # what a hook raised that stops the worker (run() raises)
+    stop: Callable[[], None]  # the worker's
     _due: list[float]
     _guard: Any  # the worker's AsyncGuard or Guard: a context manager
     _jobs: Any  # the worker's AsyncJobRunner or JobRunner: start(run) -> a handle
@@ -102,12 +104,36 @@ class WorkerBookkeeping:
         }
 
     def _hook(self, hook: Callable[..., None] | None, *args: object) -> None:
+        """Call a hook (the user's code, on the loop). An Exception is logged. Any other
+        BaseException (SystemExit, KeyboardInterrupt: a Ctrl-C that landed in the hook, in
+        the thread twin's main thread) is a request to stop: escaping here, it would leave
+        the loop between two steps, with leases held and settles unsent. The worker stops
+        as ``stop()`` does (in-flight jobs finish within the grace, then are handed back),
+        and ``run()`` raises it once the shutdown is done; a later one is logged."""
         if hook is None:
             return
         try:
             hook(*args)
         except Exception:
             log.exception("worker hook %r failed", hook, extra={"worker": self.name})
+        except BaseException as exc:
+            if self._hook_exit is not None:
+                log.warning(
+                    "worker hook %r raised %r while the worker stops: ignored",
+                    hook,
+                    exc,
+                    extra={"worker": self.name},
+                )
+                return
+            self._hook_exit = exc
+            log.warning(
+                "worker hook %r raised %r: stopping the worker (in-flight jobs finish or "
+                "are handed back), then run() raises it",
+                hook,
+                exc,
+                extra={"worker": self.name},
+            )
+            self.stop()
 
     def _take_handoff(self) -> list[Slot]:
         """Register the successors jobs handed off and start the leases they claimed (hand

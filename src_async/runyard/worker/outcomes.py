@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import builtins
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runyard.validation import storable_error_text
+from runyard.validation import MAX_ERROR_BYTES, storable_error_tail, storable_error_text
 from runyard.worker.job import Job
 
 __all__ = [
@@ -26,7 +26,9 @@ __all__ = [
 MAX_TRACEBACK_CHARS = 4000
 """The stored traceback keeps its last this many characters (the frames nearest the raise)."""
 MAX_MESSAGE_CHARS = 1000
-"""The stored message keeps its first this many characters."""
+"""The stored message keeps its first this many characters; so does each message the traceback
+shows (a cause's, a context's, an exception group member's), and the notes of each exception
+together."""
 
 
 class PermanentFailure(Exception):
@@ -64,7 +66,9 @@ class WorkerStats:
 
 @dataclass
 class WorkerHooks:
-    """Callbacks the worker calls from its loop; an exception in a hook is logged, not raised.
+    """Callbacks the worker calls from its loop; an Exception in a hook is logged, not raised.
+    Any other BaseException (SystemExit, KeyboardInterrupt) stops the worker as ``stop()``
+    does, and its ``run()`` raises it once the shutdown is done.
 
     ``on_job_end(job, outcome)`` gets "completed", "retried", "dead", "lost" or "handed_back".
     """
@@ -88,20 +92,73 @@ def is_permanent(exc: BaseException) -> bool:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """The text stored as the item's error: type, message and the end of the traceback. A
-    message longer than MAX_MESSAGE_CHARS is cut, in the traceback too: it must not push
-    the frames out of what is stored."""
-    message = str(exc)
-    if len(message) > MAX_MESSAGE_CHARS:
-        short = (
-            f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
-        )
-    else:
-        short = message
-    head = f"{type(exc).__module__}.{type(exc).__qualname__}: {short}"
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if short is not message:
-        trace = trace.replace(message, short)
+    """The text stored as the item's error: type, message and the end of the traceback,
+    within MAX_ERROR_BYTES. Long texts are cut wherever the traceback shows them, so that
+    none pushes the frames out of what is stored: the message of the exception and of each
+    exception it chains (cause, context, an exception group's members), each to
+    MAX_MESSAGE_CHARS, and the notes (``add_note``) of each to MAX_MESSAGE_CHARS together;
+    each cut says how many characters it dropped."""
+    head = f"{type(exc).__module__}.{type(exc).__qualname__}: {_cut(_safe_str(exc))}\n\n"
+    head = storable_error_text(head)
+    trace = _short_traceback(exc)
     if len(trace) > MAX_TRACEBACK_CHARS:
         trace = "...\n" + trace[-MAX_TRACEBACK_CHARS:]
-    return storable_error_text(f"{head}\n\n{trace}")
+    # Its end in what the head leaves (in UTF-8 a character takes up to 4 bytes): the frames
+    # nearest the raise are there.
+    return head + storable_error_tail(trace, MAX_ERROR_BYTES - len(head.encode()))
+
+
+def _cut(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _safe_str(value: object) -> str:
+    """``str(value)``, or a placeholder when that raises (as the traceback module prints)."""
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__} str() failed>"
+
+
+def _short_traceback(exc: BaseException) -> str:
+    """``traceback.format_exception(exc)`` with the long texts cut (``describe_failure``)."""
+    shown = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    pending, seen = [shown], set[int]()
+    while pending:  # the exception, the ones it chains and an exception group's members
+        one = pending.pop()
+        if id(one) in seen:
+            continue
+        seen.add(id(one))
+        # The formatter prints _str (a SyntaxError: msg) and __notes__: the texts it took
+        # from the exception when it was built (Python 3.10 to 3.13), cut here.
+        for name in ("_str", "msg"):
+            text = getattr(one, name, None)
+            if isinstance(text, str):
+                setattr(one, name, _cut(text))
+        notes = getattr(one, "__notes__", None)
+        if notes is not None:
+            setattr(one, "__notes__", _cut_notes(notes))  # noqa: B010 (not in 3.10 stubs)
+        pending += [chained for chained in (one.__cause__, one.__context__) if chained]
+        pending += getattr(one, "exceptions", None) or []
+    return "".join(shown.format())
+
+
+def _cut_notes(notes: object) -> list[str]:
+    """The notes, MAX_MESSAGE_CHARS of them in all: a note that passes it is cut, and the
+    notes after it are counted in one line."""
+    if isinstance(notes, str) or not isinstance(notes, Sequence):
+        return [_cut(_safe_str(notes))]  # not a list of notes: printed as it is
+    texts = [_safe_str(note) for note in notes]
+    kept: list[str] = []
+    left = MAX_MESSAGE_CHARS
+    for i, text in enumerate(texts):
+        if left <= 0:
+            rest = texts[i:]
+            chars = sum(len(note) for note in rest)
+            kept.append(f"... ({len(rest)} more notes, {chars} characters)")
+            break
+        kept.append(_cut(text, left))
+        left -= len(text)
+    return kept

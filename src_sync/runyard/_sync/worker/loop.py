@@ -123,6 +123,7 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
         self._handing_back: list[Slot] = []  # given up at shutdown, until their release returns
         self._first_finished = 0.0
         self._stopping = False
+        self._hook_exit: BaseException | None = None
         self._serving = False
         self._grace_deadline: float | None = None
         self._stop_logged = False
@@ -151,11 +152,14 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
         return replace(self._stats, in_flight=len(self._running))
 
     def run(self) -> WorkerStats:
-        """Work until ``stop()`` (a signal, in the CLI), then shut down gracefully."""
+        """Work until ``stop()`` (a signal, in the CLI), then shut down gracefully. A hook
+        that raises SystemExit or KeyboardInterrupt (any BaseException but an Exception)
+        stops the worker so; then it is raised here."""
         return self._serve(until_idle=False)
 
     def run_until_idle(self) -> WorkerStats:
-        """Work until nothing is due, in flight or waiting to settle (tests, batch jobs)."""
+        """Work until nothing is due, in flight or waiting to settle (tests, batch jobs);
+        raises what a hook raised, as ``run()`` does."""
         return self._serve(until_idle=True)
 
     # -- the loop --------------------------------------------------------------------------
@@ -213,6 +217,9 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
             self._listener.close()
             if self._wakeup is not None:
                 self._wakeup.close()
+        if self._hook_exit is not None:  # a hook's SystemExit or KeyboardInterrupt
+            raised, self._hook_exit = self._hook_exit, None
+            raise raised
         return self.stats()
 
     # -- jobs ------------------------------------------------------------------------------
