@@ -62,6 +62,16 @@ def test_the_postgres_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
     assert (tmp_path / "bench-postgres.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
+def test_the_session_pages_script_runs(pg_server: None) -> None:
+    out = _run("-m", "benchmarks.postgres_session_pages", "--runs", "300", "--pages", "2")
+    rows = [
+        line for line in out.splitlines() if line.startswith("| 5 |") or line.startswith("| 6 |")
+    ]
+    # both indexes, never analyzed and analyzed, each status case
+    assert len(rows) == 12, out
+    assert "| 6 | yes | None | 2 |" in out and "| 5 | no | failed | 1 |" in out
+
+
 def test_the_memory_benchmark_runs_and_writes_its_report(tmp_path: Path) -> None:
     out = _run("-m", "benchmarks.bench_memory", "--out-dir", str(tmp_path))
     assert "enqueue+claim+complete" in out and "x baseline" in out

@@ -1,7 +1,7 @@
 """Statements that must not walk what piles up: a delayed backlog, a vacuumed but never analyzed
 backlog (a sort of the tenant's due entries), lapsed leases reclaimed, claim_many's batch, and
-the other queue statements and list_runs by status (no sequential scan) or by session (the
-session's runs, not the tenant's)."""
+the other queue statements and list_runs by status (no sequential scan); list_runs by session
+is in test_postgres_plan_sessions.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from runyard.postgres import StateTables
 from runyard.postgres.statements import statements
 from runyard.postgres.statements.queue import claim_name
-from runyard.postgres.statements.state import list_runs_name
 
 from tests.support.postgres_plans import (
     CLAIM_FORMS,
@@ -102,51 +101,6 @@ def test_list_runs_with_a_status_reads_the_status_index(pg_tables: StateTables) 
         )
     assert f"{pg_tables.runs}_by_status" in plan, plan
     assert f"Seq Scan on {pg_tables.runs}" not in plan, plan
-
-
-# The most pages list_runs with a session may touch on the load below: the session's one run
-# (an index page or two and its heap page); 3 measured.
-MAX_SESSION_LIST_PAGES = 20
-
-
-@pytest.mark.parametrize("analyzed", [False, True], ids=["never-analyzed", "analyzed"])
-@pytest.mark.parametrize("status", [None, "running"], ids=["any-status", "status"])
-def test_list_runs_with_a_session_reads_the_session_index(
-    pg_tables: StateTables, analyzed: bool, status: str | None
-) -> None:
-    # 100,000 runs of one tenant, all 'running': half in no session, half in sessions of ten;
-    # the session asked for holds one run, the last created.
-    runs = pg_tables.qualified(pg_tables.runs)
-    # The statement list_runs sends for these filters. It was list_runs_by_status with a status
-    # and list_runs without: the tenant's 100,000 runs walked in seq order, the session checked
-    # row by row (2,195 to 2,304 pages measured).
-    statement = getattr(statements(pg_tables), list_runs_name(status, "s"))
-    args = ("t", 0, status, "s", 11)
-    with admin_connection() as conn:
-        conn.execute(f"ALTER TABLE {runs} SET (autovacuum_enabled = false)")
-        conn.execute(
-            f"""INSERT INTO {runs} (tenant, run_id, blob, version, status, session_id,
-                                    created_at, updated_at)
-                SELECT 't', 'r' || g, '{{}}', 1, 'running',
-                       CASE WHEN g % 2 = 1 THEN 'sess-' || (g % 10000) END, 0, 0
-                FROM generate_series(1, 100000) AS g"""
-        )
-        conn.execute(
-            f"""INSERT INTO {runs} (tenant, run_id, blob, version, status, session_id,
-                                    created_at, updated_at)
-                VALUES ('t', 'last', '{{}}', 1, 'running', 's', 0, 0)"""
-        )
-        if analyzed:
-            conn.execute(f"ANALYZE {runs}")
-        prepare(conn, statement, "by_session")
-        plan = generic_plan(conn, args, "by_session")
-        pages, executed = generic_pages(conn, args, "by_session")
-        rows = psycopg.RawCursor(conn).execute(statement, args).fetchall()
-    assert "$1" in plan  # really the generic plan
-    assert f"{pg_tables.runs}_by_session" in plan, plan
-    assert f"Seq Scan on {pg_tables.runs}" not in plan, plan
-    assert pages <= MAX_SESSION_LIST_PAGES, executed
-    assert [row[1] for row in rows] == ["last"]
 
 
 def _lapse_leases(conn: Conn, tables: StateTables) -> None:

@@ -27,7 +27,7 @@ def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
 def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
     assert runyard.postgres.EXPECTED_SCHEMA == EXPECTED_SCHEMA
     versions = (
-        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 5), ('queue', 4)"
+        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 6), ('queue', 4)"
     )
     assert versions in EXPECTED_SCHEMA
     assert "blob           text NOT NULL" in EXPECTED_SCHEMA
@@ -36,6 +36,10 @@ def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
     assert "WHERE dedupe_key IS NOT NULL" in EXPECTED_SCHEMA
     assert "WHERE state = 'ready' AND priority > -9223372036854775808;" in EXPECTED_SCHEMA
     assert "seq            bigserial" in EXPECTED_SCHEMA
+    assert (
+        'CREATE INDEX "runyard_runs_by_session" ON "runyard_runs" (tenant, session_id, seq)\n'
+        "    WHERE session_id IS NOT NULL;" in EXPECTED_SCHEMA
+    )
 
 
 def test_schema_sql_renders_custom_names_that_apply_cleanly(pg_server: None) -> None:

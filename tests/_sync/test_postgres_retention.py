@@ -7,7 +7,6 @@ executions 2)."""
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from tests._sync.retention_support import (
     marks_are_pruned_by_age_not_by_id,
     marks_inside_the_retention_are_kept,
 )
+from tests.support.postgres_migrations import migration_sql, migration_statements, undo_state_6
 from tests.support.postgres_plugin import admin_connection
 
 
@@ -63,7 +63,7 @@ def test_a_schema_from_before_pruning_is_refused_naming_both_versions(
         conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
     with pytest.raises(ConfigurationError) as state:
         open_store(pg_tables)
-    assert "schema version 3, but this runyard was written for version 5" in str(state.value)
+    assert "schema version 3, but this runyard was written for version 6" in str(state.value)
     pool = open_pool()
     try:
         with pytest.raises(ConfigurationError) as executions:
@@ -104,18 +104,13 @@ def test_prune_racing_acquires_never_removes_a_live_lease(pg_tables: StateTables
         store.close()
 
 
-def _migration_sql(heading: str) -> str:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "postgres.md").read_text("utf-8")
-    section = text.split(f"### {heading}\n", 1)[1]
-    return section.split("```sql\n", 1)[1].split("```", 1)[0]
-
-
 def test_the_documented_migrations_bring_a_state_3_schema_to_the_current_version(
     pg_tables: StateTables,
 ) -> None:
     t = pg_tables
     with admin_connection() as conn:
-        # Undo what versions 4 and 5 added, as a database written by an older runyard has it.
+        # Undo what versions 4, 5 and 6 added, as a database written by an older runyard has it.
+        undo_state_6(conn, t)
         conn.execute(f"ALTER TABLE {t.qualified(t.runs)} DROP COLUMN write_id")
         conn.execute(f"ALTER TABLE {t.qualified(t.sessions)} DROP COLUMN write_id")
         conn.execute(f"DROP SEQUENCE {t.sequence('lease_epoch')}")
@@ -127,8 +122,10 @@ def test_the_documented_migrations_bring_a_state_3_schema_to_the_current_version
         conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
         conn.execute(f'SET search_path TO "{t.schema}"')
         with conn.transaction():
-            conn.execute(_migration_sql("State version 4, executions version 2"))
-            conn.execute(_migration_sql("State version 5"))
+            conn.execute(migration_sql("State version 4, executions version 2"))
+            conn.execute(migration_sql("State version 5"))
+        for statement in migration_statements("State version 6"):  # CONCURRENTLY: one by one
+            conn.execute(statement)
     store = open_store(t, ManualClock())
     try:
         lease = store.acquire_lease(RunKey("acme", "other"), "w", ttl_seconds=10)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,6 +24,7 @@ from runyard.postgres import (
 )
 
 from tests._sync.postgres_support import CountingExecutor, open_pool, open_store
+from tests.support.postgres_migrations import migration_statements
 from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
 
 REFUSED = [
@@ -85,7 +85,7 @@ def test_queue_version_3_is_refused_until_its_due_index_is_migrated(
         assert "written for version 4: migrate the schema" in str(refused.value)
         with admin_connection() as conn:
             conn.execute(f'SET search_path TO "{schema}"')
-            for statement in queue_4_migration():
+            for statement in migration_statements("Queue version 4"):
                 conn.execute(statement)
             defined = conn.execute(
                 "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
@@ -104,19 +104,6 @@ def test_queue_version_3_is_refused_until_its_due_index_is_migrated(
         pool.close()
 
 
-def queue_4_migration() -> list[str]:
-    """docs/postgres.md's "Queue version 4" migration, statement by statement (the test's
-    tables have the default names, in a schema of their own: run with it on the search path)."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "postgres.md").read_text()
-    block = text.split("### Queue version 4", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
-    statements = []
-    for statement in block.split(";"):
-        lines = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
-        if " ".join(lines).strip():
-            statements.append("\n".join(lines))
-    return statements
-
-
 def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> None:
     # State version 2 and queue version 1 stored blobs and payloads as jsonb, which rewrites
     # 1e16, -0.0 and key order: this runyard refuses them until the schema is migrated.
@@ -129,7 +116,7 @@ def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> None:
         with pytest.raises(ConfigurationError) as state:
             PostgresStateStore.open(pool, tables=pg_tables)
         assert "'state' is at schema version 2" in str(state.value)
-        assert "written for version 5: migrate the schema" in str(state.value)
+        assert "written for version 6: migrate the schema" in str(state.value)
         with pytest.raises(ConfigurationError) as queue:
             PostgresWorkQueue.open(pool, tables=pg_tables)
         assert "'queue' is at schema version 1" in str(queue.value)

@@ -19,6 +19,8 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   epoch is never handed out again) and an index finds leases that are not live.
 # state 5: runs and sessions keep the id of their last write (write_id), so a write whose reply
 #   was lost is settled by its own id, never by comparing blobs (runyard.writes).
+# state 6: the session index is (tenant, session_id, seq), so a page of list_runs with a
+#   session is a range of it from the cursor, never a sort of the session's runs.
 # executions 2: prune_processed(): the (processed_at, execution_id, event_id) index.
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
@@ -26,7 +28,7 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   that stats reads instead of the work table.
 # queue 4: the due index's predicate holds a priority bound only its probes state, so a claim's
 #   head is never planned on it (a vacuumed, never analyzed table read the whole backlog).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 5, "queue": 4, "executions": 2}
+SCHEMA_VERSIONS: dict[str, int] = {"state": 6, "queue": 4, "executions": 2}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (

@@ -38,9 +38,13 @@ CREATE TABLE {runs} (
     write_id       text COLLATE "C",
     PRIMARY KEY (tenant, run_id)
 );
--- list_runs pages by seq within a tenant; delete_session finds a session's runs.
+-- list_runs pages by seq within a tenant.
 CREATE UNIQUE INDEX "{runs_name}_by_seq" ON {runs} (tenant, seq);
-CREATE INDEX "{runs_name}_by_session" ON {runs} (tenant, session_id) WHERE session_id IS NOT NULL;
+-- list_runs with a session pages by seq within the session, a range of this index from the
+-- cursor (state schema version 6; it was (tenant, session_id), and every page sorted the
+-- session); delete_session finds a session's runs.
+CREATE INDEX "{runs_name}_by_session" ON {runs} (tenant, session_id, seq)
+    WHERE session_id IS NOT NULL;
 -- list_runs with a status filter (state schema version 3).
 CREATE INDEX "{runs_name}_by_status" ON {runs} (tenant, status, seq);
 
@@ -200,7 +204,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 5), ('queue', 4);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 6), ('queue', 4);
 
 -- Execution store ---------------------------------------------------------------------------
 

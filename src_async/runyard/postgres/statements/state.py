@@ -138,12 +138,14 @@ WHERE r.tenant = $1::text AND r.status = $3::text AND r.seq > $2::bigint
   AND ($4::text IS NULL OR r.session_id = $4::text)
 ORDER BY r.status, r.seq
 LIMIT $5::bigint""",
-    # list_runs with a session (and a status or none): the session's runs, read from the
-    # (tenant, session_id) index with the status checked on them, in seq order. Its cost is
-    # the session's runs, not the tenant's: list_runs and list_runs_by_status walk the tenant's
-    # (tenant, seq) or (tenant, status, seq) index and check the session row by row, every run
-    # of the tenant (with that status) ahead of the session's. The generic plan reads the
-    # session index, analyzed or not (tests/test_postgres_plan_walks.py).
+    # list_runs with a session (and a status or none): a range of the (tenant, session_id,
+    # seq) index from the cursor (state schema version 6), in seq order and cut at the limit,
+    # with the status checked on the runs it yields. Its cost is the page, not the tenant's
+    # runs (list_runs and list_runs_by_status walk the tenant's (tenant, seq) or (tenant,
+    # status, seq) index and check the session row by row) nor the session's (version 5's
+    # (tenant, session_id) index sorted the session on each page); a status rare in the
+    # session walks the session's runs until the page is full. The generic plan is that range
+    # scan, analyzed or not (tests/test_postgres_plan_sessions.py).
     "list_runs_by_session": """
 SELECT {run_cols_r} FROM {runs} r
 WHERE r.tenant = $1::text AND r.session_id = $4::text AND r.seq > $2::bigint

@@ -1,0 +1,40 @@
+"""docs/postgres.md's migrations, read from the docs themselves so the tests run what users run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+from runyard.postgres import StateTables
+
+__all__ = ["migration_sql", "migration_statements", "undo_state_6"]
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "postgres.md"
+
+
+def migration_sql(heading: str) -> str:
+    """The ```sql block of the section ``### {heading}``, whole (for one transaction)."""
+    section = DOCS.read_text("utf-8").split(f"### {heading}\n", 1)[1]
+    return section.split("```sql\n", 1)[1].split("```", 1)[0]
+
+
+def migration_statements(heading: str) -> list[str]:
+    """The same block statement by statement, comments dropped (for statements that may not run
+    in a transaction block, CREATE INDEX CONCURRENTLY). The tests' tables have the default
+    names in a schema of their own: run them with that schema on the search path."""
+    statements = []
+    for statement in migration_sql(heading).split(";"):
+        lines = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
+        if " ".join(lines).strip():
+            statements.append("\n".join(lines))
+    return statements
+
+
+def undo_state_6(conn: psycopg.Connection[tuple[object, ...]], tables: StateTables) -> None:
+    """Put back state version 5's session index, (tenant, session_id), as a database written
+    by an older runyard has it (the schema table's row is the caller's)."""
+    conn.execute(f'DROP INDEX "{tables.schema}"."{tables.runs}_by_session"')
+    conn.execute(
+        f'CREATE INDEX "{tables.runs}_by_session" ON {tables.qualified(tables.runs)} '
+        "(tenant, session_id) WHERE session_id IS NOT NULL"
+    )
