@@ -161,6 +161,19 @@ def test_worker_refuses_a_sqlite_url_out_of_form_naming_the_forms(tmp_path: Path
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("sync", [False, True])
+def test_worker_refuses_a_bad_sqlite_table_prefix_naming_the_option(
+    tmp_path: Path, sync: bool
+) -> None:
+    spec = "tests.support.worker_jobs:" + ("gated_sync" if sync else "gated")
+    url = f"sqlite:///{tmp_path / 'x.db'}?table_prefix=App-"
+    result = CliRunner().invoke(app, ["worker", spec, "--url", url, *(["--sync"] if sync else [])])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "table_prefix='App-'" in said and "lower-case letters" in said, said
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_the_demos_doomed_worker_hands_back_other_tenants_items_untouched(
     flavour: str, tmp_path: Path

@@ -24,9 +24,17 @@ def test_table_names_that_are_not_plain_identifiers_are_refused(bad: object) -> 
         SqliteTables(runs=bad)  # type: ignore[arg-type]
 
 
-def test_a_bad_prefix_is_refused_naming_the_table() -> None:
-    with pytest.raises(ConfigurationError, match="table name runs="):
-        SqliteTables.with_prefix("Bad-")
+@pytest.mark.parametrize("bad", ["Bad-", "1app_", "sqlite_", "x" * 28])
+def test_a_bad_prefix_is_refused_naming_table_prefix_and_the_rule(bad: str) -> None:
+    """It named the first table it made (``table name runs='Bad-runs'``), not what was given;
+    a 28-character prefix was refused naming ``trace_heads`` and the table names' limit (48),
+    not the prefix's (27)."""
+    rule = "table_prefix=.* at most 27 lower-case letters, digits and underscores"
+    with pytest.raises(ConfigurationError, match=rule) as caught:
+        SqliteTables.with_prefix(bad)
+    assert caught.value.fields == ("table_prefix",)
+    with pytest.raises(ConfigurationError, match=rule):
+        SqliteStoreSettings(path="x.db", table_prefix=bad).tables()
 
 
 def test_the_published_schema_applies_twice_to_the_same_tables() -> None:

@@ -1,7 +1,7 @@
 """``runyard worker`` as a process: started before its store it waits for it (a SIGTERM meanwhile
 exits 0, a second one at once even while an open hangs), a stop while the store opens ends
-the worker, an unopenable SQLite file is a configuration error, and with no URL it serves the
-embedded default, ``sqlite:///runyard.db``."""
+the worker, an unopenable SQLite file is a configuration error, with no URL it serves the
+embedded default, ``sqlite:///runyard.db``, and a URL's ``table_prefix`` picks the tables."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import runyard._async.cli.worker as async_cli
 import runyard._sync.cli.worker as sync_cli
 from runyard.cli.app import app
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
-from runyard.sqlite import SqliteWorkQueue, connect
+from runyard.sqlite import SqliteTables, SqliteWorkQueue, connect
 from runyard.worker import Job, WorkerHooks, WorkerSettings
 from typer.testing import CliRunner
 
@@ -120,6 +120,26 @@ def test_a_worker_without_a_url_serves_the_default_sqlite_file(
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_a_worker_serves_a_sqlite_file_with_the_urls_table_prefix(
+    tmp_path: Path, flavour: str
+) -> None:
+    db = tmp_path / "app.db"
+    queue = SqliteWorkQueue.open(db, create_schema=True, tables=SqliteTables.with_prefix("app_"))
+    item = queue.enqueue("acme", {"n": 1})
+    process = start(tmp_path, flavour, {}, "--url", f"sqlite:///{db}?table_prefix=app_")
+    try:
+        assert wait_for_starts(tmp_path, 1, process) == [item.item_id]
+        (tmp_path / "release").touch()
+        code, log = finish(process)
+        assert code == 0 and "Traceback" not in log, log
+        assert queue.get_item("acme", item.item_id) is None  # completed
+    finally:
+        if process.poll() is None:
+            process.kill()
+        queue.close()
 
 
 @pytest.fixture

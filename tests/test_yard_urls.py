@@ -14,6 +14,7 @@ from runyard._async.redis.scripts import client_from_url as async_client_from_ur
 from runyard._async.yard import OPENERS as ASYNC_OPENERS
 from runyard._sync.redis.scripts import client_from_url
 from runyard._sync.yard import OPENERS
+from runyard.sqlite.schema import MAX_TABLE_PREFIX, SqliteTables
 from runyard.yard import (
     DEFAULT_URL,
     default_url,
@@ -76,22 +77,54 @@ def test_a_sqlite_option_given_twice_is_refused() -> None:
         sqlite_options(parse_yard_url("sqlite:///x.db?durable=false&durable=true", KNOWN))
 
 
-def test_a_sqlite_url_refuses_an_option_it_does_not_know_naming_it_and_the_known() -> None:
-    with pytest.raises(ConfigurationError, match=r"'mode'.*durable, live_updates"):
-        sqlite_path(parse_yard_url("sqlite:///x.db?mode=ro", KNOWN))
+@pytest.mark.parametrize("name", ["mode", "prefix", "namespace"])
+def test_a_sqlite_url_refuses_an_option_it_does_not_know_naming_it_and_the_known(
+    name: str,
+) -> None:
+    with pytest.raises(ConfigurationError, match=rf"'{name}'.*durable, live_updates, table_prefix"):
+        sqlite_path(parse_yard_url(f"sqlite:///x.db?{name}=ro", KNOWN))
 
 
 @pytest.mark.parametrize(
     ("url", "options"),
     [
-        ("sqlite:///x.db", (True, False)),
-        ("sqlite:///x.db?durable=false&live_updates=true", (False, True)),
-        ("sqlite:///x.db?live_updates=1", (True, True)),
+        ("sqlite:///x.db", (True, False, "runyard_")),
+        ("sqlite:///x.db?durable=false&live_updates=true", (False, True, "runyard_")),
+        ("sqlite:///x.db?live_updates=1&table_prefix=app_", (True, True, "app_")),
     ],
 )
-def test_a_sqlite_url_takes_durable_and_live_updates(url: str, options: tuple[bool, bool]) -> None:
+def test_a_sqlite_url_takes_durable_live_updates_and_table_prefix(
+    url: str, options: tuple[bool, bool, str]
+) -> None:
     parsed = parse_yard_url(url, KNOWN)
-    assert (sqlite_path(parsed), sqlite_options(parsed)) == ("x.db", options)
+    assert sqlite_path(parsed) == "x.db"
+    durable, live, prefix = options
+    assert sqlite_options(parsed) == (durable, live, SqliteTables.with_prefix(prefix))
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["App_", "app-", "1app_", "sqlite_", "a%20b", "x" * (MAX_TABLE_PREFIX + 1), "app_%3B--"],
+)
+def test_a_sqlite_table_prefix_that_makes_no_plain_table_names_is_refused_naming_the_rule(
+    prefix: str,
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        sqlite_options(parse_yard_url(f"sqlite:///x.db?table_prefix={prefix}", KNOWN))
+    said = str(caught.value)
+    assert "option table_prefix=" in said and caught.value.fields == ("table_prefix",)
+    assert f"at most {MAX_TABLE_PREFIX} lower-case letters, digits and underscores" in said
+
+
+def test_the_longest_sqlite_table_prefix_is_taken() -> None:
+    prefix = "x" * MAX_TABLE_PREFIX
+    parsed = parse_yard_url(f"sqlite:///x.db?table_prefix={prefix}", KNOWN)
+    assert sqlite_options(parsed).tables.trace_heads == prefix + "execution_trace_heads"
+
+
+def test_an_empty_sqlite_table_prefix_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="'table_prefix' is empty"):
+        sqlite_options(parse_yard_url("sqlite:///x.db?table_prefix=", KNOWN))
 
 
 def test_the_default_url_is_runyard_url_else_the_sqlite_file() -> None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_SEQ",
+    "MAX_TABLE_NAME",
     "check_table_name",
     "decode_dead_letter",
     "decode_item",
@@ -47,7 +48,8 @@ MAX_SEQ = 2**63 - 1
 
 # Lower-case plain identifiers only, short enough that derived index and sequence names
 # ("<table>_token_seq", "<table>_by_session") stay within PostgreSQL's 63-byte limit.
-_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,47}")
+MAX_TABLE_NAME = 48
+_IDENTIFIER = re.compile(rf"[a-z_][a-z0-9_]{{0,{MAX_TABLE_NAME - 1}}}")
 
 
 def check_table_name(name: object, what: str, *, reserved_prefix: str | None = None) -> str:
@@ -64,8 +66,8 @@ def check_table_name(name: object, what: str, *, reserved_prefix: str | None = N
     ):
         extra = f" (and not with {reserved_prefix!r})" if reserved_prefix else ""
         raise ConfigurationError(
-            f"{what}={name!r} is not a plain identifier: use 1 to 48 lower-case letters, "
-            f"digits and underscores, starting with a letter or underscore{extra}"
+            f"{what}={name!r} is not a plain identifier: use 1 to {MAX_TABLE_NAME} lower-case "
+            f"letters, digits and underscores, starting with a letter or underscore{extra}"
         )
     return name
 

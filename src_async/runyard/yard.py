@@ -1,9 +1,10 @@
 """Yard URLs: one URL (or ``RUNYARD_URL``) names a backend and its options; parsing, no I/O.
 
 ``memory://``, ``redis://``, ``rediss://``, ``redis+cluster://``, ``rediss+cluster://``,
-``postgresql://`` and ``postgres://``. runyard's own options ride in the query string
-(``?namespace=prod&durable=false&pool_size=20&live_updates=true``); every other query
-parameter is left in the URL for the driver (``sslmode=...``, ``options=...``). The password
+``postgresql://``, ``postgres://`` and ``sqlite://``. runyard's own options ride in the query
+string (``?namespace=prod&durable=false&pool_size=20&live_updates=true``,
+``?table_prefix=app_``); on Redis and PostgreSQL every other query parameter is left in the
+URL for the driver (``sslmode=...``, ``options=...``). The password
 (before the host, or a ``password``-like query parameter) is kept out of every repr, error
 and log line: only ``redacted`` is ever shown.
 """
@@ -14,7 +15,7 @@ import difflib
 import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import (
     parse_qsl,
     quote,
@@ -32,10 +33,12 @@ from runyard.errors import ConfigurationError
 if TYPE_CHECKING:
     from runyard.postgres.settings import PostgresStoreSettings
     from runyard.redis.settings import RedisStoreSettings
+    from runyard.sqlite.schema import SqliteTables
 
 __all__ = [
     "DEFAULT_URL",
     "ENV_VAR",
+    "SqliteOptions",
     "YardURL",
     "default_url",
     "parse_yard_url",
@@ -270,7 +273,7 @@ def postgres_settings(url: YardURL) -> tuple[PostgresStoreSettings, bool]:
     return _settings(PostgresStoreSettings, "PostgreSQL", options, POSTGRES_OPTIONS, dsn=dsn), live
 
 
-SQLITE_OPTIONS = ("durable", "live_updates")
+SQLITE_OPTIONS = ("durable", "live_updates", "table_prefix")
 
 
 SQLITE_FORMS = (
@@ -302,8 +305,34 @@ def sqlite_path(url: YardURL) -> str:
     return unquote(parts.path[1:]) if parts.path else ":memory:"
 
 
-def sqlite_options(url: YardURL) -> tuple[bool, bool]:
-    """(durable, live_updates) of a ``sqlite:`` URL: ``durable`` (default true:
-    ``synchronous=FULL``; false: ``NORMAL``) and ``live_updates`` (default false)."""
+class SqliteOptions(NamedTuple):
+    """The options of a ``sqlite:`` URL."""
+
+    durable: bool
+    live_updates: bool
+    tables: SqliteTables
+
+
+def sqlite_options(url: YardURL) -> SqliteOptions:
+    """The options of a ``sqlite:`` URL: ``durable`` (default true: ``synchronous=FULL``;
+    false: ``NORMAL``), ``live_updates`` (default false) and ``table_prefix`` (default
+    ``runyard_``: the tables are ``<prefix>runs``, ``<prefix>work_items`` ...).
+
+    Raises ConfigurationError for an option given twice, a flag that is not one, or a
+    table_prefix that is empty or does not make plain table names (naming the rule)."""
+    from runyard.sqlite.schema import SqliteTables
+
     _, options = url.split(SQLITE_OPTIONS)  # raises for an option given twice
-    return flag(options, "durable", default=True), flag(options, "live_updates")
+    prefix = options.get("table_prefix", "runyard_")
+    if not prefix:
+        raise ConfigurationError(
+            f"option 'table_prefix' is empty in {url.redacted}: give a prefix, or leave the "
+            "option out for the default 'runyard_'"
+        )
+    try:
+        tables = SqliteTables.with_prefix(prefix)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"bad SQLite yard URL: option {exc}", fields=exc.fields) from None
+    return SqliteOptions(
+        flag(options, "durable", default=True), flag(options, "live_updates"), tables
+    )

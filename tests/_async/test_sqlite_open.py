@@ -6,17 +6,20 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from runyard import ConfigurationError, StatePersistenceError
+from runyard import ConfigurationError, QueueUnavailableError, StatePersistenceError
 from runyard._async.sqlite import connect
+from runyard._async.sqlite import create_schema as create_schema_on
 from runyard.sqlite import (
     AsyncSqliteStateStore,
     AsyncSqliteStore,
     AsyncSqliteWorkQueue,
     SqliteStoreSettings,
+    create_schema,
 )
 
 STORES: list[Any] = [AsyncSqliteStateStore, AsyncSqliteWorkQueue, AsyncSqliteStore]
@@ -58,22 +61,55 @@ async def test_a_missing_directory_is_a_configuration_error_naming_the_file(
     assert not (tmp_path / "no").exists()
 
 
-@pytest.mark.asyncio
-async def test_a_file_locked_while_its_schema_is_created_is_a_retryable_error(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def locked_file(tmp_path: Path) -> Iterator[Path]:
+    """A runyard file whose write lock another connection holds (``BEGIN IMMEDIATE``)."""
     path = tmp_path / "busy.db"
-    await (await AsyncSqliteStateStore.open(path, create_schema=True)).aclose()
+    create_schema(path)
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process is writing
     try:
-        for store_class in STORES:
-            with pytest.raises(StatePersistenceError) as caught:
-                await store_class.open(path, create_schema=True, busy_timeout_seconds=0.05)
-            assert caught.value.reason == "contended" and caught.value.retryable
+        yield path
     finally:
         other.execute("ROLLBACK")
         other.close()
+
+
+@pytest.mark.asyncio
+async def test_a_queue_opened_on_a_locked_file_raises_the_queues_retryable_error(
+    locked_file: Path,
+) -> None:
+    """It raised the state store's StatePersistenceError("contended"), the one class no other
+    queue call raises for a lock."""
+    with pytest.raises(QueueUnavailableError, match="busy_timeout_seconds") as caught:
+        await AsyncSqliteWorkQueue.open(locked_file, create_schema=True, busy_timeout_seconds=0.05)
+    assert caught.value.retryable
+    connection = await connect(locked_file, busy_timeout_seconds=0.05)
+    try:  # on a shared connection too
+        with pytest.raises(QueueUnavailableError, match="busy_timeout_seconds"):
+            await AsyncSqliteWorkQueue.open(connection, create_schema=True)
+    finally:
+        await connection.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("store_class", [AsyncSqliteStateStore, AsyncSqliteStore])
+async def test_state_and_executions_opened_on_a_locked_file_raise_a_contended_error(
+    locked_file: Path, store_class: Any
+) -> None:
+    with pytest.raises(StatePersistenceError) as caught:
+        await store_class.open(locked_file, create_schema=True, busy_timeout_seconds=0.05)
+    assert caught.value.reason == "contended" and caught.value.retryable
+    connection = await connect(locked_file, busy_timeout_seconds=0.05)
+    try:
+        with pytest.raises(StatePersistenceError) as shared:
+            await store_class.open(connection, create_schema=True)
+        assert shared.value.reason == "contended"
+        with pytest.raises(StatePersistenceError) as bare:  # the store-less create_schema
+            await create_schema_on(connection)
+        assert bare.value.reason == "contended"
+    finally:
+        await connection.close()
 
 
 @pytest.mark.asyncio

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from runyard import AsyncYard, ConfigurationError, RunKey
 from runyard._async.memory import AsyncMemoryWorkQueue
 from runyard.executions import Execution
-from runyard.sqlite import AsyncSqliteWorkQueue
+from runyard.sqlite import AsyncSqliteWorkQueue, SqliteTables
 
 
 @pytest.mark.asyncio
@@ -111,4 +112,54 @@ async def test_a_sqlite_url_out_of_form_is_refused_before_anything_is_opened(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigurationError, match="absolute/path"):
         await AsyncYard.from_url(url)
+    assert os.listdir(tmp_path) == []
+
+
+def _tables_in(path: Path) -> set[str]:
+    """The tables of the file at ``path``, SQLite's own (sqlite_sequence) left out."""
+    query = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
+    with closing(sqlite3.connect(path)) as conn:
+        return {row[0] for row in conn.execute(query)}
+
+
+@pytest.mark.asyncio
+async def test_a_file_made_with_a_table_prefix_is_served_through_the_url(tmp_path: Path) -> None:
+    path = tmp_path / "prefixed.db"
+    tables = SqliteTables.with_prefix("app_")
+    queue = await AsyncSqliteWorkQueue.open(path, create_schema=True, tables=tables)
+    try:
+        item = await queue.enqueue("acme", {"job": 1})
+    finally:
+        await queue.aclose()
+    async with await AsyncYard.from_url(f"sqlite:///{path}?table_prefix=app_") as yard:
+        lease = await yard.queue.claim("worker-1")
+        assert lease is not None and lease.item_id == item.item_id
+        await yard.queue.complete(lease)
+        await yard.state.put_run(RunKey("acme", "r"), {"n": 1}, expected_version=0)
+        await yard.executions.save(Execution(id="e", definition_id="d"))
+    assert _tables_in(path) == set(tables.names().values())  # no runyard_ table was made
+
+
+@pytest.mark.asyncio
+async def test_a_new_file_opened_with_a_table_prefix_gets_that_prefix_only(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    async with await AsyncYard.from_url(f"sqlite:///{path}?table_prefix=b_") as yard:
+        await yard.queue.enqueue("acme", {}, item_id="kept")
+    assert _tables_in(path) == set(SqliteTables.with_prefix("b_").names().values())
+    again = await AsyncSqliteWorkQueue.open(path, tables=SqliteTables.with_prefix("b_"))
+    try:
+        assert (await again.get_item("acme", "kept")) is not None
+    finally:
+        await again.aclose()
+    with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
+        await AsyncYard.from_url(f"sqlite:///{path}")  # the default names are not there
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("prefix", ["App_", "1_", "sqlite_", "a;b", ""])
+async def test_a_bad_table_prefix_is_refused_before_anything_is_opened(
+    prefix: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError, match="table_prefix"):
+        await AsyncYard.from_url(f"sqlite:///{tmp_path / 'x.db'}?table_prefix={prefix}")
     assert os.listdir(tmp_path) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from runyard import ConfigurationError, RunKey, Yard
 from runyard._sync.memory import MemoryWorkQueue
 from runyard.executions import Execution
-from runyard.sqlite import SqliteWorkQueue
+from runyard.sqlite import SqliteTables, SqliteWorkQueue
 
 
 def test_a_new_sqlite_file_gets_the_schema_and_keeps_what_was_written(
@@ -106,4 +107,51 @@ def test_a_sqlite_url_out_of_form_is_refused_before_anything_is_opened(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigurationError, match="absolute/path"):
         Yard.from_url(url)
+    assert os.listdir(tmp_path) == []
+
+
+def _tables_in(path: Path) -> set[str]:
+    """The tables of the file at ``path``, SQLite's own (sqlite_sequence) left out."""
+    query = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
+    with closing(sqlite3.connect(path)) as conn:
+        return {row[0] for row in conn.execute(query)}
+
+
+def test_a_file_made_with_a_table_prefix_is_served_through_the_url(tmp_path: Path) -> None:
+    path = tmp_path / "prefixed.db"
+    tables = SqliteTables.with_prefix("app_")
+    queue = SqliteWorkQueue.open(path, create_schema=True, tables=tables)
+    try:
+        item = queue.enqueue("acme", {"job": 1})
+    finally:
+        queue.close()
+    with Yard.from_url(f"sqlite:///{path}?table_prefix=app_") as yard:
+        lease = yard.queue.claim("worker-1")
+        assert lease is not None and lease.item_id == item.item_id
+        yard.queue.complete(lease)
+        yard.state.put_run(RunKey("acme", "r"), {"n": 1}, expected_version=0)
+        yard.executions.save(Execution(id="e", definition_id="d"))
+    assert _tables_in(path) == set(tables.names().values())  # no runyard_ table was made
+
+
+def test_a_new_file_opened_with_a_table_prefix_gets_that_prefix_only(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    with Yard.from_url(f"sqlite:///{path}?table_prefix=b_") as yard:
+        yard.queue.enqueue("acme", {}, item_id="kept")
+    assert _tables_in(path) == set(SqliteTables.with_prefix("b_").names().values())
+    again = SqliteWorkQueue.open(path, tables=SqliteTables.with_prefix("b_"))
+    try:
+        assert (again.get_item("acme", "kept")) is not None
+    finally:
+        again.close()
+    with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
+        Yard.from_url(f"sqlite:///{path}")  # the default names are not there
+
+
+@pytest.mark.parametrize("prefix", ["App_", "1_", "sqlite_", "a;b", ""])
+def test_a_bad_table_prefix_is_refused_before_anything_is_opened(
+    prefix: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError, match="table_prefix"):
+        Yard.from_url(f"sqlite:///{tmp_path / 'x.db'}?table_prefix={prefix}")
     assert os.listdir(tmp_path) == []

@@ -168,7 +168,7 @@ async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
     from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS
 
     path = sqlite_path(url)
-    durable, live = sqlite_options(url)
+    durable, live, tables = sqlite_options(url)
     try:
         connection = await connect(path, durable=durable)
     except sqlite3.Error as exc:  # a path that cannot be opened, a file that is no database
@@ -176,12 +176,14 @@ async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
         if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
-            await create_schema(connection)
-        state = await AsyncSqliteStateStore.open(connection, clock=options.clock, live_updates=live)
-        queue = await AsyncSqliteWorkQueue.open(
-            connection, clock=options.clock, policy=options.policy
+            await create_schema(connection, tables)
+        state = await AsyncSqliteStateStore.open(
+            connection, tables=tables, clock=options.clock, live_updates=live
         )
-        executions = await AsyncSqliteStore.open(connection, clock=options.clock)
+        queue = await AsyncSqliteWorkQueue.open(
+            connection, tables=tables, clock=options.clock, policy=options.policy
+        )
+        executions = await AsyncSqliteStore.open(connection, tables=tables, clock=options.clock)
     except BaseException as exc:
         await connection.close()
         if isinstance(exc, sqlite3.Error):  # reading the catalog, creating the schema

@@ -74,12 +74,15 @@ def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> Ru
     return StatePersistenceError(f"SQLite refused the statement: {text}", reason="invalid")
 
 
-def open_error(exc: sqlite3.Error, path: str, busy_timeout_seconds: float) -> RunyardError:
-    """The runyard error for a driver error while opening the database at ``path`` (connecting,
-    reading its catalog, creating the schema): a lock or an I/O error may pass (retryable,
-    as ``map_error`` says); anything else, a file that cannot be opened or is not a
-    database, is a ConfigurationError naming the file and the repair."""
-    mapped = map_error(exc, "state", busy_timeout_seconds)
+def open_error(
+    exc: sqlite3.Error, path: str, busy_timeout_seconds: float, kind: Kind = "state"
+) -> RunyardError:
+    """The runyard error for a driver error while opening the database at ``path`` for a
+    ``kind`` store (connecting, reading its catalog, creating the schema): a lock or an I/O
+    error may pass (retryable, ``kind``'s class, as ``map_error`` says: QueueUnavailableError
+    for a queue); anything else, a file that cannot be opened or is not a database, is a
+    ConfigurationError naming the file and the repair."""
+    mapped = map_error(exc, kind, busy_timeout_seconds)
     if mapped is not None and mapped.retryable:
         return mapped
     return ConfigurationError(

@@ -12,7 +12,7 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -120,10 +120,32 @@ def _change_then_read(raw: sqlite3.Connection, sql: str, read: str, params: Para
     return rows
 
 
+# The guards of the async connections not closed yet (see AsyncConnection.connect): held here
+# so that an unclosed connection lives until its loop shuts down and closes it, instead of
+# being collected while the loop runs (aiosqlite's own finalizer then reports to the loop
+# from its thread, after asyncio.run may have closed it: "Event loop is closed").
+_UNCLOSED: set[AsyncGenerator[None, None]] = set()
+
+
+async def _closed_with_its_loop(connection: AsyncConnection) -> AsyncGenerator[None, None]:
+    """Suspended at its ``yield`` until ``close()`` ends it (its ``finally`` then has nothing
+    to do) or the event loop shuts down: ``loop.shutdown_asyncgens()``, which ``asyncio.run``
+    and ``asyncio.Runner`` call once every task is done, ends it and it closes the
+    connection, after every call still queued on aiosqlite's thread."""
+    try:
+        yield
+    finally:
+        if connection._forget_guard() is not None:
+            await connection.close()
+
+
 class AsyncConnection:
     """One aiosqlite connection (its own thread). The driver opens ``BEGIN IMMEDIATE`` itself
     before the first INSERT/UPDATE/DELETE of a transaction; the adapters send it explicitly
-    before a transaction's first read, and ``COMMIT`` at the end, under ``lock``."""
+    before a transaction's first read, and ``COMMIT`` at the end, under ``lock``.
+
+    A connection belongs to the event loop that opened it: when that loop shuts down
+    (``asyncio.run`` returning) it is closed, if ``close()`` has not closed it already."""
 
     def __init__(
         self, raw: aiosqlite.Connection, path: str, busy_timeout_seconds: float = 5.0
@@ -133,6 +155,7 @@ class AsyncConnection:
         self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = AsyncLock()
         self.closed = False
+        self._guard: AsyncGenerator[None, None] | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -161,19 +184,38 @@ class AsyncConnection:
         pending = aiosqlite.connect(
             target, isolation_level="IMMEDIATE", timeout=busy_timeout_seconds, uri=uri
         )
+        # aiosqlite 0.22 keeps its thread in _thread (before, the connection was the thread).
+        thread: Any = getattr(pending, "_thread", pending)
+        # A daemon, as before aiosqlite 0.22: a connection never closed on a loop that never
+        # shut down (closed without shutdown_asyncgens, or left running) does not keep the
+        # interpreter from exiting; its thread, idle, waits for nothing. What was committed
+        # stays committed; an open transaction is rolled back when the file is next opened.
+        thread.daemon = True
         try:
             raw = await pending
         except BaseException:
             # aiosqlite stops its thread after a failed connect without waiting for it: the
             # thread then reports to this loop, which must still run (else "Event loop is
             # closed" is raised in that thread once a caller's asyncio.run has ended).
-            # (aiosqlite 0.22 keeps the thread in _thread; before, the connection was one.)
-            thread: Any = getattr(pending, "_thread", pending)
             deadline = time.monotonic() + 1.0
             while thread.is_alive() and time.monotonic() < deadline:
                 await asyncio.sleep(0.001)
             raise
-        return cls(raw, path, busy_timeout_seconds)
+        connection = cls(raw, path, busy_timeout_seconds)
+        guard = _closed_with_its_loop(connection)
+        # Started here, on the running loop: the loop's first-iteration hook registers it,
+        # so that the loop's shutdown_asyncgens() ends it (and closes the connection).
+        await guard.asend(None)
+        connection._guard = guard
+        _UNCLOSED.add(guard)
+        return connection
+
+    def _forget_guard(self) -> AsyncGenerator[None, None] | None:
+        """Take the guard away (None when taken already): the connection is being closed."""
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            _UNCLOSED.discard(guard)
+        return guard
 
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
         """Run one statement and return all its rows."""
@@ -233,9 +275,12 @@ class AsyncConnection:
         await self.raw.executescript(sql)
 
     async def close(self) -> None:
-        """Close the connection (an open transaction is rolled back); every call after raises
-        StoreClosed."""
+        """Close the connection (an open transaction is rolled back) after every call queued
+        on its thread; every call after raises StoreClosed."""
         self.closed = True
+        guard = self._forget_guard()
+        if guard is not None:
+            await guard.aclose()  # it was suspended at its yield: it ends, closing nothing
         await self.raw.close()
 
 

@@ -8,14 +8,16 @@ from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 
-from runyard._sql import check_table_name
+from runyard._sql import MAX_TABLE_NAME, check_table_name
 from runyard.errors import ConfigurationError
 
 __all__ = [
     "DATABASE_NOW",
+    "MAX_TABLE_PREFIX",
     "SCHEMA_VERSIONS",
     "SQLITE_SCHEMA",
     "SqliteTables",
+    "check_table_prefix",
     "create_script",
     "missing_schema_message",
     "render",
@@ -91,7 +93,11 @@ class SqliteTables:
 
     @classmethod
     def with_prefix(cls, prefix: str) -> SqliteTables:
-        """Return the default names with ``runyard_`` replaced by ``prefix``."""
+        """Return the default names with ``runyard_`` replaced by ``prefix``.
+
+        Raises ConfigurationError naming ``table_prefix`` and the rule when a name it makes is
+        not a plain identifier (see ``check_table_prefix``)."""
+        check_table_prefix(prefix)
         return cls(
             **{f.name: prefix + str(f.default).removeprefix("runyard_") for f in fields(cls)}
         )
@@ -116,6 +122,30 @@ class SqliteTables:
             ),
         }
         return (self.schema_table, *by_component[component])
+
+
+# The longest table name after the prefix ("execution_trace_heads"): what a prefix leaves room for.
+_LONGEST_SUFFIX = max(
+    (str(f.default).removeprefix("runyard_") for f in fields(SqliteTables)), key=len
+)
+MAX_TABLE_PREFIX = MAX_TABLE_NAME - len(_LONGEST_SUFFIX)
+_PREFIX = re.compile(rf"([a-z_][a-z0-9_]{{0,{MAX_TABLE_PREFIX - 1}}})?")
+
+
+def check_table_prefix(prefix: object) -> str:
+    """Return ``prefix`` if every table name it makes (``SqliteTables.with_prefix``) is a plain
+    identifier; else raise ConfigurationError naming ``table_prefix`` and the rule: at most
+    MAX_TABLE_PREFIX (27) lower-case letters, digits and underscores, starting with a letter
+    or underscore, and not with ``sqlite_`` (SQLite's own tables)."""
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix) or prefix.startswith("sqlite_"):
+        raise ConfigurationError(
+            f"table_prefix={prefix!r} is not a table prefix: use at most {MAX_TABLE_PREFIX} "
+            "lower-case letters, digits and underscores, starting with a letter or underscore "
+            f"and not with 'sqlite_' (the longest table name, <prefix>{_LONGEST_SUFFIX}, must "
+            f"be a plain identifier of at most {MAX_TABLE_NAME} characters)",
+            fields=("table_prefix",),
+        )
+    return prefix
 
 
 @cache

@@ -166,7 +166,7 @@ def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
     from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS
 
     path = sqlite_path(url)
-    durable, live = sqlite_options(url)
+    durable, live, tables = sqlite_options(url)
     try:
         connection = connect(path, durable=durable)
     except sqlite3.Error as exc:  # a path that cannot be opened, a file that is no database
@@ -174,10 +174,14 @@ def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
     try:
         # A new (empty) database gets the schema; one holding other tables must have it.
         if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
-            create_schema(connection)
-        state = SqliteStateStore.open(connection, clock=options.clock, live_updates=live)
-        queue = SqliteWorkQueue.open(connection, clock=options.clock, policy=options.policy)
-        executions = SqliteStore.open(connection, clock=options.clock)
+            create_schema(connection, tables)
+        state = SqliteStateStore.open(
+            connection, tables=tables, clock=options.clock, live_updates=live
+        )
+        queue = SqliteWorkQueue.open(
+            connection, tables=tables, clock=options.clock, policy=options.policy
+        )
+        executions = SqliteStore.open(connection, tables=tables, clock=options.clock)
     except BaseException as exc:
         connection.close()
         if isinstance(exc, sqlite3.Error):  # reading the catalog, creating the schema

@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 from runyard.errors import ConfigurationError
-from runyard.sqlite.errors import StoreClosed, closed_error, open_error
+from runyard.sqlite.errors import Kind, StoreClosed, closed_error, open_error
 from runyard.sqlite.flavours import AsyncConnection, file_missing
 from runyard.sqlite.schema import SqliteTables, create_script, missing_schema_message
 from runyard.sqlite.settings import (
@@ -17,7 +17,7 @@ from runyard.sqlite.settings import (
     check_wal,
 )
 
-__all__ = ["connect", "connect_file", "create_schema"]
+__all__ = ["connect", "connect_file", "create_schema", "create_tables"]
 
 
 async def connect(
@@ -36,12 +36,30 @@ async def connect(
     path; and for a file that cannot be opened, is not a database, or does not take WAL
     (naming the file); a retryable StatePersistenceError when the file is locked.
     """
+    return await _connect(
+        path,
+        durable=durable,
+        busy_timeout_seconds=busy_timeout_seconds,
+        create=create,
+        kind="state",
+    )
+
+
+async def _connect(
+    path: str | os.PathLike[str],
+    *,
+    durable: bool,
+    busy_timeout_seconds: float,
+    create: bool,
+    kind: Kind,
+) -> AsyncConnection:
+    """``connect``, raising ``kind``'s retryable error for a locked file."""
     busy = check_busy_timeout(busy_timeout_seconds)
     where = check_path(path)
     try:
         connection = await AsyncConnection.connect(where, busy_timeout_seconds=busy, create=create)
     except sqlite3.Error as exc:
-        raise open_error(exc, where, busy) from exc
+        raise open_error(exc, where, busy, kind) from exc
     try:
         (mode,) = (await connection.fetch("PRAGMA journal_mode = WAL"))[0]
         check_wal(where, mode)
@@ -49,7 +67,7 @@ async def connect(
     except BaseException as exc:
         await connection.close()
         if isinstance(exc, sqlite3.Error):
-            raise open_error(exc, where, busy) from exc
+            raise open_error(exc, where, busy, kind) from exc
         raise
     return connection
 
@@ -59,6 +77,15 @@ async def create_schema(connection: AsyncConnection, tables: SqliteTables | None
 
     Raises a retryable StatePersistenceError when another writer holds the file past the busy
     timeout, ConfigurationError when the file refuses the schema (naming it)."""
+    await create_tables(connection, tables, "state")
+
+
+async def create_tables(
+    connection: AsyncConnection, tables: SqliteTables | None, kind: Kind
+) -> None:
+    """``create_schema`` for a ``kind`` store's ``open``: its errors are that store's, as every
+    call of it raises them (a locked file is QueueUnavailableError for a queue, "contended"
+    StatePersistenceError for the state store and the executions)."""
     async with connection.lock:
         try:
             await connection.script(create_script(tables))
@@ -67,9 +94,10 @@ async def create_schema(connection: AsyncConnection, tables: SqliteTables | None
             # cancelled): a transaction it left open is rolled back, not left holding the lock.
             await connection.end(False)
             if isinstance(exc, sqlite3.Error):
-                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
+                path, busy = connection.path, connection.busy_timeout_seconds
+                raise open_error(exc, path, busy, kind) from exc
             if isinstance(exc, StoreClosed):
-                raise closed_error("state") from exc
+                raise closed_error(kind) from exc
             raise
 
 
@@ -80,16 +108,22 @@ async def connect_file(
     durable: bool,
     busy_timeout_seconds: float,
     create: bool,
+    kind: Kind,
 ) -> AsyncConnection:
-    """``connect`` for ``open``: without ``create``, a file that does not exist (in a directory
-    that does) is refused as a file without the schema, as verify would, and is not made (the
-    connection is ``mode=rw``: a file removed meanwhile is refused too, as one not opened)."""
+    """``connect`` for a ``kind`` store's ``open`` (its errors that store's): without
+    ``create``, a file that does not exist (in a directory that does) is refused as a file
+    without the schema, as verify would, and is not made (the connection is ``mode=rw``: a
+    file removed meanwhile is refused too, as one not opened)."""
     check_busy_timeout(busy_timeout_seconds)
     where = os.fspath(source)
     if not create and file_missing(where):
         raise ConfigurationError(
             missing_schema_message(f"table {tables.schema_table} does not exist", where)
         )
-    return await connect(
-        source, durable=durable, busy_timeout_seconds=busy_timeout_seconds, create=create
+    return await _connect(
+        source,
+        durable=durable,
+        busy_timeout_seconds=busy_timeout_seconds,
+        create=create,
+        kind=kind,
     )

@@ -25,8 +25,9 @@ Opened = tuple[WorkQueue, Wakeup | None, Callable[[], None]]
 
 def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     """The queue for ``url``, its wake-up (None: the worker polls) and what closes them:
-    ``memory://``, ``sqlite:///path`` (the schema created in a new file, as ``Yard.from_url``
-    does; no wake-up across processes, so the worker polls), ``redis://``, ``rediss://``,
+    ``memory://``, ``sqlite:///path`` (with ``Yard.from_url``'s options, ``table_prefix``
+    among them; the schema created in a new file, as ``Yard.from_url`` does; no wake-up
+    across processes, so the worker polls), ``redis://``, ``rediss://``,
     ``postgresql://``. Other settings (namespace, schema) come from the backends'
     ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. Raises ConfigurationError, or the
     store's error when it cannot be reached."""

@@ -11,8 +11,7 @@ from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from runyard._sync.closing import Closing
-from runyard._sync.sqlite.connecting import connect_file
-from runyard._sync.sqlite.connecting import create_schema as create_tables
+from runyard._sync.sqlite.connecting import connect_file, create_tables
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError
@@ -226,7 +225,10 @@ class _SqliteAdapter(Closing):
         """Open the store on a path (owning the connection) or on a shared connection.
 
         Creates runyard's schema first when ``create_schema``, then verifies it. Raises
-        ConfigurationError naming the repair when a table is missing or at another version.
+        ConfigurationError naming the repair when a table is missing or at another version,
+        and this store's retryable error (QueueUnavailableError for a queue, else
+        StatePersistenceError "contended") when another writer holds the file past the busy
+        timeout.
         """
         if isinstance(source, Connection):
             connection, owned = source, False
@@ -237,6 +239,7 @@ class _SqliteAdapter(Closing):
                 durable=durable,
                 busy_timeout_seconds=busy_timeout_seconds,
                 create=create_schema,
+                kind=cls._kind,
             )
             owned = True
         try:
@@ -247,13 +250,14 @@ class _SqliteAdapter(Closing):
                 **options,
             )
             if create_schema:
-                create_tables(connection, adapter.tables)
+                create_tables(connection, adapter.tables, cls._kind)
             adapter.verify()
         except BaseException as exc:
             if owned:
                 connection.close()
             if isinstance(exc, sqlite3.Error):  # reading the catalog (a file that is no database)
-                raise open_error(exc, connection.path, connection.busy_timeout_seconds) from exc
+                path, busy = connection.path, connection.busy_timeout_seconds
+                raise open_error(exc, path, busy, cls._kind) from exc
             raise
         return adapter
 
