@@ -16,6 +16,7 @@ from runyard.cli.crash import (
     DEMO_POLICY,
     FINISHED_BY_THE_KILLED,
     HELD_BY_THE_KILLED,
+    KILLED_POLICY,
     CrashReport,
     kill,
     shows_a_crash,
@@ -95,7 +96,7 @@ async def run_demo(
             tenant=tenant, pid=doomed.pid, finished=doomed.finished, held=doomed.held
         )
         kill(doomed)
-        await async_sleep(DEMO_POLICY.lease_seconds + 0.2)  # the killed worker's leases lapse
+        await async_sleep(KILLED_POLICY.lease_seconds + 0.2)  # the killed worker's leases lapse
         await serve()
         for n in range(CRASH_ITEMS):
             stored = await store.get_run(RunKey(tenant, f"run-{n}"))

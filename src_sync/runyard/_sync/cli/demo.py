@@ -18,6 +18,7 @@ from runyard.cli.crash import (
     DEMO_POLICY,
     FINISHED_BY_THE_KILLED,
     HELD_BY_THE_KILLED,
+    KILLED_POLICY,
     CrashReport,
     kill,
     shows_a_crash,
@@ -97,7 +98,7 @@ def run_demo(
             tenant=tenant, pid=doomed.pid, finished=doomed.finished, held=doomed.held
         )
         kill(doomed)
-        sleep(DEMO_POLICY.lease_seconds + 0.2)  # the killed worker's leases lapse
+        sleep(KILLED_POLICY.lease_seconds + 0.2)  # the killed worker's leases lapse
         serve()
         for n in range(CRASH_ITEMS):
             stored = store.get_run(RunKey(tenant, f"run-{n}"))
