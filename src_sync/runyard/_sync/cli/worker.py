@@ -21,16 +21,19 @@ __all__ = ["Startup", "open_queue", "serve"]
 
 log = logging.getLogger("runyard.worker")
 Opened = tuple[WorkQueue, Wakeup | None, Callable[[], None]]
+REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     """The queue for ``url``, its wake-up (None: the worker polls) and what closes them:
-    ``memory://``, ``sqlite:///path`` (with ``Yard.from_url``'s options, ``table_prefix``
-    among them; the schema created in a new file, as ``Yard.from_url`` does; no wake-up
-    across processes, so the worker polls), ``redis://``, ``rediss://``,
-    ``postgresql://``. Other settings (namespace, schema) come from the backends'
-    ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. Raises ConfigurationError, or the
-    store's error when it cannot be reached."""
+    ``memory://``, ``sqlite:///path`` (the schema created in a new file, as
+    ``Yard.from_url`` does; no wake-up across processes, so the worker polls), ``redis://``,
+    ``rediss://``, ``redis+cluster://``, ``rediss+cluster://``, ``postgresql://``; each with
+    the options ``Yard.from_url`` takes in its query (``table_prefix``, ``schema``,
+    ``namespace``, ...), parsed as it parses them. Settings the URL does not give come from
+    the backends' ``RUNYARD_REDIS_*``/``RUNYARD_POSTGRES_*`` environment. Raises
+    ConfigurationError, or the store's error when it cannot be reached."""
     scheme = _scheme(url)
     if scheme == "memory":
         from runyard._sync.memory.queue import MemoryWorkQueue
@@ -45,31 +48,36 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
         except ValueError as exc:  # a bad option in the URL
             raise ConfigurationError(str(exc)) from None
         return yard.queue, None, yard.close
-    if scheme in ("redis", "rediss"):
+    if scheme in REDIS_SCHEMES:
         from runyard._sync.redis.queue import RedisWorkQueue
         from runyard._sync.redis.wakeup import RedisWakeup
-        from runyard.redis.settings import RedisStoreSettings
+        from runyard.yard import parse_yard_url, redis_settings
 
-        settings = RedisStoreSettings()
-        redis_queue = RedisWorkQueue.from_url(url, settings=settings, policy=policy)
-        return redis_queue, RedisWakeup.from_url(url, settings=settings), redis_queue.close
-    if scheme in ("postgresql", "postgres"):
-        from pydantic import SecretStr
+        try:
+            dsn, settings, _ = redis_settings(parse_yard_url(url, REDIS_SCHEMES))
+        except ValueError as exc:  # a bad option value in the URL
+            raise ConfigurationError(str(exc)) from None
+        redis_queue = RedisWorkQueue.from_url(dsn, settings=settings, policy=policy)
+        return redis_queue, RedisWakeup.from_url(dsn, settings=settings), redis_queue.close
+    if scheme in POSTGRES_SCHEMES:
         from runyard._sync.postgres.queue import PostgresWorkQueue
         from runyard._sync.postgres.wakeup import PostgresWakeup
-        from runyard.postgres.settings import PostgresStoreSettings
+        from runyard.yard import parse_yard_url, postgres_settings
 
-        pg = PostgresStoreSettings(dsn=SecretStr(url))
+        try:
+            pg, _ = postgres_settings(parse_yard_url(url, POSTGRES_SCHEMES))
+        except ValueError as exc:  # a bad option value in the URL
+            raise ConfigurationError(str(exc)) from None
         pg_queue = PostgresWorkQueue.from_settings(pg, policy=policy)
         try:
-            wakeup = PostgresWakeup.connect(url, tables=pg.tables())
+            wakeup = PostgresWakeup.connect(pg.dsn.get_secret_value(), tables=pg.tables())
         except BaseException:
             pg_queue.close()
             raise
         return pg_queue, wakeup, pg_queue.close
     raise ConfigurationError(
         f"unknown queue URL scheme {scheme!r}: use memory://, sqlite:///path, redis://, "
-        "rediss:// or postgresql://"
+        "rediss://, redis+cluster://, rediss+cluster:// or postgresql://"
     )
 
 

@@ -1,0 +1,99 @@
+"""``runyard worker --url``: a Redis or PostgreSQL URL's options (``namespace``, ``durable``,
+``schema``, ``table_prefix``, ...) are parsed as ``Yard.from_url`` parses them, so the worker
+serves the same stores a yard opened with that URL does; a bad option value is a configuration
+error (exit 2) naming it. Before, the whole URL went to the driver: psycopg refused
+``table_prefix`` as an invalid URI query parameter, and ``redis+cluster://`` was an unknown
+scheme."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from runyard.postgres import StateTables, schema_sql
+from runyard.redis import RedisStoreSettings, RedisWorkQueue
+
+from tests._sync.postgres_support import open_queue
+from tests.support.postgres_plugin import PG_HOST, PG_PORT, admin_connection
+from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
+from tests.test_worker_cli import finish, start
+from tests.test_worker_process import ROOT, SAFETY, wait_for_starts
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_a_worker_serves_the_postgres_schema_and_table_prefix_its_url_names(
+    pg_schema: str, tmp_path: Path, flavour: str
+) -> None:
+    tables = StateTables.with_prefix("app_", schema=pg_schema)
+    with admin_connection() as conn:
+        conn.execute(schema_sql(tables))
+    queue = open_queue(tables)
+    item = queue.enqueue("acme", {"n": 1})
+    url = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?schema={pg_schema}&table_prefix=app_"
+    url += "&options=-c%20statement_timeout%3D30s"  # a driver option: passed on to psycopg
+    process = start(tmp_path, flavour, {}, "--url", url)
+    try:
+        assert wait_for_starts(tmp_path, 1, process) == [item.item_id]
+        (tmp_path / "release").touch()
+        code, log = finish(process)
+        assert code == 0 and "Traceback" not in log, log
+        assert queue.get_item("acme", item.item_id) is None  # completed in app_ tables
+    finally:
+        if process.poll() is None:
+            process.kill()
+        queue.close()
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+@pytest.mark.parametrize(
+    ("target_fixture", "scheme"),
+    [("local_redis_target", "redis"), ("cluster_redis_target", "redis+cluster")],
+)
+def test_a_worker_serves_the_redis_namespace_its_url_names(
+    request: pytest.FixtureRequest, tmp_path: Path, flavour: str, target_fixture: str, scheme: str
+) -> None:
+    # On one server and on a Redis Cluster (redis+cluster://, as Yard.from_url takes it).
+    target: RedisTarget = request.getfixturevalue(target_fixture)
+    namespace = fresh_namespace()
+    queue = RedisWorkQueue(
+        Clients.for_target(target),
+        settings=RedisStoreSettings(namespace=namespace, durable=False),
+        owns_client=True,
+    )
+    item = queue.enqueue("acme", {"n": 1})
+    url = f"{scheme}://{target.host}:{target.port}/0?namespace={namespace}&durable=false"
+    process = start(tmp_path, flavour, {}, "--url", url)
+    try:
+        assert wait_for_starts(tmp_path, 1, process) == [item.item_id]
+        (tmp_path / "release").touch()
+        code, log = finish(process)
+        assert code == 0 and "Traceback" not in log, log
+        assert queue.get_item("acme", item.item_id) is None
+    finally:
+        if process.poll() is None:
+            process.kill()
+        queue.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/test?pool_size=many", "pool_size"),
+        ("redis://127.0.0.1:1/0?socket_timeout=soon", "socket_timeout"),
+        ("redis://127.0.0.1:1/0?table_prefix=app_", "table_prefix"),
+    ],
+)
+def test_a_bad_option_in_a_server_url_is_a_configuration_error_naming_it(
+    tmp_path: Path, url: str, named: str
+) -> None:
+    # Port 1: nothing listens there, so an attempt to connect would be retried as an outage
+    # (no exit); the refusal comes first, from the URL alone.
+    command = [sys.executable, "-c", "from runyard.cli.app import app; app()", "worker"]
+    command += ["tests.support.worker_jobs:gated", "--url", url]
+    result = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=SAFETY, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert named in result.stderr and "Traceback" not in result.stderr
