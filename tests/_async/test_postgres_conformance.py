@@ -1,4 +1,5 @@
-"""The conformance kit, unchanged, against PostgreSQL (each test in its own schema)."""
+"""The conformance kit against PostgreSQL (each test in its own schema); one case is expected
+to fail (strict xfail, see TestPostgresWorkQueue)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,14 @@ class TestPostgresWorkQueue(AsyncWorkQueueConformance):
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
+
+    @pytest.mark.asyncio
+    @pytest.mark.xfail(
+        strict=True,
+        reason="PostgreSQL's prune forgets idle tenants by name within its window of rotation "
+        "rows, not least recently served first (docs/protocols.md, Retention)",
+    )
+    async def test_a_partial_prune_forgets_the_least_recently_served_first(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        await super().test_a_partial_prune_forgets_the_least_recently_served_first(queue)

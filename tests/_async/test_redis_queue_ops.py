@@ -1,5 +1,6 @@
 """Redis queue behaviour beyond the kit: wake hints from the scripts, one round trip per batched
-call, bounded reclaim and prune, per-item fields in the item hash, fresh tokens on adopt."""
+call, bounded reclaim, prune and promotion, per-item fields in the item hash, fresh tokens on
+adopt."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from runyard.models import NewItem
 from runyard.policy import RECLAIM_PER_CLAIM
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.redis.flavours import AsyncRedisClient
+from runyard.redis.items import PROMOTE_BATCH
 from runyard.redis.keys import QueueKeys
 from runyard.redis.wake import WAKE_LIST_MAX, wake_key
 
@@ -244,3 +246,29 @@ async def test_a_lost_cancel_reply_is_outcome_unknown(
     with pytest.raises(StoreOutcomeUnknown):
         await made.queue.cancel("acme", "a")
     assert await made.queue.get_item("acme", "a") is None
+
+
+@pytest.mark.asyncio
+async def test_an_item_due_behind_more_than_a_promotion_batch_waits_for_its_promotion(
+    q: _Queue,
+) -> None:
+    # docs/redis.md, "Round trips": a claim promotes at most PROMOTE_BATCH due items, earliest
+    # first, so b's item (due after z's 5,000) joins the rotation at claim 6, not claim 1.
+    assert PROMOTE_BATCH == 1000
+    await q.queue.enqueue("b", {}, item_id="b0")
+    lease = await q.queue.claim("w")
+    assert lease is not None
+    await q.queue.complete(lease)
+    for batch in range(5):
+        items = [
+            NewItem(payload={}, item_id=f"z{batch}-{n}", delay_seconds=10) for n in range(1000)
+        ]
+        await q.queue.enqueue_many("z", items)
+    await q.queue.enqueue("b", {}, item_id="b1", delay_seconds=11)
+    q.clock.advance(12)
+    served = []
+    for _ in range(6):
+        lease = await q.queue.claim("w")
+        assert lease is not None
+        served.append(lease.tenant)
+    assert served == ["z"] * 5 + ["b"]

@@ -249,6 +249,27 @@ def test_stats_counts_due_items_without_reading_them_all(
         assert reads and all(c.endswith("LIMIT 0 2") for c in reads)
 
 
+def test_stats_tenants_is_low_only_past_the_scan_of_due_items(
+    dedicated_redis_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/redis.md, "Round trips": tenants counts the rotation plus the tenants of the first
+    # STATS_SCAN due unpromoted items; a claim promotes them and the count is exact again.
+    monkeypatch.setattr(queue_module, "STATS_SCAN", 2)
+    clock = ManualClock()
+    client = Clients.for_target(dedicated_redis_target)
+    with RedisWorkQueue(client, clock=clock, settings=fresh_settings(), owns_client=True) as queue:
+        queue.enqueue("acme", {}, item_id="a1", delay_seconds=5)
+        queue.enqueue("acme", {}, item_id="a2", delay_seconds=6)
+        queue.enqueue("beta", {}, item_id="b1", delay_seconds=7)
+        clock.advance(10)  # three due items, none promoted; beta's is behind the scan
+        stats = queue.stats()
+        assert (stats.ready, stats.tenants) == (3, 1)
+        lease = queue.claim("w1")  # promotes all three, serves acme
+        assert lease is not None and lease.item_id == "a1"
+        stats = queue.stats()
+        assert (stats.ready, stats.leased, stats.tenants) == (2, 1, 2)
+
+
 # -- hostile identifiers on the cluster lane --------------------------------------------------
 @pytest.fixture
 def cluster_settings(cluster_redis_target: RedisTarget) -> Iterator[RedisStoreSettings]:

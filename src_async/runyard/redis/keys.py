@@ -158,7 +158,7 @@ class QueueKeys:
             self.legacy_items,
             self.wake,  # LIST  wake hints (wake.WAKE_LIST_MAX at most)
             f"{p}:tenants",  # HASH  tenant -> how many items it holds (absent: none)
-            f"{p}:idle",  # ZSET  lex: tenants left with no item (prune forgets them)
+            f"{p}:idle",  # ZSET  score turn: tenants left with no item (prune forgets them)
         ]
 
     @property

@@ -53,7 +53,8 @@ class AsyncRedisQueueRetention(AsyncRedisQueueReads):
 
     async def prune(self, *, limit: int = 100) -> int:
         """Forget the rotation entries of up to ``limit`` tenants that hold no item in any
-        state; return how many. A later enqueue for such a tenant serves it as a new one.
+        state, least recently served first (ties by name); return how many. A later enqueue
+        for such a tenant serves it as a new one.
 
         Bounded: the script reads only tenants listed as idle when their last item went.
         Raises StoreOutcomeUnknown.

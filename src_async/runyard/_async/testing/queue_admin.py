@@ -226,6 +226,30 @@ class AsyncQueueAdminCases(AsyncQueueKitBase):
         assert await queue.claim("w1") is None
 
     @pytest.mark.asyncio
+    async def test_a_partial_prune_forgets_the_least_recently_served_first(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # z is served before a; both then go idle by cancel after the last claim (a claim may
+        # retire the entry of a tenant with no ready item on some backends), and m waits.
+        for tenant in ("z", "a"):
+            await queue.enqueue(tenant, {}, item_id=f"{tenant}-served")
+            await queue.enqueue(tenant, {}, item_id=f"{tenant}-cancelled")
+            lease = await self._lease(queue)
+            assert lease.item_id == f"{tenant}-served"
+            await queue.complete(lease)
+        for tenant in ("z", "a"):
+            assert await queue.cancel(tenant, f"{tenant}-cancelled")
+        await queue.enqueue("m", {}, item_id="m1")
+        await queue.enqueue("m", {}, item_id="m2")
+        assert await queue.prune(limit=1) == 1
+        # z (served least recently) is forgotten and comes back as new, behind a (its turn
+        # kept) and m (seen before it); had a been forgotten instead, z would be served first.
+        await queue.enqueue("a", {}, item_id="a2")
+        await queue.enqueue("z", {}, item_id="z2")
+        served = [(await self._lease(queue)).item_id for _ in range(4)]
+        assert served == ["a2", "m1", "z2", "m2"], served
+
+    @pytest.mark.asyncio
     async def test_prune_refuses_a_bad_limit(self, queue: AsyncWorkQueue) -> None:
         await refuses_each(lambda bad: queue.prune(limit=bad), BAD_LIMITS, "limit")
 

@@ -138,7 +138,9 @@ class RedisQueueReads:
         """Count the queue's items by state (due items not yet promoted count as ready).
 
         Bounded: due items are counted, not read; only the first ``STATS_SCAN`` of them are
-        read to find their tenants.
+        read to find their tenants. So ``tenants`` is exact while at most ``STATS_SCAN`` due
+        items wait for promotion; past that it can be low (never high): it misses the tenants
+        whose due items all come after the first ``STATS_SCAN``. The other counts are exact.
         """
         ready, delayed, leased, dead, tenants = self._script(
             "stats", [self._now_arg(), STATS_SCAN], idempotent=True

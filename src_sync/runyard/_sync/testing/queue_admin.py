@@ -198,6 +198,29 @@ class QueueAdminCases(QueueKitBase):
             assert sorted(served[window * 3 : window * 3 + 3]) == ["a", "b", "c"]
         assert queue.claim("w1") is None
 
+    def test_a_partial_prune_forgets_the_least_recently_served_first(
+        self, queue: WorkQueue
+    ) -> None:
+        # z is served before a; both then go idle by cancel after the last claim (a claim may
+        # retire the entry of a tenant with no ready item on some backends), and m waits.
+        for tenant in ("z", "a"):
+            queue.enqueue(tenant, {}, item_id=f"{tenant}-served")
+            queue.enqueue(tenant, {}, item_id=f"{tenant}-cancelled")
+            lease = self._lease(queue)
+            assert lease.item_id == f"{tenant}-served"
+            queue.complete(lease)
+        for tenant in ("z", "a"):
+            assert queue.cancel(tenant, f"{tenant}-cancelled")
+        queue.enqueue("m", {}, item_id="m1")
+        queue.enqueue("m", {}, item_id="m2")
+        assert queue.prune(limit=1) == 1
+        # z (served least recently) is forgotten and comes back as new, behind a (its turn
+        # kept) and m (seen before it); had a been forgotten instead, z would be served first.
+        queue.enqueue("a", {}, item_id="a2")
+        queue.enqueue("z", {}, item_id="z2")
+        served = [(self._lease(queue)).item_id for _ in range(4)]
+        assert served == ["a2", "m1", "z2", "m2"], served
+
     def test_prune_refuses_a_bad_limit(self, queue: WorkQueue) -> None:
         refuses_each(lambda bad: queue.prune(limit=bad), BAD_LIMITS, "limit")
 

@@ -329,12 +329,15 @@ local function leave_line(item, tenant, id)
   end
 end
 
--- Item counts per tenant (TENANTS); a tenant left with none is listed in IDLE for prune.
+-- Item counts per tenant (TENANTS); a tenant left with none is listed in IDLE for prune,
+-- scored by its turn, so prune forgets the least recently served first, ties by name (the
+-- memory model's (turn, name) order). Entries written before the score was the turn have
+-- score 0: harmless (each names a tenant with no item), prune takes them first, by name.
 local function count_item(tenant, delta)
   local n = redis.call('HINCRBY', TENANTS, tenant, delta)
   if n <= 0 then
     redis.call('HDEL', TENANTS, tenant)
-    redis.call('ZADD', IDLE, 0, tenant)
+    redis.call('ZADD', IDLE, redis.call('HGET', TURNS, tenant) or 0, tenant)
   elseif n == delta then
     redis.call('ZREM', IDLE, tenant)
   end

@@ -1,5 +1,6 @@
 -- Forgets the rotation entries of up to `limit` tenants that hold no item in any state (IDLE
--- lists them as their last item goes). ARGV: limit. Returns how many tenants were forgotten.
+-- lists them as their last item goes, scored by turn), least recently served first, ties by
+-- name. ARGV: limit. Returns how many tenants were forgotten.
 -- KEYS: the queue's keys only (it reads no item).
 local idle = redis.call('ZRANGE', IDLE, 0, tonumber(ARGV[1]) - 1)
 local pruned = 0

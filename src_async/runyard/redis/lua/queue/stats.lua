@@ -3,7 +3,9 @@
 -- ARGV: now ('' server), scan (how many due items at most are read to find their tenants)
 -- Due items are counted with ZCOUNT, never fetched; only the first `scan` of them are read to
 -- count the tenants that have ready work only through them (claims promote due items in
--- batches of the same size, so more rarely wait; past it `tenants` can be low).
+-- batches of the same size, so more rarely wait). So `tenants` is exact while at most `scan`
+-- due items wait for promotion; past that it misses the tenants whose due items are all
+-- behind the first `scan` (low, never high; docs/redis.md, "Round trips").
 local now = clock(ARGV[1])
 local due_count = redis.call('ZCOUNT', DELAYED, '-inf', now)
 local tenants = redis.call('ZCARD', ROTATION)
