@@ -1,5 +1,4 @@
-"""The conformance kit against PostgreSQL (each test in its own schema); one case is expected
-to fail (strict xfail, see TestPostgresWorkQueue)."""
+"""The conformance kit against PostgreSQL, unchanged (each test in its own schema)."""
 
 from __future__ import annotations
 
@@ -82,14 +81,3 @@ class TestPostgresWorkQueue(AsyncWorkQueueConformance):
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
-
-    @pytest.mark.asyncio
-    @pytest.mark.xfail(
-        strict=True,
-        reason="PostgreSQL's prune forgets idle tenants by name within its window of rotation "
-        "rows, not least recently served first (docs/protocols.md, Retention)",
-    )
-    async def test_a_partial_prune_forgets_the_least_recently_served_first(
-        self, queue: AsyncWorkQueue
-    ) -> None:
-        await super().test_a_partial_prune_forgets_the_least_recently_served_first(queue)

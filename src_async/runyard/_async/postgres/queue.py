@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from runyard._async.postgres.queue_batched import _AsyncPostgresBatchedQueue
+from runyard._async.postgres.queue_core import PRUNE_START
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import ItemLeasedError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
@@ -145,18 +146,20 @@ class AsyncPostgresWorkQueue(_AsyncPostgresBatchedQueue):
         return int(rows[0][0])
 
     async def prune(self, *, limit: int = 100) -> int:
-        """Remove the rotation rows of up to ``limit`` tenants that hold no item in any state;
-        return how many. Bounded: one call looks at PRUNE_WINDOW rotation rows, resuming after
-        the last one it saw. A later enqueue for such a tenant joins the rotation as new. Up to
-        1,000 rows of the delays ledger that no longer count (due in the past) go too.
-        Raises StoreOutcomeUnknown when its reply is lost, as on Redis."""
+        """Remove the rotation rows of up to ``limit`` tenants that hold no item in any state,
+        least recently served first; return how many. Bounded: one call looks at PRUNE_WINDOW
+        rotation rows in turn order, resuming after the last one it saw. A later enqueue for
+        such a tenant joins the rotation as new. Up to 1,000 rows of the delays ledger that no
+        longer count (due in the past) go too. Raises StoreOutcomeUnknown when its reply is
+        lost, as on Redis."""
         check_limit(limit)
+        turn, tenant = self._prune_after
         rows = await self._fetch(
-            "prune", self._prune_after, PRUNE_WINDOW, limit, self._now(), idempotent=False
+            "prune", turn, PRUNE_WINDOW, limit, self._now(), tenant, idempotent=False
         )
-        last, removed = rows[0][0], int(rows[0][1])
-        self._prune_after = "" if last is None else str(last)
-        return removed
+        last_turn, last_tenant, removed = rows[0]
+        self._prune_after = PRUNE_START if last_turn is None else (int(last_turn), str(last_tenant))
+        return int(removed)
 
     async def stats(self) -> QueueStats:
         """Count the queue's items by state, from the counts every state change maintains (the

@@ -33,7 +33,14 @@ from runyard.validation import (
     settle_target,
 )
 
-__all__ = ["MAX_TENANTS_PASSED_OVER", "RECLAIM_EVERY_SECONDS", "RETIRE_PER_CLAIM"]
+__all__ = [
+    "MAX_TENANTS_PASSED_OVER",
+    "PRUNE_START",
+    "RECLAIM_EVERY_SECONDS",
+    "RETIRE_PER_CLAIM",
+]
+
+PRUNE_START = (-(2**63), "")  # before every (turn, tenant) of the rotation
 
 # How many tenants one claim passes over when their due heads are all locked by other claims.
 MAX_TENANTS_PASSED_OVER = 32
@@ -62,7 +69,7 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
             self._wake: str | None = wake_channel(self.tables)
         except ConfigurationError:
             self._wake = None  # no worker can LISTEN on it either: enqueue wakes no one
-        self._prune_after = ""  # the last rotation row prune() looked at
+        self._prune_after = PRUNE_START  # the last (turn, tenant) prune() looked at
         # Tenants that claims of this adapter served: its next claim retires the drained ones.
         self._drained: set[str] = set()
         self._reclaim_at = float("-inf")  # when this adapter's next claim looks for lapses

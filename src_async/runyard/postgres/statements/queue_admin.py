@@ -78,19 +78,25 @@ WITH doomed AS (
     + tally("0", "0", "-(SELECT count(*) FROM gone)")
     + """
 SELECT count(*) FROM gone""",
-    # $1 after this tenant $2 window $3 limit: the rotation rows after $1 (at most $2), and of
-    # those holding no item in any state up to $3 retired (the retire function locks the row
-    # SKIP LOCKED and looks again with a fresh snapshot, so a racing enqueue is never lost).
-    # Returns the last tenant looked at (NULL: the end was reached) and how many were removed.
-    # $4 now: up to 1,000 rows of the delays ledger that no longer count go too.
+    # $1 $5 after this (turn, tenant) $2 window $3 limit: the rotation rows after it in turn
+    # order (at most $2, from the (turn, tenant) index), and of those holding no item in any
+    # state up to $3 retired, least recently served first as on every backend (the retire
+    # function locks the row SKIP LOCKED and looks again with a fresh snapshot, so a racing
+    # enqueue is never lost). Returns the last (turn, tenant) looked at (NULL: the end was
+    # reached) and how many were removed. $4 now: up to 1,000 rows of the delays ledger that
+    # no longer count go too.
     "prune": """
 WITH seen AS (
-    SELECT t.tenant FROM {turns} t WHERE t.tenant > $1::text ORDER BY t.tenant LIMIT $2::bigint
+    SELECT t.turn, t.tenant FROM {turns} t
+    WHERE (t.turn, t.tenant) > ($1::bigint, $5::text)
+    ORDER BY t.turn, t.tenant LIMIT $2::bigint
 ), idle AS (
     SELECT s.tenant FROM seen s
     WHERE NOT EXISTS (SELECT 1 FROM {work} x WHERE x.tenant = s.tenant)
-    ORDER BY s.tenant
+    ORDER BY s.turn, s.tenant
     LIMIT $3::bigint
+), last_seen AS (
+    SELECT s.turn, s.tenant FROM seen s ORDER BY s.turn DESC, s.tenant DESC LIMIT 1
 ), retired AS (
     SELECT {turns_retire}(i.tenant) AS gone FROM idle i
 ), swept AS (
@@ -101,6 +107,7 @@ WITH seen AS (
       AND x.available_at <= $4::float8
 )
 SELECT CASE WHEN (SELECT count(*) FROM seen) >= $2::bigint
-            THEN (SELECT max(s.tenant) FROM seen s) END,
+            THEN (SELECT l.turn FROM last_seen l) END,
+       (SELECT l.tenant FROM last_seen l),
        (SELECT count(*) FROM retired r WHERE r.gone)""",
 }
