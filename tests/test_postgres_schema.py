@@ -10,6 +10,7 @@ import runyard.postgres
 from runyard import ConfigurationError
 from runyard.postgres import EXPECTED_SCHEMA, StateTables, schema_sql
 
+from tests.support.postgres_migrations import migration_sql
 from tests.support.postgres_plugin import admin_connection, fresh_schema
 
 
@@ -92,3 +93,16 @@ def test_schema_sql_says_the_caller_creates_a_named_schema() -> None:
     assert named.splitlines()[0].startswith('-- The schema "jobs" must exist already')
     assert "CREATE SCHEMA" not in "\n".join(named.splitlines()[1:])
     assert not schema_sql().startswith("-- The schema")
+
+
+def test_the_state_6_migration_creates_the_tombstones_table_as_the_schema_does() -> None:
+    def columns(ddl: str, head: str) -> str:
+        return ddl.split(head, 1)[1].split(");", 1)[0]
+
+    documented = columns(
+        migration_sql("State version 6"), "CREATE TABLE IF NOT EXISTS runyard_tombstones ("
+    )
+    assert documented == columns(EXPECTED_SCHEMA, 'CREATE TABLE "runyard_tombstones" (')
+    assert 'CREATE INDEX "runyard_tombstones_by_age" ON "runyard_tombstones" (deleted_at);' in (
+        EXPECTED_SCHEMA
+    )

@@ -53,3 +53,37 @@ def test_a_resent_write_refused_further_on_is_outcome_unknown() -> None:
     refusal = resent_refusal("session", "s", 4, 7)
     assert isinstance(refusal, StoreOutcomeUnknown)
     assert "session 's'" in str(refusal) and "version 7" in str(refusal)
+
+
+def _settle_create(found_version: int, found: str | None, deleted: str | None) -> str:
+    return settle_versioned_write(
+        expected_version=0,
+        found_version=found_version,
+        found_write_id=found,
+        write_id="mine",
+        may_resend=True,
+        deleted_write_id=deleted,
+    )
+
+
+def test_a_create_deleted_after_it_landed_is_never_sent_again() -> None:
+    # Sent again, it would create the record over another party's delete.
+    assert _settle_create(0, None, "mine") == "unknown"
+    # Created again by another writer since: still this write's version 1 first, not a conflict.
+    assert _settle_create(1, "theirs", "mine") == "unknown"
+
+
+def test_a_create_whose_key_holds_another_writes_tombstone_is_sent_again() -> None:
+    # Another writer's record was deleted there: this write has not landed (yet).
+    assert _settle_create(0, None, "theirs") == "resend"
+    assert _settle_create(1, "theirs", "theirs") == "conflict"
+
+
+def test_a_create_found_as_written_is_ours_whatever_the_tombstone() -> None:
+    assert _settle_create(1, "mine", "theirs") == "ours"
+
+
+def test_a_write_that_landed_before_a_delete_is_refused_as_outcome_unknown() -> None:
+    refusal = resent_refusal("run", "r", 0, 1, landed=True)
+    assert isinstance(refusal, StoreOutcomeUnknown)
+    assert "landed and the run was deleted afterwards" in str(refusal)

@@ -5,6 +5,12 @@ write id; the store keeps the id of the record's last write beside it (Redis: th
 ``write_id``; PostgreSQL: the ``write_id`` column). When a reply is lost, the store reads the
 record back and settles by that id, never by comparing blobs: two writers that wrote the same
 blob are still two writes.
+
+Deleting a run or session leaves a tombstone for ``TOMBSTONE_SECONDS``: the id of the deleted
+record's last write (Redis: a key beside the record's, with that TTL; PostgreSQL: a row of the
+tombstones table, which ``prune()`` removes once older). The read-back of a lost write reads it
+with the record, so a write that landed and was deleted before the read-back is told from one
+that never landed: the first is not sent again (that would undo the delete).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Literal
 from runyard.errors import StateConflictError, StoreOutcomeUnknown
 
 __all__ = [
+    "TOMBSTONE_SECONDS",
     "Settlement",
     "mint_write_id",
     "not_this_write",
@@ -23,6 +30,12 @@ __all__ = [
 ]
 
 Settlement = Literal["ours", "resend", "conflict", "unknown"]
+
+# How long a deleted record's last write id is kept (seconds). A read-back settles a lost write
+# within the call that sent it, after the store's own retries (Redis: retry_attempts of at most
+# socket_timeout each, under a minute with the defaults; PostgreSQL's are shorter): an hour is
+# well above that.
+TOMBSTONE_SECONDS = 3600
 
 
 def mint_write_id() -> str:
@@ -37,6 +50,7 @@ def settle_versioned_write(
     found_write_id: str | None,
     write_id: str,
     may_resend: bool,
+    deleted_write_id: str | None = None,
 ) -> Settlement:
     """What a compare-and-swap write whose reply was lost did, from the record read back.
 
@@ -46,10 +60,15 @@ def settle_versioned_write(
     at the next version returns the record). ``conflict``: the next version was written by
     another write, so this one never can be (StateConflictError). ``unknown``: the record has
     moved further (or was deleted) without this write's id on it, so this write may have
-    landed and been overwritten: StoreOutcomeUnknown.
+    landed and been overwritten: StoreOutcomeUnknown. ``deleted_write_id`` is the tombstone's
+    (the last write id of the record deleted at this key, if one was deleted lately): when it
+    is this write's, the write landed and the record was deleted after it, so whatever is
+    there now, the write is never sent again: ``unknown`` (resent_refusal with ``landed``).
     """
     if found_write_id == write_id and found_version > 0:
         return "ours"
+    if deleted_write_id == write_id:
+        return "unknown"
     if found_version == expected_version:
         return "resend" if may_resend else "unknown"
     if found_version == expected_version + 1:
@@ -58,7 +77,7 @@ def settle_versioned_write(
 
 
 def resent_refusal(
-    what: str, subject: str, expected_version: int, actual: int
+    what: str, subject: str, expected_version: int, actual: int, *, landed: bool = False
 ) -> StateConflictError | StoreOutcomeUnknown:
     """The error for a lost write that did not land as this write, from the version it met.
 
@@ -67,8 +86,16 @@ def resent_refusal(
     its own write id at the next version is answered with the record, so a refusal there is
     another write's). At the next version: another write took it, StateConflictError.
     Anywhere else: this write may have landed and been written over (or may still be
-    resent), StoreOutcomeUnknown.
+    resent), StoreOutcomeUnknown. ``landed``: the tombstone holds this write's id, so it
+    landed and the record was deleted afterwards: StoreOutcomeUnknown at any version (the
+    caller decides whether to write it again).
     """
+    if landed:
+        return StoreOutcomeUnknown(
+            f"{what} {subject!r}: the reply to a write was lost; the write landed and the {what} "
+            f"was deleted afterwards (it is now at version {actual}), so it was not sent again; "
+            "read it and decide"
+        )
     if actual == expected_version + 1:
         return StateConflictError(expected_version, actual, what=what)
     return StoreOutcomeUnknown(

@@ -70,7 +70,8 @@ async def test_a_cascading_session_delete_runs_in_bounded_batches(
     with counting_commands(dedicated_redis_target.port) as counted:
         assert await store.delete_session("acme", "s", cascade=True) is True
     counts = _script_key_counts(counted.sent_with_arguments)
-    assert counts and max(counts) <= 2 + 3 * 200  # per run: its hash, event log, event ids
+    # per run: its hash, event log, event ids and tombstone
+    assert counts and max(counts) <= 2 + 4 * 200
     assert await store.get_session("acme", "s") is None
     assert (await store.list_runs("acme")).items == []
     assert await store.delete_session("acme", "s") is False

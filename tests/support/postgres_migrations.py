@@ -31,8 +31,10 @@ def migration_statements(heading: str) -> list[str]:
 
 
 def undo_state_6(conn: psycopg.Connection[tuple[object, ...]], tables: StateTables) -> None:
-    """Put back state version 5's session index, (tenant, session_id), as a database written
-    by an older runyard has it (the schema table's row is the caller's)."""
+    """Put back state version 5's session index, (tenant, session_id), and drop the tombstones
+    table, as a database written by an older runyard has it (the schema table's row is the
+    caller's)."""
+    conn.execute(f"DROP TABLE {tables.qualified(tables.tombstones)}")
     conn.execute(f'DROP INDEX "{tables.schema}"."{tables.runs}_by_session"')
     conn.execute(
         f'CREATE INDEX "{tables.runs}_by_session" ON {tables.qualified(tables.runs)} '

@@ -1,5 +1,6 @@
 """A small asyncio TCP proxy that can lose a reply: it forwards a request to the server, lets
-the server run it, then swallows the reply and drops the client's connection. It can also lose
+the server run it, then swallows the reply and drops the client's connection (optionally after
+something else has happened on the server: another writer's call). It can also lose
 a request (it never reaches the server), or hold one back and deliver it late (after the
 client has given up on it and sent others). It can also play
 a server that is away (a failover, a restart): the next N connections are refused, then it
@@ -16,7 +17,7 @@ import contextlib
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -59,6 +60,7 @@ class ReplyDroppingProxy:
         self.partitioned = False
         self.swallowed = 0  # requests and replies read while partitioned
         self._armed = threading.Event()
+        self._then: Callable[[], None] | None = None
         self._request_loss: Literal["drop", "hold"] | None = None
         self._release_on = b""
         self._held: _Held | None = None
@@ -89,15 +91,22 @@ class ReplyDroppingProxy:
         included: a network partition (a client waits until a timeout of its own, if any)."""
         self.partitioned = True
 
-    def drop_next_reply(self) -> None:
-        """The next request any client sends reaches the server; its reply never comes back."""
+    def drop_next_reply(self, then: Callable[[], None] | None = None) -> None:
+        """The next request any client sends reaches the server; its reply never comes back.
+
+        ``then`` (blocking, run on a thread of its own) is called once the server has run the
+        request and before the client's connection is dropped, so it happens before anything
+        the client does about the loss (another writer's call, straight to the server)."""
+        self._then = then
         self._armed.set()
 
-    def drop_next_request(self) -> None:
+    def drop_next_request(self, then: Callable[[], None] | None = None) -> None:
         """The next request any client sends never reaches the server; the client's
-        connection is reset (it cannot tell whether the request ran)."""
+        connection is reset (it cannot tell whether the request ran), after ``then`` (as
+        drop_next_reply's) has run."""
         with self._lock:
             self._request_loss = "drop"
+            self._then = then
 
     def hold_next_request(self, release_on: bytes) -> None:
         """The next request any client sends is held back and the client's connection reset;
@@ -248,6 +257,9 @@ class ReplyDroppingProxy:
             loss, release_on = self._take_request_loss()
             if loss == "drop":
                 self.lost_requests += 1
+                then, self._then = self._then, None
+                if then is not None:
+                    await asyncio.get_running_loop().run_in_executor(None, then)
                 return  # the handler resets both connections; the server never saw it
             if loss == "hold":
                 conn.held = True
@@ -271,6 +283,9 @@ class ReplyDroppingProxy:
             if conn.dropping:
                 # The server has run the request and answered: lose the answer.
                 self.dropped += 1
+                then, self._then = self._then, None
+                if then is not None:
+                    await asyncio.get_running_loop().run_in_executor(None, then)
                 return
             writer.write(data)
             await writer.drain()

@@ -20,7 +20,10 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 # state 5: runs and sessions keep the id of their last write (write_id), so a write whose reply
 #   was lost is settled by its own id, never by comparing blobs (runyard.writes).
 # state 6: the session index is (tenant, session_id, seq), so a page of list_runs with a
-#   session is a range of it from the cursor, never a sort of the session's runs.
+#   session is a range of it from the cursor, never a sort of the session's runs; the
+#   tombstones table keeps a deleted run's or session's last write id (runyard.writes), so a
+#   write whose reply was lost and whose record was deleted before the read-back is not sent
+#   again over the delete.
 # executions 2: prune_processed(): the (processed_at, execution_id, event_id) index.
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
@@ -53,6 +56,7 @@ class StateTables:
     runs: str = "runyard_runs"
     sessions: str = "runyard_sessions"
     run_leases: str = "runyard_run_leases"
+    tombstones: str = "runyard_tombstones"
     work: str = "runyard_work_items"
     turns: str = "runyard_tenant_turns"
     schema_table: str = "runyard_schema"
@@ -83,6 +87,7 @@ class StateTables:
             runs=f"{prefix}runs",
             sessions=f"{prefix}sessions",
             run_leases=f"{prefix}run_leases",
+            tombstones=f"{prefix}tombstones",
             work=f"{prefix}work_items",
             turns=f"{prefix}tenant_turns",
             schema_table=f"{prefix}schema",
@@ -123,6 +128,8 @@ class StateTables:
             "runs": self.qualified(self.runs),
             "sessions": self.qualified(self.sessions),
             "run_leases": self.qualified(self.run_leases),
+            "tombstones": self.qualified(self.tombstones),
+            "tombstones_name": self.tombstones,
             "work": self.qualified(self.work),
             "turns": self.qualified(self.turns),
             "schema_table": self.qualified(self.schema_table),
@@ -158,6 +165,7 @@ class StateTables:
             self.qualified(self.sessions),
             self.qualified(self.run_leases),
             self.sequence("lease_epoch"),
+            self.qualified(self.tombstones),
             self.qualified(self.events),
             self.qualified(self.event_heads),
         )

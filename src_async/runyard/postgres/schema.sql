@@ -76,6 +76,21 @@ CREATE SEQUENCE {lease_epoch_seq};
 CREATE INDEX "{run_leases_name}_by_expiry"
     ON {run_leases} ((COALESCE(expires_at, '-Infinity'::float8)));
 
+-- Tombstones (state schema version 6): the last write id of a deleted run or session (kind
+-- 'run' or 'session'), kept until prune() removes it (older than runyard.writes'
+-- TOMBSTONE_SECONDS). A put whose reply was lost reads it with the record: its own id here
+-- means it landed and was deleted afterwards, so it is not sent again over the delete.
+CREATE TABLE {tombstones} (
+    tenant      text COLLATE "C" NOT NULL,
+    kind        text COLLATE "C" NOT NULL CHECK (kind IN ('run', 'session')),
+    record_id   text COLLATE "C" NOT NULL,
+    write_id    text COLLATE "C" NOT NULL,
+    deleted_at  double precision NOT NULL,
+    PRIMARY KEY (tenant, kind, record_id)
+);
+-- prune: the oldest tombstones first.
+CREATE INDEX "{tombstones_name}_by_age" ON {tombstones} (deleted_at);
+
 -- Work queues -------------------------------------------------------------------------------
 
 CREATE SEQUENCE {work_seq};    -- order of readiness within a priority

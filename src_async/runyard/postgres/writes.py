@@ -19,8 +19,9 @@ R = TypeVar("R", RunRecord, SessionRecord)
 @dataclass(frozen=True)
 class WriteTarget(Generic[R]):
     """A versioned record whose last write a settle reads back: the statement ``read`` (with
-    ``ids``) returns its ``columns`` columns, then its write id; ``decode`` builds the record;
-    ``what`` and ``subject`` name it in errors."""
+    ``ids``) returns one row, its ``columns`` columns (NULLs: no record), then its write id,
+    then its tombstone's; ``decode`` builds the record; ``what`` and ``subject`` name it in
+    errors."""
 
     what: str
     subject: str

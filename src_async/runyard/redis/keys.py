@@ -128,6 +128,14 @@ class StateKeys:
         """SET: run ids ever written with this session (checked against each run on delete)."""
         return f"{self.prefix}:session-runs:{segment(session_id)}"
 
+    def run_tombstone(self, run_id: str) -> str:
+        """STRING: the last write id of a deleted run, for runyard.writes.TOMBSTONE_SECONDS."""
+        return f"{self.prefix}:deleted-run:{segment(run_id)}"
+
+    def session_tombstone(self, session_id: str) -> str:
+        """STRING: the last write id of a deleted session, as run_tombstone."""
+        return f"{self.prefix}:deleted-session:{segment(session_id)}"
+
 
 @dataclass(frozen=True)
 class QueueKeys:

@@ -47,6 +47,7 @@ STATE_SCRIPTS = load_scripts(
         "patch_run",
         "delete_run",
         "read_runs",
+        "read_write",
         "put_session",
         "delete_session",
         "delete_session_runs",

@@ -26,17 +26,16 @@ class AsyncPostgresWrites:
             self, name: str, *args: Any, idempotent: bool = True
         ) -> Sequence[Sequence[Any]]: ...
 
-    async def _read_write(
-        self, lost: StoreOutcomeUnknown, name: str, *args: Any
-    ) -> Sequence[Any] | None:
-        """The row ``name`` reads (its columns, then the last write's id), or None."""
+    async def _read_write(self, lost: StoreOutcomeUnknown, name: str, *args: Any) -> Sequence[Any]:
+        """The row ``name`` reads: the record's columns (NULLs: no record), the id of its last
+        write, then its tombstone's."""
         try:
             rows = await self._fetch(name, *args)
         except RunyardError as exc:
             raise StoreOutcomeUnknown(
                 f"{lost}; reading back to settle it failed too ({exc})"
             ) from lost
-        return rows[0] if rows else None
+        return rows[0]
 
     async def _run_written_by(
         self, lost: StoreOutcomeUnknown, key: RunKey, write_id: str, what: str
@@ -44,7 +43,7 @@ class AsyncPostgresWrites:
         """The run, if its last write is ``write_id``; else StoreOutcomeUnknown (``lost``)."""
         target = run_target(key)
         row = await self._read_write(lost, target.read, *target.ids)
-        if row is not None and row[target.columns] == write_id:
+        if row[target.columns] == write_id:
             return target.decode(row[: target.columns])
         raise not_this_write(what, key.run_id, lost) from lost
 
@@ -61,14 +60,16 @@ class AsyncPostgresWrites:
         """Settle a put_run/put_session whose reply was lost: its record, a re-send (once,
         with the same write id), or the right error (runyard.writes)."""
         row = await self._read_write(lost, target.read, *target.ids)
-        record = target.decode(row[: target.columns]) if row is not None else None
+        record = target.decode(row[: target.columns]) if row[0] is not None else None
         found = record.version if record is not None else 0
+        deleted_write_id = row[target.columns + 1]
         match settle_versioned_write(
             expected_version=expected_version,
             found_version=found,
-            found_write_id=row[target.columns] if row is not None else None,
+            found_write_id=row[target.columns],
             write_id=write_id,
             may_resend=may_resend,
+            deleted_write_id=deleted_write_id,
         ):
             case "ours":
                 assert record is not None
@@ -90,4 +91,7 @@ class AsyncPostgresWrites:
                     # The first send may have committed while this one waited on the row:
                     # only the write id tells whose write took the next version.
                     return await again(lost)
-        raise resent_refusal(target.what, target.subject, expected_version, found) from lost
+        landed = deleted_write_id == write_id
+        raise resent_refusal(
+            target.what, target.subject, expected_version, found, landed=landed
+        ) from lost

@@ -23,6 +23,7 @@ from runyard.redis.common import (
     decode_session,
     now_arg,
     opt_text,
+    pairs,
     raise_refusal,
     state_unavailable,
     text,
@@ -36,7 +37,12 @@ from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
 from runyard.validation import check_ttl, check_write_guards
-from runyard.writes import mint_write_id, resent_refusal, settle_versioned_write
+from runyard.writes import (
+    TOMBSTONE_SECONDS,
+    mint_write_id,
+    resent_refusal,
+    settle_versioned_write,
+)
 
 __all__ = ["AsyncRedisSessions"]
 
@@ -76,32 +82,42 @@ class AsyncRedisSessions:
     async def _settle_put(
         self,
         lost: ReplyLost,
-        name: str,
+        names: tuple[str, str],
         decode: Callable[[dict[str, Any]], R],
         resend: Callable[[], Awaitable[R]],
         write: tuple[str, str, int, str],
         *,
         may_resend: bool,
     ) -> R:
-        """Settle a put_run/put_session whose reply was lost from the hash ``name`` read back
-        (runyard.writes): ``decode`` it when its last write is this one, ``resend`` (once,
-        same write id) when it is still at the expected version, else raise. ``write`` is
+        """Settle a put_run/put_session whose reply was lost from the record's hash and its
+        tombstone, ``names``, read back in one script (runyard.writes): ``decode`` it when its
+        last write is this one, ``resend`` (once, same write id) when it is still at the
+        expected version and its tombstone is not this write's, else raise. ``write`` is
         (what, subject, expected version, write id)."""
         what, subject, expected_version, write_id = write
-        fields = await self._read_back(lost, lambda: self._hash_fields(name))
+        reply: list[Any] = await self._read_back(
+            lost,
+            lambda: self._runner.script(
+                STATE_SCRIPTS["read_write"], list(names), [], idempotent=True
+            ),
+        )
+        fields = pairs(reply[0])
         found = int(fields.get("version") or 0)
+        deleted_write_id = opt_text(reply[1])
         match settle_versioned_write(
             expected_version=expected_version,
             found_version=found,
             found_write_id=opt_text(fields.get("write_id")),
             write_id=write_id,
             may_resend=may_resend,
+            deleted_write_id=deleted_write_id,
         ):
             case "ours":
                 return decode(fields)
             case "resend":
                 return await resend()
-        raise resent_refusal(what, subject, expected_version, found) from lost
+        landed = deleted_write_id == write_id
+        raise resent_refusal(what, subject, expected_version, found, landed=landed) from lost
 
     # -- sessions --------------------------------------------------------------------------
     async def put_session(
@@ -131,7 +147,8 @@ class AsyncRedisSessions:
         sends: int,
     ) -> SessionRecord:
         # As _put_run: the session keeps its last write's id, read back to settle a lost reply.
-        name = self._keys(tenant).session(session_id)
+        k = self._keys(tenant)
+        name = k.session(session_id)
         try:
             reply = await self._runner.script(
                 STATE_SCRIPTS["put_session"],
@@ -142,7 +159,7 @@ class AsyncRedisSessions:
         except ReplyLost as lost:
             return await self._settle_put(
                 lost,
-                name,
+                (name, k.session_tombstone(session_id)),
                 partial(decode_session, tenant, session_id),
                 partial(
                     self._put_session, tenant, session_id, stored, expected_version, write_id, 1
@@ -179,7 +196,8 @@ class AsyncRedisSessions:
         Reads the session's run set ``_SESSION_BATCH`` members at a time (SSCAN) and checks,
         and with cascade deletes, each batch's runs in one script; a last script deletes the
         session once the set is empty. A cascade cut short (an error, a lost reply) leaves the
-        session with fewer runs; calling it again finishes it.
+        session with fewer runs; calling it again finishes it. Each deleted record's last
+        write id stays for runyard.writes.TOMBSTONE_SECONDS (as delete_run's).
         Raises StateInUseError, StoreOutcomeUnknown.
         """
         validate_identifier(tenant, "tenant")
@@ -197,8 +215,12 @@ class AsyncRedisSessions:
             try:
                 reply = await self._runner.script(
                     STATE_SCRIPTS["delete_session"],
-                    [k.session(session_id), k.session_runs(session_id)],
-                    ["1" if deleted else "0"],
+                    [
+                        k.session(session_id),
+                        k.session_runs(session_id),
+                        k.session_tombstone(session_id),
+                    ],
+                    ["1" if deleted else "0", TOMBSTONE_SECONDS],
                     idempotent=False,
                 )
             except ReplyLost as lost:
@@ -211,11 +233,11 @@ class AsyncRedisSessions:
         )
 
     def _cascade_keys(self, tenant: str, run_ids: list[str]) -> list[str]:
-        """Per run: its hash, event log and event ids (delete_session_runs' KEYS)."""
+        """Per run: its hash, event log, event ids and tombstone (delete_session_runs' KEYS)."""
         keys = []
         for run_id in run_ids:
             log = EventKeys(self.settings.namespace, tenant, run_id)
-            keys += [log.state.run(run_id), log.log, log.ids]
+            keys += [log.state.run(run_id), log.log, log.ids, log.state.run_tombstone(run_id)]
         return keys
 
     async def _session_batches(
@@ -238,7 +260,7 @@ class AsyncRedisSessions:
                     found = await self._runner.script(
                         STATE_SCRIPTS["delete_session_runs"],
                         [members_key, k.runs, *self._cascade_keys(tenant, chunk)],
-                        ["1" if cascade else "0", session_id, *chunk],
+                        ["1" if cascade else "0", session_id, TOMBSTONE_SECONDS, *chunk],
                         idempotent=False,
                     )
                 except ReplyLost as lost:

@@ -1,4 +1,5 @@
-"""The PostgreSQL statements of prune (run leases) and prune_processed (processed marks).
+"""The PostgreSQL statements of prune (run leases, tombstones) and prune_processed (processed
+marks).
 
 Each walks an index from its low end and stops after ``limit`` rows (``LIMIT`` with ``FOR
 UPDATE SKIP LOCKED``, so a prune never waits on a row someone is writing), then deletes those
@@ -22,6 +23,18 @@ WHERE l.ctid = ANY (ARRAY(
         LIMIT $2::bigint
         FOR UPDATE SKIP LOCKED))
   AND COALESCE(l.expires_at, '-Infinity'::float8) < $1::float8
+RETURNING 1""",
+    # $1 cutoff (now - runyard.writes.TOMBSTONE_SECONDS) $2 limit: the oldest tombstones of
+    # deleted runs and sessions, through the (deleted_at) index.
+    "prune_tombstones": """
+DELETE FROM {tombstones} t
+WHERE t.ctid = ANY (ARRAY(
+        SELECT x.ctid FROM {tombstones} x
+        WHERE x.deleted_at < $1::float8
+        ORDER BY x.deleted_at
+        LIMIT $2::bigint
+        FOR UPDATE SKIP LOCKED))
+  AND t.deleted_at < $1::float8
 RETURNING 1""",
 }
 

@@ -92,7 +92,8 @@ WHERE r.tenant = $1::text AND r.run_id = $2::text
 RETURNING {run_cols_r}, """
     + RUN_HINT.format(channel="$12", n="r.version"),
     # $1 tenant $2 run_id $3 expected version (or NULL) $4 fence $5 now. The run and, with
-    # it, its event log (events and head row, so seqs restart at 1 for a run made again).
+    # it, its event log (events and head row, so seqs restart at 1 for a run made again); its
+    # last write id goes to the tombstones (state schema version 6, runyard.writes).
     "delete_run": "WITH "
     + FENCE.format(run_leases="{run_leases}", fence="$4", now="$5")
     + """, deleted AS (
@@ -100,7 +101,13 @@ RETURNING {run_cols_r}, """
     WHERE r.tenant = $1::text AND r.run_id = $2::text
       AND ($3::bigint IS NULL OR r.version = $3::bigint)
       AND ($4::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))
-    RETURNING r.version
+    RETURNING r.version, r.write_id
+), buried AS (
+    INSERT INTO {tombstones} AS t (tenant, kind, record_id, write_id, deleted_at)
+    SELECT $1::text, 'run', $2::text, d.write_id, $5::float8 FROM deleted d
+    WHERE d.write_id IS NOT NULL
+    ON CONFLICT (tenant, kind, record_id) DO UPDATE
+    SET write_id = EXCLUDED.write_id, deleted_at = EXCLUDED.deleted_at
 ), dropped_events AS (
     DELETE FROM {events} e
     WHERE e.tenant = $1::text AND e.run_id = $2::text AND EXISTS (SELECT 1 FROM deleted)
@@ -119,10 +126,14 @@ FROM (SELECT 1) AS one
 LEFT JOIN {run_leases} l ON l.tenant = $1::text AND l.run_id = $2::text""",
     "get_run": """
 SELECT {run_cols_r} FROM {runs} r WHERE r.tenant = $1::text AND r.run_id = $2::text""",
-    # get_run and the id of the run's last write, to settle a write whose reply was lost
+    # get_run and the id of the run's last write, then its tombstone's (the last write id of
+    # the run deleted there lately), to settle a write whose reply was lost: one row, of NULLs
+    # where there is no run or no tombstone
     "get_run_write": """
-SELECT {run_cols_r}, r.write_id FROM {runs} r
-WHERE r.tenant = $1::text AND r.run_id = $2::text""",
+SELECT {run_cols_r}, r.write_id, t.write_id
+FROM (SELECT 1) AS one
+LEFT JOIN {runs} r ON r.tenant = $1::text AND r.run_id = $2::text
+LEFT JOIN {tombstones} t ON t.tenant = $1::text AND t.kind = 'run' AND t.record_id = $2::text""",
     # $1 tenant $2 after seq $3 status $4 session_id $5 limit (one more than the page)
     "list_runs": """
 SELECT {run_cols_r} FROM {runs} r
@@ -182,13 +193,17 @@ WHERE NOT EXISTS (SELECT 1 FROM written)""",
     "get_session": """
 SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at
 FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text""",
-    # get_session and the id of the session's last write
+    # get_session and the id of the session's last write, then its tombstone's (as
+    # get_run_write)
     "get_session_write": """
-SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at, s.write_id
-FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text""",
-    # $1 tenant $2 session_id $3 cascade: (runs deleted, sessions deleted, runs the session had)
-    # $1 tenant $2 session_id $3 batch: delete at most one batch of the session's runs, with
-    # their event logs (events and head rows, as delete_run)
+SELECT s.tenant, s.session_id, s.blob::text, s.version, s.created_at, s.updated_at, s.write_id,
+       t.write_id
+FROM (SELECT 1) AS one
+LEFT JOIN {sessions} s ON s.tenant = $1::text AND s.session_id = $2::text
+LEFT JOIN {tombstones} t
+    ON t.tenant = $1::text AND t.kind = 'session' AND t.record_id = $2::text""",
+    # $1 tenant $2 session_id $3 batch $4 now: delete at most one batch of the session's runs,
+    # with their event logs (events and head rows) and tombstones, as delete_run
     "delete_session_runs": """
 WITH doomed AS (
     DELETE FROM {runs} r
@@ -196,7 +211,13 @@ WITH doomed AS (
             SELECT x.ctid FROM {runs} x WHERE x.tenant = $1::text AND x.session_id = $2::text
             LIMIT $3::bigint))
       AND r.tenant = $1::text AND r.session_id = $2::text
-    RETURNING r.run_id
+    RETURNING r.run_id, r.write_id
+), buried AS (
+    INSERT INTO {tombstones} AS t (tenant, kind, record_id, write_id, deleted_at)
+    SELECT $1::text, 'run', d.run_id, d.write_id, $4::float8 FROM doomed d
+    WHERE d.write_id IS NOT NULL
+    ON CONFLICT (tenant, kind, record_id) DO UPDATE
+    SET write_id = EXCLUDED.write_id, deleted_at = EXCLUDED.deleted_at
 ), dropped_events AS (
     DELETE FROM {events} e
     WHERE e.tenant = $1::text AND e.run_id IN (SELECT d.run_id FROM doomed d)
@@ -205,15 +226,26 @@ WITH doomed AS (
     WHERE h.tenant = $1::text AND h.run_id IN (SELECT d.run_id FROM doomed d)
 )
 SELECT 1 FROM doomed""",
+    # $1 tenant $2 session_id $3 cascade $4 now: (runs deleted, sessions deleted, runs the
+    # session had); each deleted record's last write id goes to the tombstones
     "delete_session": """
 WITH doomed_runs AS (
     DELETE FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text AND $3::boolean
-    RETURNING 1
+    RETURNING r.run_id, r.write_id
 ), doomed_session AS (
     DELETE FROM {sessions} s WHERE s.tenant = $1::text AND s.session_id = $2::text
       AND ($3::boolean OR NOT EXISTS (
           SELECT 1 FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text))
-    RETURNING 1
+    RETURNING s.write_id
+), buried AS (
+    INSERT INTO {tombstones} AS t (tenant, kind, record_id, write_id, deleted_at)
+    SELECT $1::text, 'run', d.run_id, d.write_id, $4::float8 FROM doomed_runs d
+    WHERE d.write_id IS NOT NULL
+    UNION ALL
+    SELECT $1::text, 'session', $2::text, d.write_id, $4::float8 FROM doomed_session d
+    WHERE d.write_id IS NOT NULL
+    ON CONFLICT (tenant, kind, record_id) DO UPDATE
+    SET write_id = EXCLUDED.write_id, deleted_at = EXCLUDED.deleted_at
 )
 SELECT (SELECT count(*) FROM doomed_runs), (SELECT count(*) FROM doomed_session),
        (SELECT count(*) FROM {runs} r WHERE r.tenant = $1::text AND r.session_id = $2::text)""",

@@ -229,7 +229,8 @@ class _PostgresAdapter(Closing):
         """Check the connection and the schema this adapter needs.
 
         Raises ConfigurationError for a missing table or sequence, a schema version this
-        runyard was not written for, an INVALID index of runyard's, or a connection whose
+        runyard was not written for (named first when a table of the newer version is
+        missing too), an INVALID index of runyard's, or a connection whose
         ``statement_timeout`` is 0.
         """
         sent, monotonic_sent = time.time(), time.monotonic()
@@ -243,13 +244,18 @@ class _PostgresAdapter(Closing):
         timeout, missing, server = rows[0][0], list(rows[0][1] or []), float(rows[0][2])
         first = take_sample(sent, received, server, monotonic_sent, monotonic_received)
         self._measure_offset(self._sample_clock(first))
-        if missing:
-            raise ConfigurationError(f"table {missing[0]} does not exist: {FIX_SCHEMA}")
+        schema_table = self.tables.qualified(self.tables.schema_table)
+        if schema_table in missing:
+            raise ConfigurationError(f"table {schema_table} does not exist: {FIX_SCHEMA}")
         versions = {str(r[0]): int(r[1]) for r in self._fetch("verify_versions")}
+        found = versions.get(self._kind)
+        if missing and found in (None, self.schema_version):
+            # At another version, a table missing is a table of this version: say which.
+            raise ConfigurationError(f"table {missing[0]} does not exist: {FIX_SCHEMA}")
         refusal = verify_refusal(
-            self.tables.qualified(self.tables.schema_table),
+            schema_table,
             self._kind,
-            versions.get(self._kind),
+            found,
             self.schema_version,
             list(rows[0][3] or []),
             timeout,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from runyard.validation import check_limit, check_older_than
+from runyard.writes import TOMBSTONE_SECONDS
 
 __all__ = ["PostgresExecutionRetention", "PostgresStateRetention"]
 
@@ -23,20 +24,27 @@ class _Fetching:
 
 
 class PostgresStateRetention(_Fetching):
-    """Mixin for PostgresStateStore: ``prune`` of run lease rows that are not live."""
+    """Mixin for PostgresStateStore: ``prune`` of run lease rows that are not live and of
+    tombstones past their retention."""
 
     def prune(self, *, limit: int = 100) -> int:
-        """Delete up to ``limit`` lease rows that were released or lapsed; return how many.
+        """Delete up to ``limit`` rows in all: lease rows that were released or lapsed, then
+        tombstones of deleted runs and sessions older than runyard.writes.TOMBSTONE_SECONDS,
+        oldest first; return how many.
 
         Epochs come from a sequence that never repeats a value, so the next lease of a pruned
         run gets a higher epoch and a late writer with the old one stays fenced. PostgreSQL
         keeps no session index sets. Re-sent when the reply is lost (deleting a lease that is
-        not live is safe to repeat; the count is then that of the repeat). Raises
-        InvalidArgumentError.
+        not live, or an old tombstone, is safe to repeat; the count is then that of the
+        repeat). Raises InvalidArgumentError.
         """
         check_limit(limit)
-        rows = self._fetch("prune_leases", self._now(), limit)
-        return len(rows)
+        now = self._now()
+        pruned = len(self._fetch("prune_leases", now, limit))
+        if pruned < limit:
+            cutoff = now - TOMBSTONE_SECONDS
+            pruned += len(self._fetch("prune_tombstones", cutoff, limit - pruned))
+        return pruned
 
 
 class PostgresExecutionRetention(_Fetching):

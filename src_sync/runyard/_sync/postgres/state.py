@@ -244,7 +244,9 @@ class PostgresStateStore(
     ) -> bool:
         """Delete the run and its event log (one statement); return whether it existed.
 
-        Raises StateConflictError, LeaseLostError.
+        The run's last write id goes to the tombstones table (until ``prune()`` removes it
+        after runyard.writes.TOMBSTONE_SECONDS), so a put whose reply was lost is not sent
+        again over the delete. Raises StateConflictError, LeaseLostError.
         """
         check_write_guards(expected_version, fence)
         now = self._now()
@@ -354,7 +356,8 @@ class PostgresStateStore(
 
         With ``cascade`` the runs go first, with their event logs, in statements of at most
         DELETE_BATCH runs each (no statement's work grows with the number of runs), then the
-        session with a statement that refuses while runs remain. Raises StateInUseError when
+        session with a statement that refuses while runs remain. Each deleted record's last
+        write id goes to the tombstones (as delete_run's). Raises StateInUseError when
         it still has runs and ``cascade`` is False, StatePersistenceError("contended") when
         runs keep being added.
         """
@@ -364,12 +367,19 @@ class PostgresStateStore(
         for _ in range(3):
             while cascade:
                 batch = self._fetch(
-                    "delete_session_runs", tenant, session_id, DELETE_BATCH, idempotent=False
+                    "delete_session_runs",
+                    tenant,
+                    session_id,
+                    DELETE_BATCH,
+                    self._now(),
+                    idempotent=False,
                 )
                 runs_deleted += len(batch)
                 if len(batch) < DELETE_BATCH:
                     break
-            rows = self._fetch("delete_session", tenant, session_id, False, idempotent=False)
+            rows = self._fetch(
+                "delete_session", tenant, session_id, False, self._now(), idempotent=False
+            )
             _, sessions_deleted, runs_before = (int(v) for v in rows[0])
             if not runs_before:
                 return bool(sessions_deleted or runs_deleted)

@@ -46,7 +46,7 @@ from runyard.validation import (
     check_write_guards,
     counter_overflow,
 )
-from runyard.writes import mint_write_id, resent_refusal
+from runyard.writes import TOMBSTONE_SECONDS, mint_write_id, resent_refusal
 
 __all__ = ["RedisStateStore"]
 
@@ -204,7 +204,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
         except ReplyLost as lost:
             return self._settle_put(
                 lost,
-                keys[0],
+                (keys[0], k.run_tombstone(key.run_id)),
                 partial(decode_run, key.tenant, key.run_id),
                 partial(
                     self._put_run,
@@ -284,7 +284,9 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
     ) -> bool:
         """Delete the run and its event log (one script); return whether it existed.
 
-        Raises StateConflictError, LeaseLostError, StoreOutcomeUnknown.
+        The run's last write id stays for runyard.writes.TOMBSTONE_SECONDS (its tombstone), so
+        a put whose reply was lost is not sent again over the delete. Raises
+        StateConflictError, LeaseLostError, StoreOutcomeUnknown.
         """
         check_write_guards(expected_version, fence)
         k = self._keys(key.tenant)
@@ -293,9 +295,17 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
             "" if fence is None else fence,
             now_arg(self.clock),
             key.run_id,
+            TOMBSTONE_SECONDS,
         ]
         log = EventKeys(self.settings.namespace, key.tenant, key.run_id)
-        keys = [k.run(key.run_id), k.runs, k.lease(key.run_id), log.log, log.ids]
+        keys = [
+            k.run(key.run_id),
+            k.runs,
+            k.lease(key.run_id),
+            log.log,
+            log.ids,
+            k.run_tombstone(key.run_id),
+        ]
         try:
             reply = self._runner.script(STATE_SCRIPTS["delete_run"], keys, args, idempotent=False)
         except ReplyLost as lost:

@@ -55,3 +55,12 @@ local function still_in_session(members_key, run_key, session, run_id)
   redis.call('SREM', members_key, run_id)
   return false
 end
+
+-- Before a run or session is deleted: keep its last write id for ttl seconds at tomb_key (its
+-- tombstone, runyard.writes), so a write whose reply was lost is not sent again after it.
+local function bury(record_key, tomb_key, ttl)
+  local write_id = redis.call('HGET', record_key, 'write_id')
+  if write_id then
+    redis.call('SET', tomb_key, write_id, 'EX', ttl)
+  end
+end
