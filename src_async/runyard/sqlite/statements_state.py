@@ -102,8 +102,14 @@ SELECT version FROM {sessions} WHERE tenant = :tenant AND session_id = :session_
 SELECT {_SESSION_COLUMNS} FROM {{sessions}} WHERE tenant = :tenant AND session_id = :session_id""",
     "count_session_runs": """
 SELECT count(*) FROM {runs} WHERE tenant = :tenant AND session_id = :session_id""",
+    # delete_session(cascade=True), one transaction per batch: the session's first :batch runs
+    # in seq order (from the session index), after delete_session_events deleted their events.
     "delete_session_runs": """
-DELETE FROM {runs} WHERE tenant = :tenant AND session_id = :session_id""",
+DELETE FROM {runs}
+WHERE seq IN (
+    SELECT r.seq FROM {runs} r WHERE r.tenant = :tenant AND r.session_id = :session_id
+    ORDER BY r.seq LIMIT :batch)
+RETURNING seq""",
     "delete_session": """
 DELETE FROM {sessions} WHERE tenant = :tenant AND session_id = :session_id RETURNING 1""",
     # -- run leases ------------------------------------------------------------------------
