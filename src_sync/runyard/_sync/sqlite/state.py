@@ -123,8 +123,10 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
             if expected_version == 0:
                 statement, status, expected = "create_run", status or DEFAULT_STATUS, None
             else:
-                statement = "update_run" if session_id is None else "update_run_session"
+                statement = "update_run_session" if session_id is not None else "update_run"
                 status, expected = status or None, expected_version
+                if session_id is None and status is not None:
+                    statement = "update_run_status"
             rows = tx.finish_read(
                 statement,
                 "get_run",
@@ -189,7 +191,7 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
                 if probe[0][0] is not None:
                     self._check_fence(tx, key, fence, tx.now(), None)
             rows = tx.finish_read(
-                "patch_run",
+                "patch_run" if not status else "patch_run_status",
                 "get_run",
                 tenant=key.tenant,
                 run_id=key.run_id,
@@ -255,8 +257,12 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
         check_limit(limit)
         after = decode_cursor(cursor)
         with self._read() as tx:
+            if session_id is not None:
+                statement = "list_runs_by_session"
+            else:
+                statement = "list_runs" if status is None else "list_runs_by_status"
             rows = tx.fetch(
-                "list_runs" if session_id is None else "list_runs_by_session",
+                statement,
                 tenant=tenant,
                 after=after,
                 status=status,
