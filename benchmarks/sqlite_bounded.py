@@ -1,7 +1,8 @@
 """Figures for docs/sqlite.md (a script, not a test): list_runs by status among 100,002 runs,
-and delete_session(cascade=True) of a large session, batch by batch.
+delete_session(cascade=True) of a large session, batch by batch, and a claim behind tenants
+with only delayed work.
 
-    .venv/bin/python -m benchmarks.sqlite_bounded [list|delete|delete-no-pause] [runs]
+    .venv/bin/python -m benchmarks.sqlite_bounded [list|delete|delete-no-pause|claim] [count]
 
 Rows are written with plain SQL (the setup is not what is measured); the measured calls go
 through SqliteStateStore, and the statement list_runs sent before state version 4 is timed on
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from runyard import RunKey
 from runyard._sync.sqlite import state as state_module
-from runyard.sqlite import SqliteStateStore
+from runyard.sqlite import SqliteStateStore, SqliteWorkQueue
 from runyard.sqlite.statements_state import RUN_COLUMNS
 
 # list_runs' statement before state version 4: the tenant's (tenant, seq) index, the status
@@ -80,6 +81,36 @@ def list_by_status(runs: int) -> None:
     )
 
 
+def claim_behind_idle_tenants(tenants: int) -> None:
+    """claim + complete of a busy tenant's items while ``tenants`` others hold one item each,
+    delayed by a day, with older turns: the claim probes each of them first."""
+    with tempfile.TemporaryDirectory() as where:
+        path = Path(where) / "claim.db"
+        SqliteWorkQueue.open(path, create_schema=True).close()
+        later = time.time() + 86_400
+        with sqlite3.connect(path) as conn:
+            conn.executemany(
+                "INSERT INTO runyard_work_items (tenant, item_id, payload, state, available_at, "
+                "enqueued_at, ready_seq) VALUES (?, 'x', '{}', 'ready', ?, ?, 1)",
+                ((f"idle-{n:06d}", later, later) for n in range(tenants)),
+            )
+        queue = SqliteWorkQueue.open(path, durable=False)
+        for n in range(230):
+            queue.enqueue("zz-busy", {"n": n})
+        times = []
+        for _ in range(230):
+            start = time.perf_counter()
+            lease = queue.claim("w")
+            assert lease is not None and lease.tenant == "zz-busy"
+            queue.complete(lease)
+            times.append((time.perf_counter() - start) * 1000)
+        queue.close()
+    print(
+        f"claim+complete behind {tenants} tenants with only delayed work: median "
+        f"{statistics.median(times[30:]):.2f} ms of 200 (durable=False)"
+    )
+
+
 def delete_session(runs: int, pause: bool = True) -> None:
     """``pause=False``: without the pause between batches (the sync twin's sleep made a no-op),
     for the figure of what it is for."""
@@ -135,5 +166,7 @@ if __name__ == "__main__":
     count = int(sys.argv[2]) if len(sys.argv) > 2 else (100_000 if which == "list" else 200_001)
     if which == "list":
         list_by_status(count)
+    elif which == "claim":
+        claim_behind_idle_tenants(int(sys.argv[2]) if len(sys.argv) > 2 else 20_000)
     else:
         delete_session(count, pause=which != "delete-no-pause")
