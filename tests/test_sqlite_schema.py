@@ -6,11 +6,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from runyard import ConfigurationError, StatePersistenceError
+from runyard import ConfigurationError, RunKey, StatePersistenceError
 from runyard.sqlite import (
     SQLITE_SCHEMA,
+    SqliteStateStore,
     SqliteStoreSettings,
     SqliteTables,
+    SqliteWorkQueue,
     create_schema,
     schema_sql,
 )
@@ -44,7 +46,7 @@ def test_the_published_schema_applies_twice_to_the_same_tables() -> None:
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert set(SqliteTables().names().values()) <= names
     versions = dict(conn.execute("SELECT component, version FROM runyard_schema").fetchall())
-    assert versions == {"state": 3, "queue": 3, "executions": 2}
+    assert versions == {"state": 4, "queue": 3, "executions": 2}
 
 
 def test_schema_sql_renders_every_custom_name() -> None:
@@ -98,3 +100,33 @@ def test_create_schema_on_a_locked_file_is_a_retryable_error(tmp_path: Path) -> 
     finally:
         other.execute("ROLLBACK")
         other.close()
+
+
+def test_a_state_3_file_is_refused_with_its_migration_and_opens_once_migrated(
+    tmp_path: Path,
+) -> None:
+    """State version 4 adds the runs (tenant, status, seq) index: a file at 3 (before it) is
+    refused with the SQL that migrates it; applied as the message says, the file opens and
+    list_runs by status reads the runs written before."""
+    path = tmp_path / "v3.db"
+    store = SqliteStateStore.open(path, create_schema=True)
+    store.put_run(RunKey("acme", "r"), {}, expected_version=0, status="done")
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX runyard_runs_by_status")
+        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'state'")
+    with pytest.raises(ConfigurationError) as caught:
+        SqliteStateStore.open(path)
+    message = str(caught.value)
+    assert "schema version 3" in message and "written for version 4" in message
+    migration = "UPDATE \"runyard_schema\" SET version = 4 WHERE component = 'state'"
+    assert f"then run `{migration}`" in message
+    SqliteWorkQueue.open(path).close()  # the queue's component is unchanged
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SQLITE_SCHEMA)
+        conn.execute(migration)
+    store = SqliteStateStore.open(path)
+    try:
+        assert [r.run_id for r in store.list_runs("acme", status="done").items] == ["r"]
+    finally:
+        store.close()

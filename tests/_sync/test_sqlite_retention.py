@@ -63,7 +63,7 @@ def test_a_file_from_before_pruning_is_refused_naming_both_versions(
         conn.execute("UPDATE runyard_schema SET version = 1 WHERE component = 'executions'")
     with pytest.raises(ConfigurationError) as state:
         SqliteStateStore.open(path)
-    assert "schema version 2" in str(state.value) and "version 3" in str(state.value)
+    assert "schema version 2" in str(state.value) and "version 4" in str(state.value)
     with pytest.raises(ConfigurationError) as executions:
         SqliteStore.open(path)
     assert "schema version 1" in str(executions.value) and "version 2" in str(executions.value)

@@ -34,7 +34,12 @@ __all__ = [
 # executions 2: prune_processed(): the processed (processed_at, execution_id, event_id) index.
 # queue 3: no index by worker (adopt walks the live leases in the lapsing index): a claim and
 # its completion write two pages fewer.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 3, "queue": 3, "executions": 2}
+# state 4: list_runs by status: the runs (tenant, status, seq) index.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 3, "executions": 2}
+
+# State 1, 2 or 3 to 4: SQLITE_SCHEMA adds every table and index of the state since version 1
+# (the events table, the lease floors, the index of leases by expiry, the index by status).
+_STATE_4 = "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'state'"
 
 # Queue 2 to 3 (the indexes of ready items are version 2's).
 _QUEUE_3 = (
@@ -51,6 +56,9 @@ _MIGRATIONS: dict[tuple[str, int], str] = {
         'DROP INDEX IF EXISTS "{work}_ready_seq"; ' + _QUEUE_3
     ),
     ("queue", 2): _QUEUE_3,
+    ("state", 1): _STATE_4,
+    ("state", 2): _STATE_4,
+    ("state", 3): _STATE_4,
 }
 
 

@@ -1,6 +1,6 @@
--- runyard's SQLite schema: state at version 3 (2: the run event logs; 3: lease pruning), queue at
--- 3 (2: per-item max_attempts; 3: no index by worker), executions at 2 (processed marks pruned
--- oldest first).
+-- runyard's SQLite schema: state at version 4 (2: the run event logs; 3: lease pruning; 4: the
+-- index of runs by status), queue at 3 (2: per-item max_attempts; 3: no index by worker),
+-- executions at 2 (processed marks pruned oldest first).
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
 -- is idempotent (IF NOT EXISTS, INSERT OR IGNORE), so applying it twice changes nothing;
@@ -35,6 +35,10 @@ CREATE TABLE IF NOT EXISTS "{runs}" (
 CREATE INDEX IF NOT EXISTS "{runs}_by_tenant" ON "{runs}" (tenant, seq);
 CREATE INDEX IF NOT EXISTS "{runs}_by_session" ON "{runs}" (tenant, session_id)
     WHERE session_id IS NOT NULL;
+-- list_runs with a status (state version 4), named with INDEXED BY: the tenant's runs of that
+-- status in seq order. A run write that names no status (put_run, patch_run without one)
+-- leaves its entry alone.
+CREATE INDEX IF NOT EXISTS "{runs}_by_status" ON "{runs}" (tenant, status, seq);
 
 CREATE TABLE IF NOT EXISTS "{sessions}" (
     tenant      TEXT NOT NULL,
@@ -224,4 +228,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 3), ('queue', 3), ('executions', 2);
+VALUES ('state', 4), ('queue', 3), ('executions', 2);

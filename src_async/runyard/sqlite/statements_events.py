@@ -49,11 +49,13 @@ LIMIT :limit""",
     "delete_events": """
 DELETE FROM {events} WHERE tenant = :tenant AND run_id = :run_id""",
     # The logs of a session's runs, deleted with them by delete_session(cascade=True).
+    # The events of the runs delete_session_runs deletes next (the same :batch, same order).
     "delete_session_events": """
 DELETE FROM {events}
 WHERE (tenant, run_id) IN (
     SELECT r.tenant, r.run_id FROM {runs} r
-    WHERE r.tenant = :tenant AND r.session_id = :session_id)""",
+    WHERE r.tenant = :tenant AND r.session_id = :session_id
+    ORDER BY r.seq LIMIT :batch)""",
 }
 
 

@@ -25,6 +25,24 @@ _LEASE_COLUMNS = "tenant, run_id, holder, epoch, expires_at"
 # The largest counter (2**53 - 1), spliced into the patch guard as a literal.
 _MAX = str(MAX_COUNTER)
 
+
+def _patch(set_status: str) -> str:
+    """patch_run's UPDATE, with ``set_status`` (empty: the status stays, no index entry is
+    rewritten, see update_run)."""
+    return f"""
+UPDATE {{runs}}
+SET input_tokens = input_tokens + :input_tokens, output_tokens = output_tokens + :output_tokens,
+    cost_micros = cost_micros + :cost_micros, iterations = iterations + :iterations,
+    "cursor" = "cursor" + :cursor, {set_status}version = version + 1, updated_at = :now
+WHERE tenant = :tenant AND run_id = :run_id
+  -- the whole patch or nothing: every counter stays within runyard.validation.MAX_COUNTER
+  AND input_tokens + :input_tokens <= {_MAX}
+  AND output_tokens + :output_tokens <= {_MAX}
+  AND cost_micros + :cost_micros <= {_MAX}
+  AND iterations + :iterations <= {_MAX}
+  AND "cursor" + :cursor <= {_MAX}"""
+
+
 _TEMPLATES: dict[str, str] = {
     # The run writes return nothing: when one changed the row, the store reads it back with
     # get_run in the same transaction (and the same trip to the driver). An UPDATE ... RETURNING
@@ -36,28 +54,23 @@ VALUES (:tenant, :run_id, :blob, 1, :status, :session_id, :now, :now)
 ON CONFLICT (tenant, run_id) DO NOTHING""",
     # Without a session_id: the statement names no indexed column, so the row's page is the
     # only one it writes (naming session_id rewrites the run's session index entry).
+    # Without a status either: the (tenant, status, seq) index (state version 4) is rewritten
+    # by every UPDATE naming status, even to the same value (one WAL page more, measured).
     "update_run": """
 UPDATE {runs}
-SET blob = :blob, version = version + 1, status = COALESCE(:status, status), updated_at = :now
+SET blob = :blob, version = version + 1, updated_at = :now
+WHERE tenant = :tenant AND run_id = :run_id AND version = :expected""",
+    "update_run_status": """
+UPDATE {runs}
+SET blob = :blob, version = version + 1, status = :status, updated_at = :now
 WHERE tenant = :tenant AND run_id = :run_id AND version = :expected""",
     "update_run_session": """
 UPDATE {runs}
 SET blob = :blob, version = version + 1, status = COALESCE(:status, status),
     session_id = :session_id, updated_at = :now
 WHERE tenant = :tenant AND run_id = :run_id AND version = :expected""",
-    "patch_run": f"""
-UPDATE {{runs}}
-SET input_tokens = input_tokens + :input_tokens, output_tokens = output_tokens + :output_tokens,
-    cost_micros = cost_micros + :cost_micros, iterations = iterations + :iterations,
-    "cursor" = "cursor" + :cursor, status = COALESCE(:status, status),
-    version = version + 1, updated_at = :now
-WHERE tenant = :tenant AND run_id = :run_id
-  -- the whole patch or nothing: every counter stays within runyard.validation.MAX_COUNTER
-  AND input_tokens + :input_tokens <= {_MAX}
-  AND output_tokens + :output_tokens <= {_MAX}
-  AND cost_micros + :cost_micros <= {_MAX}
-  AND iterations + :iterations <= {_MAX}
-  AND "cursor" + :cursor <= {_MAX}""",
+    "patch_run": _patch(""),
+    "patch_run_status": _patch("status = :status, "),
     # The run's version (NULL: none) and its lease row: what explains a refused write.
     "probe_run": """
 SELECT (SELECT r.version FROM {runs} r WHERE r.tenant = :tenant AND r.run_id = :run_id),
@@ -71,8 +84,16 @@ DELETE FROM {runs} WHERE tenant = :tenant AND run_id = :run_id""",
     "list_runs": f"""
 SELECT {RUN_COLUMNS} FROM {{runs}}
 WHERE tenant = :tenant AND seq > :after
-  AND (:status IS NULL OR status = :status)
-  AND (:session_id IS NULL OR session_id = :session_id)
+ORDER BY seq
+LIMIT :limit""",
+    # list_runs with a status (no session): the matching runs from the (tenant, status, seq)
+    # index (state version 4), in seq order without a sort, named with INDEXED BY so the plan
+    # needs no statistics. Its cost is the page, not the tenant's runs: walking the (tenant,
+    # seq) index and checking the status row by row took 13.2 ms for one match among 100,002
+    # runs (see docs/sqlite.md).
+    "list_runs_by_status": f"""
+SELECT {RUN_COLUMNS} FROM {{runs}} INDEXED BY {{runs_by_status}}
+WHERE tenant = :tenant AND status = :status AND seq > :after
 ORDER BY seq
 LIMIT :limit""",
     # list_runs with a session (a status or none): the session's runs from the (tenant,
@@ -102,8 +123,14 @@ SELECT version FROM {sessions} WHERE tenant = :tenant AND session_id = :session_
 SELECT {_SESSION_COLUMNS} FROM {{sessions}} WHERE tenant = :tenant AND session_id = :session_id""",
     "count_session_runs": """
 SELECT count(*) FROM {runs} WHERE tenant = :tenant AND session_id = :session_id""",
+    # delete_session(cascade=True), one transaction per batch: the session's first :batch runs
+    # in seq order (from the session index), after delete_session_events deleted their events.
     "delete_session_runs": """
-DELETE FROM {runs} WHERE tenant = :tenant AND session_id = :session_id""",
+DELETE FROM {runs}
+WHERE seq IN (
+    SELECT r.seq FROM {runs} r WHERE r.tenant = :tenant AND r.session_id = :session_id
+    ORDER BY r.seq LIMIT :batch)
+RETURNING seq""",
     "delete_session": """
 DELETE FROM {sessions} WHERE tenant = :tenant AND session_id = :session_id RETURNING 1""",
     # -- run leases ------------------------------------------------------------------------
@@ -130,4 +157,5 @@ RETURNING epoch""",
 @cache
 def state_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the state store's statements rendered for ``tables`` (cached per SqliteTables)."""
-    return render({**_TEMPLATES, **STATE_RETENTION}, tables)
+    indexes = {"runs_by_status": f"{tables.runs}_by_status"}
+    return render({**_TEMPLATES, **STATE_RETENTION}, tables, indexes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any
 
 from runyard._async.local_updates import AsyncLocalUpdates
@@ -9,6 +10,7 @@ from runyard._async.pager import AsyncRunIteration
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter, _AsyncTransaction
 from runyard._async.sqlite.events import AsyncSqliteEvents
 from runyard._async.sqlite.retention import AsyncSqliteStateRetention
+from runyard._flavours import async_sleep
 from runyard._json import dump_json
 from runyard._sql import fence_refusal
 from runyard.capabilities import StoreCapabilities
@@ -18,6 +20,7 @@ from runyard.errors import (
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
+    StatePersistenceError,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
@@ -40,6 +43,11 @@ from runyard.validation import (
 
 __all__ = ["AsyncSqliteStateStore"]
 
+# Runs (with their event logs) one transaction of delete_session(cascade=True) deletes at most.
+SESSION_DELETE_BATCH = 500
+# Rounds of batches and the final check before delete_session gives up on a growing session.
+_SESSION_DELETE_ATTEMPTS = 3
+
 
 class AsyncSqliteStateStore(
     AsyncSqliteStateRetention, AsyncSqliteEvents, _AsyncSqliteAdapter, AsyncRunIteration
@@ -52,6 +60,8 @@ class AsyncSqliteStateStore(
     """
 
     _kind = "state"
+    # delete_session(cascade=True)'s batch (a test may set a smaller one on a store).
+    _session_batch = SESSION_DELETE_BATCH
     capabilities = StoreCapabilities(
         version=1,
         fenced_writes=True,
@@ -113,8 +123,10 @@ class AsyncSqliteStateStore(
             if expected_version == 0:
                 statement, status, expected = "create_run", status or DEFAULT_STATUS, None
             else:
-                statement = "update_run" if session_id is None else "update_run_session"
+                statement = "update_run_session" if session_id is not None else "update_run"
                 status, expected = status or None, expected_version
+                if session_id is None and status is not None:
+                    statement = "update_run_status"
             rows = await tx.finish_read(
                 statement,
                 "get_run",
@@ -179,7 +191,7 @@ class AsyncSqliteStateStore(
                 if probe[0][0] is not None:
                     await self._check_fence(tx, key, fence, await tx.now(), None)
             rows = await tx.finish_read(
-                "patch_run",
+                "patch_run" if not status else "patch_run_status",
                 "get_run",
                 tenant=key.tenant,
                 run_id=key.run_id,
@@ -245,8 +257,12 @@ class AsyncSqliteStateStore(
         check_limit(limit)
         after = decode_cursor(cursor)
         async with self._read() as tx:
+            if session_id is not None:
+                statement = "list_runs_by_session"
+            else:
+                statement = "list_runs" if status is None else "list_runs_by_status"
             rows = await tx.fetch(
-                "list_runs" if session_id is None else "list_runs_by_session",
+                statement,
                 tenant=tenant,
                 after=after,
                 status=status,
@@ -293,26 +309,44 @@ class AsyncSqliteStateStore(
         return decode_session(rows[0]) if rows else None
 
     async def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs and their event logs when ``cascade``), in one
-        transaction.
+        """Delete the session (and its runs and their event logs when ``cascade``).
 
-        Raises StateInUseError when it still has runs and ``cascade`` is False.
+        With ``cascade`` the runs go first with their event logs, SESSION_DELETE_BATCH per
+        transaction (the lock let go in between), then the session, in a transaction that
+        refuses while runs remain; a cascade cut short leaves fewer runs (call it again).
+        Raises StateInUseError (runs left, no ``cascade``), StatePersistenceError("contended").
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
-        async with self._write() as tx:
-            ids = {"tenant": tenant, "session_id": session_id}
-            runs = int((await tx.fetch("count_session_runs", **ids))[0][0])
-            if runs and not cascade:
+        ids = {"tenant": tenant, "session_id": session_id}
+        runs_deleted = 0
+        for _ in range(_SESSION_DELETE_ATTEMPTS):
+            while cascade:
+                started = monotonic()
+                async with self._write() as tx:
+                    await tx.fetch("delete_session_events", batch=self._session_batch, **ids)
+                    gone = await tx.fetch("delete_session_runs", batch=self._session_batch, **ids)
+                runs_deleted += len(gone)
+                if len(gone) < self._session_batch:
+                    break
+                # The lock stays free as long as the batch held it: SQLite's busy handler has
+                # other connections' writers poll (sleeps of up to 100 ms), so a lock taken
+                # again at once starves them for the whole cascade (measured: a second).
+                await async_sleep(monotonic() - started)
+            async with self._write() as tx:
+                runs = int((await tx.fetch("count_session_runs", **ids))[0][0])
+                if not runs:
+                    deleted = await tx.finish("delete_session", **ids)
+                    return bool(deleted) or bool(runs_deleted)
+            if not cascade:
                 raise StateInUseError(
                     f"session {session_id!r} still has {runs} run(s); "
                     "delete them first or pass cascade=True"
                 )
-            if runs:
-                await tx.fetch("delete_session_events", **ids)
-                await tx.fetch("delete_session_runs", **ids)
-            deleted = await tx.fetch("delete_session", **ids)
-            return bool(deleted) or bool(runs)
+        raise StatePersistenceError(
+            f"runs kept being added to session {session_id!r} while deleting it; try again",
+            reason="contended",
+        )
 
     # -- run leases --------------------------------------------------------------------------
     async def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:

@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any
 
+from runyard._flavours import sleep
 from runyard._json import dump_json
 from runyard._sql import fence_refusal
 from runyard._sync.local_updates import LocalUpdates
@@ -20,6 +22,7 @@ from runyard.errors import (
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
+    StatePersistenceError,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
@@ -42,6 +45,11 @@ from runyard.validation import (
 
 __all__ = ["SqliteStateStore"]
 
+# Runs (with their event logs) one transaction of delete_session(cascade=True) deletes at most.
+SESSION_DELETE_BATCH = 500
+# Rounds of batches and the final check before delete_session gives up on a growing session.
+_SESSION_DELETE_ATTEMPTS = 3
+
 
 class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIteration):
     """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
@@ -52,6 +60,8 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
     """
 
     _kind = "state"
+    # delete_session(cascade=True)'s batch (a test may set a smaller one on a store).
+    _session_batch = SESSION_DELETE_BATCH
     capabilities = StoreCapabilities(
         version=1,
         fenced_writes=True,
@@ -113,8 +123,10 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
             if expected_version == 0:
                 statement, status, expected = "create_run", status or DEFAULT_STATUS, None
             else:
-                statement = "update_run" if session_id is None else "update_run_session"
+                statement = "update_run_session" if session_id is not None else "update_run"
                 status, expected = status or None, expected_version
+                if session_id is None and status is not None:
+                    statement = "update_run_status"
             rows = tx.finish_read(
                 statement,
                 "get_run",
@@ -179,7 +191,7 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
                 if probe[0][0] is not None:
                     self._check_fence(tx, key, fence, tx.now(), None)
             rows = tx.finish_read(
-                "patch_run",
+                "patch_run" if not status else "patch_run_status",
                 "get_run",
                 tenant=key.tenant,
                 run_id=key.run_id,
@@ -245,8 +257,12 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
         check_limit(limit)
         after = decode_cursor(cursor)
         with self._read() as tx:
+            if session_id is not None:
+                statement = "list_runs_by_session"
+            else:
+                statement = "list_runs" if status is None else "list_runs_by_status"
             rows = tx.fetch(
-                "list_runs" if session_id is None else "list_runs_by_session",
+                statement,
                 tenant=tenant,
                 after=after,
                 status=status,
@@ -291,26 +307,44 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
         return decode_session(rows[0]) if rows else None
 
     def delete_session(self, tenant: str, session_id: str, *, cascade: bool = False) -> bool:
-        """Delete the session (and its runs and their event logs when ``cascade``), in one
-        transaction.
+        """Delete the session (and its runs and their event logs when ``cascade``).
 
-        Raises StateInUseError when it still has runs and ``cascade`` is False.
+        With ``cascade`` the runs go first with their event logs, SESSION_DELETE_BATCH per
+        transaction (the lock let go in between), then the session, in a transaction that
+        refuses while runs remain; a cascade cut short leaves fewer runs (call it again).
+        Raises StateInUseError (runs left, no ``cascade``), StatePersistenceError("contended").
         """
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
-        with self._write() as tx:
-            ids = {"tenant": tenant, "session_id": session_id}
-            runs = int((tx.fetch("count_session_runs", **ids))[0][0])
-            if runs and not cascade:
+        ids = {"tenant": tenant, "session_id": session_id}
+        runs_deleted = 0
+        for _ in range(_SESSION_DELETE_ATTEMPTS):
+            while cascade:
+                started = monotonic()
+                with self._write() as tx:
+                    tx.fetch("delete_session_events", batch=self._session_batch, **ids)
+                    gone = tx.fetch("delete_session_runs", batch=self._session_batch, **ids)
+                runs_deleted += len(gone)
+                if len(gone) < self._session_batch:
+                    break
+                # The lock stays free as long as the batch held it: SQLite's busy handler has
+                # other connections' writers poll (sleeps of up to 100 ms), so a lock taken
+                # again at once starves them for the whole cascade (measured: a second).
+                sleep(monotonic() - started)
+            with self._write() as tx:
+                runs = int((tx.fetch("count_session_runs", **ids))[0][0])
+                if not runs:
+                    deleted = tx.finish("delete_session", **ids)
+                    return bool(deleted) or bool(runs_deleted)
+            if not cascade:
                 raise StateInUseError(
                     f"session {session_id!r} still has {runs} run(s); "
                     "delete them first or pass cascade=True"
                 )
-            if runs:
-                tx.fetch("delete_session_events", **ids)
-                tx.fetch("delete_session_runs", **ids)
-            deleted = tx.fetch("delete_session", **ids)
-            return bool(deleted) or bool(runs)
+        raise StatePersistenceError(
+            f"runs kept being added to session {session_id!r} while deleting it; try again",
+            reason="contended",
+        )
 
     # -- run leases --------------------------------------------------------------------------
     def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
