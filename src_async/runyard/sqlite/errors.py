@@ -12,19 +12,35 @@ from runyard.errors import (
     StatePersistenceError,
 )
 
-__all__ = ["Kind", "StoreClosed", "closed_error", "map_error", "open_error"]
+__all__ = ["LOOP_ENDED_MESSAGE", "Kind", "StoreClosed", "closed_error", "map_error", "open_error"]
 
 Kind = Literal["state", "queue", "executions"]
 
 
 class StoreClosed(Exception):
-    """Raised by a connection after its ``close()``: nothing was sent."""
+    """Raised by a connection after its ``close()``: nothing was sent. ``loop_ended``: the
+    async connection was closed by the shutdown of the event loop that opened it."""
+
+    def __init__(self, message: str = "the connection is closed", *, loop_ended: bool = False):
+        super().__init__(message)
+        self.loop_ended = loop_ended
 
 
-def closed_error(kind: Kind) -> RunyardError:
+# An async store is closed with the event loop that opened it (runyard.sqlite.flavours).
+LOOP_ENDED_MESSAGE = (
+    "the async SQLite store's connection was closed when the event loop that opened it shut "
+    "down (asyncio.run returned): open the store on the event loop that uses it"
+)
+
+
+def closed_error(kind: Kind, *, loop_ended: bool = False) -> RunyardError:
     """The error a call on a closed store raises, whichever twin and component: the one the
     PostgreSQL stores raise with no connection to send on (``unavailable``):
-    QueueUnavailableError for a queue, else StatePersistenceError(reason="unavailable")."""
+    QueueUnavailableError for a queue, else StatePersistenceError(reason="unavailable").
+    ``loop_ended``: the event loop that opened an async store shut down and closed it, which
+    no retry undoes: ConfigurationError."""
+    if loop_ended:
+        return ConfigurationError(LOOP_ENDED_MESSAGE)
     message = (
         "the SQLite store is closed (close() or aclose() closed its connection): "
         "open the store again"
@@ -45,7 +61,7 @@ def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> Ru
     not retryable ("invalid").
     """
     if isinstance(exc, StoreClosed):
-        return closed_error(kind)
+        return closed_error(kind, loop_ended=exc.loop_ended)
     if not isinstance(exc, sqlite3.Error):
         return None
     text = str(exc)

@@ -120,13 +120,6 @@ def _change_then_read(raw: sqlite3.Connection, sql: str, read: str, params: Para
     return rows
 
 
-# The guards of the async connections not closed yet (see AsyncConnection.connect): held here
-# so that an unclosed connection lives until its loop shuts down and closes it, instead of
-# being collected while the loop runs (aiosqlite's own finalizer then reports to the loop
-# from its thread, after asyncio.run may have closed it: "Event loop is closed").
-_UNCLOSED: set[AsyncGenerator[None, None]] = set()
-
-
 async def _closed_with_its_loop(connection: AsyncConnection) -> AsyncGenerator[None, None]:
     """Suspended at its ``yield`` until ``close()`` ends it (its ``finally`` then has nothing
     to do) or the event loop shuts down: ``loop.shutdown_asyncgens()``, which ``asyncio.run``
@@ -136,6 +129,7 @@ async def _closed_with_its_loop(connection: AsyncConnection) -> AsyncGenerator[N
         yield
     finally:
         if connection._forget_guard() is not None:
+            connection.loop_ended = True  # its later calls say why it is closed
             await connection.close()
 
 
@@ -155,6 +149,7 @@ class AsyncConnection:
         self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = AsyncLock()
         self.closed = False
+        self.loop_ended = False  # closed by its event loop's shutdown, not by close()
         self._guard: AsyncGenerator[None, None] | None = None
 
     @property
@@ -206,15 +201,15 @@ class AsyncConnection:
         # Started here, on the running loop: the loop's first-iteration hook registers it,
         # so that the loop's shutdown_asyncgens() ends it (and closes the connection).
         await guard.asend(None)
+        # Not held anywhere else: a store dropped without aclose() is collected while its loop
+        # runs, and the loop's async-generator finalizer then ends the guard on the loop,
+        # which closes the connection (its thread and file with it).
         connection._guard = guard
-        _UNCLOSED.add(guard)
         return connection
 
     def _forget_guard(self) -> AsyncGenerator[None, None] | None:
         """Take the guard away (None when taken already): the connection is being closed."""
         guard, self._guard = self._guard, None
-        if guard is not None:
-            _UNCLOSED.discard(guard)
         return guard
 
     async def fetch(self, sql: str, params: Params = ()) -> list[Row]:
@@ -237,7 +232,7 @@ class AsyncConnection:
         # aiosqlite has no public way to run a function on its thread; _execute is how its own
         # methods do it (fetch and fetch_then_commit come through here too).
         if self.closed:
-            raise StoreClosed("the connection is closed")
+            raise StoreClosed(loop_ended=self.loop_ended)
         result: T = await self.raw._execute(  # type: ignore[no-untyped-call]
             body, self.raw._conn, *args
         )
@@ -271,7 +266,7 @@ class AsyncConnection:
     async def script(self, sql: str) -> None:
         """Run several statements (DDL) in one call."""
         if self.closed:
-            raise StoreClosed("the connection is closed")
+            raise StoreClosed(loop_ended=self.loop_ended)
         await self.raw.executescript(sql)
 
     async def close(self) -> None:
@@ -298,6 +293,7 @@ class Connection:
         self.busy_timeout_seconds = busy_timeout_seconds
         self.lock = Lock()
         self.closed = False
+        self.loop_ended = False  # as AsyncConnection's: a sync connection has no loop
 
     @property
     def in_transaction(self) -> bool:

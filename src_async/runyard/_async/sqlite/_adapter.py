@@ -67,7 +67,7 @@ class _AsyncTransaction:
         await self._connection.lock.__aenter__()
         try:
             if self._connection.closed:
-                raise closed_error(self._adapter._kind)
+                raise closed_error(self._adapter._kind, loop_ended=self._connection.loop_ended)
             if not self._adapter._verified:
                 await self._adapter._check_schema()
         except BaseException:
@@ -281,7 +281,7 @@ class _AsyncSqliteAdapter(AsyncClosing):
         """
         async with self.connection.lock:
             if self.connection.closed:
-                raise closed_error(self._kind)
+                raise closed_error(self._kind, loop_ended=self.connection.loop_ended)
             await self._check_schema()
 
     async def _check_schema(self) -> None:
@@ -323,7 +323,7 @@ class _AsyncSqliteAdapter(AsyncClosing):
     async def _call(self, body: Body[T], *args: Any) -> T:
         async with self.connection.lock:
             if self.connection.closed:
-                raise closed_error(self._kind)
+                raise closed_error(self._kind, loop_ended=self.connection.loop_ended)
             if not self._verified:
                 await self._check_schema()
             try:

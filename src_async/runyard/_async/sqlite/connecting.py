@@ -97,7 +97,7 @@ async def create_tables(
                 path, busy = connection.path, connection.busy_timeout_seconds
                 raise open_error(exc, path, busy, kind) from exc
             if isinstance(exc, StoreClosed):
-                raise closed_error(kind) from exc
+                raise closed_error(kind, loop_ended=exc.loop_ended) from exc
             raise
 
 

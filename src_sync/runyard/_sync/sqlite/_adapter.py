@@ -68,7 +68,7 @@ class _Transaction:
         self._connection.lock.__enter__()
         try:
             if self._connection.closed:
-                raise closed_error(self._adapter._kind)
+                raise closed_error(self._adapter._kind, loop_ended=self._connection.loop_ended)
             if not self._adapter._verified:
                 self._adapter._check_schema()
         except BaseException:
@@ -282,7 +282,7 @@ class _SqliteAdapter(Closing):
         """
         with self.connection.lock:
             if self.connection.closed:
-                raise closed_error(self._kind)
+                raise closed_error(self._kind, loop_ended=self.connection.loop_ended)
             self._check_schema()
 
     def _check_schema(self) -> None:
@@ -324,7 +324,7 @@ class _SqliteAdapter(Closing):
     def _call(self, body: Body[T], *args: Any) -> T:
         with self.connection.lock:
             if self.connection.closed:
-                raise closed_error(self._kind)
+                raise closed_error(self._kind, loop_ended=self.connection.loop_ended)
             if not self._verified:
                 self._check_schema()
             try:
