@@ -169,3 +169,46 @@ def test_which_root_handlers_may_write_to_the_terminal(tmp_path: Path) -> None:
         to_file.close()
         assert not _writes_to_a_terminal(logging.FileHandler(tmp_path / "late.log", delay=True))
     os.close(master)
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_an_applications_file_logging_gets_runyards_lines_too(tmp_path: Path, flavour: str) -> None:
+    # The application logs to a file only (nothing of its may reach the terminal): runyard's
+    # lines come once on the command's stderr, in its format, and reach the file as well.
+    handlers = _HANDLERS.replace(
+        "logging.basicConfig(level=logging.WARNING, ",
+        f"logging.basicConfig(level=logging.WARNING, filename={str(tmp_path / 'app.log')!r}, ",
+    )
+    (tmp_path / "app_handlers.py").write_text(handlers.format(configure=True))
+    db = tmp_path / "q.db"
+    queue = SqliteWorkQueue.open(db, create_schema=True)
+    dead = queue.enqueue("acme", {"permanent": True})
+    handler = "app_handlers:" + ("handle_sync" if flavour == "sync" else "handle")
+    command = [sys.executable, "-c", "from runyard.cli.app import app; app()", "worker", handler]
+    command += ["--url", f"sqlite:///{db}", *(["--sync"] if flavour == "sync" else [])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env.pop("RUNYARD_URL", None)
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        assert process.stderr is not None
+        seen: list[str] = []
+        for raw in process.stderr:  # until the dead letter's line (bounded by the process)
+            seen.append(raw.decode())
+            if "dead-lettered item" in seen[-1]:
+                break
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=SAFETY)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        queue.close()
+    err = "".join(seen) + rest.decode()
+    assert process.returncode == 0, err
+    on_stderr = [line for line in err.splitlines() if dead.item_id in line]
+    assert len(on_stderr) == 1 and "ERROR runyard.worker dead-lettered" in on_stderr[0], err
+    assert "app line for" not in err  # the application's lines go to its file only
+    in_file = (tmp_path / "app.log").read_text()
+    assert f"APP ERROR runyard.worker dead-lettered item {dead.item_id}" in in_file, in_file
+    assert f"app line for {dead.item_id}" in in_file, in_file

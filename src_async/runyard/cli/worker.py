@@ -222,8 +222,9 @@ def _writes_to_a_terminal(handler: logging.Handler) -> bool:
 class _CommandLogs:
     """Where the command's log lines go, set up once the handler's module is imported (it
     may configure logging itself). runyard's own lines, INFO and up, always reach stderr,
-    once each: through the command's handler on the ``runyard`` logger, which stops
-    propagating to the root logger meanwhile (``close`` restores it); on a terminal they come
+    once each: through the command's handler on the ``runyard`` logger; they propagate to
+    the application's root handlers only when none of those may write to the terminal (a
+    file, a log shipper), else not meanwhile (``close`` restores it); on a terminal they come
     above the status line. The root logger is the application's once its module configured
     it (it has handlers), else the command's: INFO and up, above the status line too. A
     status line runs only on a terminal, and not when the application's root handlers may
@@ -238,8 +239,12 @@ class _CommandLogs:
         self._saved = (self.runyard.level, self.runyard.propagate)
         self.handler = self._handler(stderr)
         self.runyard.addHandler(self.handler)
-        self.runyard.setLevel(logging.INFO)
-        self.runyard.propagate = False
+        if self.runyard.level == logging.NOTSET or self.runyard.level > logging.INFO:
+            self.runyard.setLevel(logging.INFO)  # a DEBUG the application set stays
+        # Propagated too, to root handlers that cannot write to the terminal (a file, a log
+        # shipper): they get runyard's lines as well. Not to the command's own root handler,
+        # nor to root handlers that may write to the terminal: the line would come twice.
+        self.runyard.propagate = bool(root.handlers) and not theirs
         if not root.handlers:
             logging.basicConfig(level=logging.INFO, handlers=[self._handler(stderr)])
         if on_terminal and theirs:
