@@ -95,6 +95,17 @@ class Terminal:
         return code
 
 
+def _worker_command(tmp_path: Path, flavour: str, db: Path) -> tuple[list[str], dict[str, str]]:
+    """``runyard worker`` on the handlers in ``tmp_path/app_handlers.py`` and the SQLite file
+    ``db``, and its environment (no RUNYARD_URL)."""
+    handler = "app_handlers:" + ("handle_sync" if flavour == "sync" else "handle")
+    command = [sys.executable, "-c", "from runyard.cli.app import app; app()", "worker", handler]
+    command += ["--url", f"sqlite:///{db}", *(["--sync"] if flavour == "sync" else [])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env.pop("RUNYARD_URL", None)
+    return command, env
+
+
 @pytest.mark.parametrize("flavour", ["async", "sync"])
 @pytest.mark.parametrize("configured", [True, False], ids=["app-configured", "not-configured"])
 def test_on_a_terminal_each_failure_line_comes_once_and_nothing_cuts_the_status_line(
@@ -105,11 +116,7 @@ def test_on_a_terminal_each_failure_line_comes_once_and_nothing_cuts_the_status_
     queue = SqliteWorkQueue.open(db, create_schema=True)
     retried = queue.enqueue("acme", {})
     dead = queue.enqueue("acme", {"permanent": True})
-    handler = "app_handlers:" + ("handle_sync" if flavour == "sync" else "handle")
-    command = [sys.executable, "-c", "from runyard.cli.app import app; app()", "worker", handler]
-    command += ["--url", f"sqlite:///{db}", *(["--sync"] if flavour == "sync" else [])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    env.pop("RUNYARD_URL", None)
+    command, env = _worker_command(tmp_path, flavour, db)
     terminal = Terminal(command, tmp_path, env)
     try:
         terminal.wait_for("dead-lettered item")
@@ -183,11 +190,7 @@ def test_an_applications_file_logging_gets_runyards_lines_too(tmp_path: Path, fl
     db = tmp_path / "q.db"
     queue = SqliteWorkQueue.open(db, create_schema=True)
     dead = queue.enqueue("acme", {"permanent": True})
-    handler = "app_handlers:" + ("handle_sync" if flavour == "sync" else "handle")
-    command = [sys.executable, "-c", "from runyard.cli.app import app; app()", "worker", handler]
-    command += ["--url", f"sqlite:///{db}", *(["--sync"] if flavour == "sync" else [])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    env.pop("RUNYARD_URL", None)
+    command, env = _worker_command(tmp_path, flavour, db)
     process = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
     )

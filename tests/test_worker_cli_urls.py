@@ -10,8 +10,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from runyard.models import WorkItem
 from runyard.postgres import StateTables, schema_sql
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
 
@@ -20,6 +22,22 @@ from tests.support.postgres_plugin import PG_HOST, PG_PORT, admin_connection
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 from tests.test_worker_cli import finish, start
 from tests.test_worker_process import ROOT, SAFETY, wait_for_starts
+
+
+def _serves_one(tmp_path: Path, flavour: str, url: str, queue: Any, item: WorkItem) -> None:
+    """The command started on ``url`` runs ``item`` (enqueued on ``queue``), which is then
+    completed; a SIGTERM ends the command cleanly. ``queue`` is closed."""
+    process = start(tmp_path, flavour, {}, "--url", url)
+    try:
+        assert wait_for_starts(tmp_path, 1, process) == [item.item_id]
+        (tmp_path / "release").touch()
+        code, log = finish(process)
+        assert code == 0 and "Traceback" not in log, log
+        assert queue.get_item("acme", item.item_id) is None  # completed
+    finally:
+        if process.poll() is None:
+            process.kill()
+        queue.close()
 
 
 @pytest.mark.parametrize("flavour", ["async", "sync"])
@@ -33,17 +51,7 @@ def test_a_worker_serves_the_postgres_schema_and_table_prefix_its_url_names(
     item = queue.enqueue("acme", {"n": 1})
     url = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?schema={pg_schema}&table_prefix=app_"
     url += "&options=-c%20statement_timeout%3D30s"  # a driver option: passed on to psycopg
-    process = start(tmp_path, flavour, {}, "--url", url)
-    try:
-        assert wait_for_starts(tmp_path, 1, process) == [item.item_id]
-        (tmp_path / "release").touch()
-        code, log = finish(process)
-        assert code == 0 and "Traceback" not in log, log
-        assert queue.get_item("acme", item.item_id) is None  # completed in app_ tables
-    finally:
-        if process.poll() is None:
-            process.kill()
-        queue.close()
+    _serves_one(tmp_path, flavour, url, queue, item)  # from the app_ tables
 
 
 @pytest.mark.parametrize("flavour", ["async", "sync"])
@@ -64,17 +72,7 @@ def test_a_worker_serves_the_redis_namespace_its_url_names(
     )
     item = queue.enqueue("acme", {"n": 1})
     url = f"{scheme}://{target.host}:{target.port}/0?namespace={namespace}&durable=false"
-    process = start(tmp_path, flavour, {}, "--url", url)
-    try:
-        assert wait_for_starts(tmp_path, 1, process) == [item.item_id]
-        (tmp_path / "release").touch()
-        code, log = finish(process)
-        assert code == 0 and "Traceback" not in log, log
-        assert queue.get_item("acme", item.item_id) is None
-    finally:
-        if process.poll() is None:
-            process.kill()
-        queue.close()
+    _serves_one(tmp_path, flavour, url, queue, item)
 
 
 @pytest.mark.parametrize(
