@@ -179,13 +179,19 @@ def test_which_root_handlers_may_write_to_the_terminal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("flavour", ["async", "sync"])
-def test_an_applications_file_logging_gets_runyards_lines_too(tmp_path: Path, flavour: str) -> None:
-    # The application logs to a file only (nothing of its may reach the terminal): runyard's
-    # lines come once on the command's stderr, in its format, and reach the file as well.
-    handlers = _HANDLERS.replace(
-        "logging.basicConfig(level=logging.WARNING, ",
-        f"logging.basicConfig(level=logging.WARNING, filename={str(tmp_path / 'app.log')!r}, ",
-    )
+@pytest.mark.parametrize("to_file", [True, False], ids=["app-logs-to-a-file", "app-logs-to-stderr"])
+def test_off_a_terminal_runyards_lines_come_once_and_reach_an_applications_file(
+    tmp_path: Path, flavour: str, to_file: bool
+) -> None:
+    # stderr is a pipe. The application logs to a file: runyard's lines come once on the
+    # command's stderr, in its format, and reach the file as well. It logs to stderr (the
+    # pipe): runyard's lines come once there all the same (not once more through its handler).
+    handlers = _HANDLERS
+    if to_file:
+        handlers = handlers.replace(
+            "logging.basicConfig(level=logging.WARNING, ",
+            f"logging.basicConfig(level=logging.WARNING, filename={str(tmp_path / 'app.log')!r}, ",
+        )
     (tmp_path / "app_handlers.py").write_text(handlers.format(configure=True))
     db = tmp_path / "q.db"
     queue = SqliteWorkQueue.open(db, create_schema=True)
@@ -209,8 +215,13 @@ def test_an_applications_file_logging_gets_runyards_lines_too(tmp_path: Path, fl
         queue.close()
     err = "".join(seen) + rest.decode()
     assert process.returncode == 0, err
-    on_stderr = [line for line in err.splitlines() if dead.item_id in line]
+    on_stderr = [
+        line for line in err.splitlines() if dead.item_id in line and "app line" not in line
+    ]
     assert len(on_stderr) == 1 and "ERROR runyard.worker dead-lettered" in on_stderr[0], err
+    if not to_file:
+        assert f"app line for {dead.item_id}" in err  # the application's, on stderr too
+        return
     assert "app line for" not in err  # the application's lines go to its file only
     in_file = (tmp_path / "app.log").read_text()
     assert f"APP ERROR runyard.worker dead-lettered item {dead.item_id}" in in_file, in_file

@@ -219,12 +219,30 @@ def _writes_to_a_terminal(handler: logging.Handler) -> bool:
         return False
 
 
+def _writes_to_the_console(handler: logging.Handler, stderr: TextIO) -> bool:
+    """Whether ``handler`` writes where the command's own handler does, or to a terminal: a
+    stream handler on ``stderr``, on stdout or on a terminal (or on a stream that cannot say).
+    A runyard line propagated to it would come twice there. Other handlers (files, log
+    shippers, queues) are taken not to."""
+    if not isinstance(handler, logging.StreamHandler) or handler.stream is None:
+        return False
+    stream = handler.stream
+    if stream is stderr or stream is sys.stderr or stream is sys.stdout:
+        return True
+    try:
+        return bool(stream.isatty())
+    except AttributeError:
+        return True
+    except ValueError:  # a closed file
+        return False
+
+
 class _CommandLogs:
     """Where the command's log lines go, set up once the handler's module is imported (it
     may configure logging itself). runyard's own lines, INFO and up, always reach stderr,
     once each: through the command's handler on the ``runyard`` logger; they propagate to
-    the application's root handlers only when none of those may write to the terminal (a
-    file, a log shipper), else not meanwhile (``close`` restores it); on a terminal they come
+    the application's root handlers (a file, a log shipper) unless one of those writes to the
+    console, where they would come twice (``close`` restores it); on a terminal they come
     above the status line. The root logger is the application's once its module configured
     it (it has handlers), else the command's: INFO and up, above the status line too. A
     status line runs only on a terminal, and not when the application's root handlers may
@@ -241,10 +259,12 @@ class _CommandLogs:
         self.runyard.addHandler(self.handler)
         if self.runyard.level == logging.NOTSET or self.runyard.level > logging.INFO:
             self.runyard.setLevel(logging.INFO)  # a DEBUG the application set stays
-        # Propagated too, to root handlers that cannot write to the terminal (a file, a log
-        # shipper): they get runyard's lines as well. Not to the command's own root handler,
-        # nor to root handlers that may write to the terminal: the line would come twice.
-        self.runyard.propagate = bool(root.handlers) and not theirs
+        # Propagated too, to the application's root handlers (a file, a log shipper): they get
+        # runyard's lines as well. Not when one of them writes to the console (stderr, stdout,
+        # a terminal), nor to the command's own root handler: the line would come twice.
+        self.runyard.propagate = bool(root.handlers) and not any(
+            _writes_to_the_console(h, stderr) for h in root.handlers
+        )
         if not root.handlers:
             logging.basicConfig(level=logging.INFO, handlers=[self._handler(stderr)])
         if on_terminal and theirs:
