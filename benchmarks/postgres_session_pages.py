@@ -10,7 +10,9 @@ and in none. Pages of 100 are read through the sync store (prepared statements: 
 plan after five runs), from the first page on, never analyzed and then after ANALYZE; then the
 same with status='failed' (ten runs per page are failed, so a page walks about 1,000 of the
 session's runs) and with status='running' (no run matches: the page walks the rest of the
-session). Prints the median ms per page of each.
+session). Prints the median ms per page of each, and writes them with each case's speed-up over
+version 5 (the baseline: "ratio", version 5's ms over version 6's) to
+``postgres-session-pages.json`` and ``.png`` in ``--out-dir`` (benchmarks/_report.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import uuid
 import psycopg
 from psycopg_pool import ConnectionPool
 from runyard.postgres import PostgresStateStore, StateTables, schema_sql
+
+from benchmarks._report import write_report
 
 DSN = os.environ.get(
     "RUNYARD_BENCH_PG_DSN",
@@ -69,7 +73,9 @@ def _pages(store: PostgresStateStore, status: str | None, pages: int) -> list[fl
     return took
 
 
-def _measure(version: int, runs: int, pages: int) -> None:
+def _measure(version: int, runs: int, pages: int) -> dict[str, float]:
+    """The median ms per page of each case ("analyzed=no, status=None", ...), printed too."""
+    medians: dict[str, float] = {}
     tables = StateTables(schema=f"ry_bench_{uuid.uuid4().hex[:10]}")
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{tables.schema}"')
@@ -85,24 +91,41 @@ def _measure(version: int, runs: int, pages: int) -> None:
                     for status in (None, "failed", "running"):
                         _pages(store, status, 6)  # past the custom plans, caches warm
                         took = _pages(store, status, pages)
+                        case = f"analyzed={'yes' if analyzed else 'no'}, status={status}"
+                        medians[case] = statistics.median(took)
                         print(
                             f"| {version} | {'yes' if analyzed else 'no'} | {status} "
                             f"| {len(took)} | {statistics.median(took):.2f} |"
                         )
         finally:
             conn.execute(f'DROP SCHEMA "{tables.schema}" CASCADE')
+    return medians
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--pages", type=int, default=20)
+    parser.add_argument("--out-dir", default="benchmarks/results")
     args = parser.parse_args()
     print(f"{args.runs} runs in the session; pages of 100")
     print("| state version | analyzed | status | pages | median ms per page |")
     print("| --- | --- | --- | --- | --- |")
-    for version in (5, 6):
-        _measure(version, args.runs, args.pages)
+    old, new = (_measure(version, args.runs, args.pages) for version in (5, 6))
+    figures = {
+        "runs in the session": args.runs,
+        "page": 100,
+        "cases": {
+            case: {
+                "state 5 ms per page": old[case],
+                "state 6 ms per page": new[case],
+                "ratio": old[case] / new[case],
+            }
+            for case in old
+        },
+    }
+    for path in write_report("postgres-session-pages", figures, out_dir=args.out_dir):
+        print("wrote", path)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ the same file for the "before" figure.
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
 import statistics
 import sys
@@ -24,6 +25,10 @@ from runyard import RunKey
 from runyard._sync.sqlite import state as state_module
 from runyard.sqlite import SqliteStateStore, SqliteWorkQueue
 from runyard.sqlite.statements_state import RUN_COLUMNS
+
+from benchmarks._report import write_report
+
+OUT_DIR = Path(os.environ.get("RUNYARD_BENCH_OUT_DIR", "benchmarks/results"))
 
 # list_runs' statement before state version 4: the tenant's (tenant, seq) index, the status
 # checked row by row.
@@ -62,6 +67,9 @@ def _median_ms(call: object, rounds: int = 30) -> float:
 
 
 def list_by_status(runs: int) -> None:
+    """Also written to ``sqlite-bounded-list.json``/``.png`` in benchmarks/results, or
+    ``$RUNYARD_BENCH_OUT_DIR`` (the ratio:
+    the statement before state version 4 over the store call now)."""
     with tempfile.TemporaryDirectory() as where:
         path = Path(where) / "list.db"
         _fill(path, runs, None)
@@ -79,6 +87,16 @@ def list_by_status(runs: int) -> None:
         f"list_runs(status=) one match among {runs + 2} runs: before {before:.2f} ms "
         f"(statement alone), after {after:.3f} ms (store call), median of 30"
     )
+    figures = {
+        "runs": runs + 2,
+        "list_runs(status=), one match": {
+            "before ms (statement alone)": before,
+            "after ms (store call)": after,
+            "ratio": before / after,
+        },
+    }
+    for written in write_report("sqlite-bounded-list", figures, out_dir=OUT_DIR):
+        print("wrote", written)
 
 
 def claim_behind_idle_tenants(tenants: int) -> None:

@@ -4,6 +4,7 @@ writes its JSON and PNG."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,14 +63,42 @@ def test_the_postgres_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
     assert (tmp_path / "bench-postgres.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
-def test_the_session_pages_script_runs(pg_server: None) -> None:
-    out = _run("-m", "benchmarks.postgres_session_pages", "--runs", "300", "--pages", "2")
+def test_the_session_pages_script_runs_and_writes_its_report(
+    pg_server: None, tmp_path: Path
+) -> None:
+    out = _run(
+        "-m",
+        "benchmarks.postgres_session_pages",
+        "--runs",
+        "300",
+        "--pages",
+        "2",
+        "--out-dir",
+        str(tmp_path),
+    )
     rows = [
         line for line in out.splitlines() if line.startswith("| 5 |") or line.startswith("| 6 |")
     ]
     # both indexes, never analyzed and analyzed, each status case
     assert len(rows) == 12, out
     assert "| 6 | yes | None | 2 |" in out and "| 5 | no | failed | 1 |" in out
+    figures = json.loads((tmp_path / "postgres-session-pages.json").read_text())
+    assert len(figures["cases"]) == 6
+    assert all(case["ratio"] > 0 for case in figures["cases"].values())
+    assert (tmp_path / "postgres-session-pages.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_the_sqlite_bounded_list_script_runs_and_writes_its_report(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "benchmarks.sqlite_bounded", "list", "2000"]
+    env = {**os.environ, "RUNYARD_BENCH_OUT_DIR": str(tmp_path)}
+    result = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "sqlite-bounded-list.json").read_text())
+    assert figures["runs"] == 2002
+    assert figures["list_runs(status=), one match"]["ratio"] > 0
+    assert (tmp_path / "sqlite-bounded-list.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
 def test_the_memory_benchmark_runs_and_writes_its_report(tmp_path: Path) -> None:
