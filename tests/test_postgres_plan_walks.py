@@ -213,7 +213,7 @@ def _other_statements() -> list[tuple[str, tuple[object, ...]]]:
     return [
         ("cancel", ("tenant-1", "item-1", NOW)),
         ("purge_dead", ("tenant-1", NOW, 100)),
-        ("prune", (-(2**63), 1000, 100, NOW, "")),
+        ("prune", (-(2**63), 1000, 100, NOW, "", None)),
         ("complete_many", (*targets, NOW, 3600.0)),
         ("heartbeat_many", (*targets, NOW, 3600.0, NOW + 30)),
         ("release_many", (*targets, NOW, 3600.0, None)),

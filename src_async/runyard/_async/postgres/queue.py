@@ -148,17 +148,22 @@ class AsyncPostgresWorkQueue(_AsyncPostgresBatchedQueue):
     async def prune(self, *, limit: int = 100) -> int:
         """Remove the rotation rows of up to ``limit`` tenants that hold no item in any state,
         least recently served first; return how many. Bounded: one call looks at PRUNE_WINDOW
-        rotation rows in turn order, resuming after the last one it saw. A later enqueue for
-        such a tenant joins the rotation as new. Up to 1,000 rows of the delays ledger that no
-        longer count (due in the past) go too. Raises StoreOutcomeUnknown when its reply is
-        lost, as on Redis."""
+        rotation rows in turn order, resuming where the last one stopped; a pass over the
+        rotation covers the turns up to the highest one at its start, so it ends. A later
+        enqueue for such a tenant joins the rotation as new. Up to 1,000 rows of the delays
+        ledger that no longer count (due in the past) go too. Raises StoreOutcomeUnknown when
+        its reply is lost, as on Redis."""
         check_limit(limit)
-        turn, tenant = self._prune_after
+        (turn, tenant), bound = self._prune_after, self._prune_bound
         rows = await self._fetch(
-            "prune", turn, PRUNE_WINDOW, limit, self._now(), tenant, idempotent=False
+            "prune", turn, PRUNE_WINDOW, limit, self._now(), tenant, bound, idempotent=False
         )
-        last_turn, last_tenant, removed = rows[0]
-        self._prune_after = PRUNE_START if last_turn is None else (int(last_turn), str(last_tenant))
+        last_turn, last_tenant, removed, used = rows[0]
+        if last_turn is None:  # the pass ended: the next call starts one, with a new bound
+            self._prune_after, self._prune_bound = PRUNE_START, None
+        else:
+            self._prune_after = (int(last_turn), str(last_tenant))
+            self._prune_bound = None if used is None else int(used)
         return int(removed)
 
     async def stats(self) -> QueueStats:

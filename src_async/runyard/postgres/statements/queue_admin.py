@@ -78,25 +78,36 @@ WITH doomed AS (
     + tally("0", "0", "-(SELECT count(*) FROM gone)")
     + """
 SELECT count(*) FROM gone""",
-    # $1 $5 after this (turn, tenant) $2 window $3 limit: the rotation rows after it in turn
-    # order (at most $2, from the (turn, tenant) index), and of those holding no item in any
-    # state up to $3 retired, least recently served first as on every backend (the retire
-    # function locks the row SKIP LOCKED and looks again with a fresh snapshot, so a racing
-    # enqueue is never lost). Returns the last (turn, tenant) looked at (NULL: the end was
-    # reached) and how many were removed. $4 now: up to 1,000 rows of the delays ledger that
-    # no longer count go too.
+    # $1 $5 after this (turn, tenant) $2 window $3 limit $6 this pass's bound: the rotation
+    # rows after it in turn order, at most $2 (the (turn, tenant) index), whose turn is at
+    # most the pass's bound (NULL: a new pass, bounded by the highest turn now; a tenant served
+    # during the pass gets a higher turn and waits for the next one, so every pass ends); of
+    # those holding no item in any state up to $3 retired, least recently served first as on
+    # every backend (the retire function locks the row SKIP LOCKED and looks again with a
+    # fresh snapshot, so a racing enqueue is never lost). Returns where the next call resumes
+    # (the last row seen, or the last one retired when the limit was reached first; NULL: the
+    # pass ended), how many were removed and the pass's bound. $4 now: up to 1,000 rows of the
+    # delays ledger that no longer count go too.
     "prune": """
-WITH seen AS (
+WITH bound AS (
+    SELECT COALESCE($6::bigint, (SELECT max(t.turn) FROM {turns} t)) AS turn
+), seen AS (
     SELECT t.turn, t.tenant FROM {turns} t
     WHERE (t.turn, t.tenant) > ($1::bigint, $5::text)
+      AND t.turn <= (SELECT b.turn FROM bound b)
     ORDER BY t.turn, t.tenant LIMIT $2::bigint
 ), idle AS (
-    SELECT s.tenant FROM seen s
+    SELECT s.turn, s.tenant FROM seen s
     WHERE NOT EXISTS (SELECT 1 FROM {work} x WHERE x.tenant = s.tenant)
     ORDER BY s.turn, s.tenant
     LIMIT $3::bigint
 ), last_seen AS (
-    SELECT s.turn, s.tenant FROM seen s ORDER BY s.turn DESC, s.tenant DESC LIMIT 1
+    SELECT c.turn, c.tenant FROM (
+        SELECT i.turn, i.tenant FROM idle i WHERE (SELECT count(*) FROM idle) >= $3::bigint
+        UNION ALL
+        SELECT s.turn, s.tenant FROM seen s WHERE (SELECT count(*) FROM idle) < $3::bigint
+    ) c
+    ORDER BY c.turn DESC, c.tenant DESC LIMIT 1
 ), retired AS (
     SELECT {turns_retire}(i.tenant) AS gone FROM idle i
 ), swept AS (
@@ -107,7 +118,9 @@ WITH seen AS (
       AND x.available_at <= $4::float8
 )
 SELECT CASE WHEN (SELECT count(*) FROM seen) >= $2::bigint
+                 OR (SELECT count(*) FROM idle) >= $3::bigint
             THEN (SELECT l.turn FROM last_seen l) END,
        (SELECT l.tenant FROM last_seen l),
-       (SELECT count(*) FROM retired r WHERE r.gone)""",
+       (SELECT count(*) FROM retired r WHERE r.gone),
+       (SELECT b.turn FROM bound b)""",
 }

@@ -70,7 +70,8 @@ class _PostgresQueueCore(_PostgresAdapter):
             self._wake: str | None = wake_channel(self.tables)
         except ConfigurationError:
             self._wake = None  # no worker can LISTEN on it either: enqueue wakes no one
-        self._prune_after = PRUNE_START  # the last (turn, tenant) prune() looked at
+        self._prune_after = PRUNE_START  # where prune() resumes: a (turn, tenant)
+        self._prune_bound: int | None = None  # the highest turn of prune()'s current pass
         # Tenants that claims of this adapter served: its next claim retires the drained ones.
         self._drained: set[str] = set()
         self._reclaim_at = float("-inf")  # when this adapter's next claim looks for lapses
