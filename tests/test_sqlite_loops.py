@@ -32,7 +32,10 @@ def test_a_store_used_after_the_loop_that_opened_it_shut_down_names_the_cause(
 def test_stores_dropped_without_aclose_are_closed_while_their_loop_runs(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'b.db'}"
 
+    errors: list[dict[str, object]] = []  # what asyncio reports (a task destroyed pending...)
+
     async def main() -> tuple[int, int, int]:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: errors.append(context))
         before = threading.active_count()
         for n in range(10):
             yard = await AsyncYard.from_url(url)
@@ -49,6 +52,8 @@ def test_stores_dropped_without_aclose_are_closed_while_their_loop_runs(tmp_path
     with pytest.warns(ResourceWarning):  # aiosqlite's, for each connection collected unclosed
         before, opened, after = asyncio.run(main())
     assert after == before, (before, opened, after)
+    gc.collect()  # a closing task left pending would be reported as it is collected
+    assert errors == [], errors
 
     async def count() -> int:
         async with await AsyncYard.from_url(url) as yard:

@@ -276,6 +276,11 @@ class AsyncConnection:
         guard = self._forget_guard()
         if guard is not None:
             await guard.aclose()  # it was suspended at its yield: it ends, closing nothing
+        if not getattr(self.raw, "_running", True):
+            # aiosqlite's own finalizer stopped it (collected with its guard, unclosed): its
+            # thread closes the sqlite3 connection and ends; a close() now would wait on a
+            # thread that no longer answers (asyncio: "Task was destroyed but it is pending").
+            return
         await self.raw.close()
 
 
