@@ -81,6 +81,7 @@ def test_a_worker_serves_the_redis_namespace_its_url_names(
         ("postgresql://postgres@127.0.0.1:1/test?pool_size=many", "pool_size"),
         ("redis://127.0.0.1:1/0?socket_timeout=soon", "socket_timeout"),
         ("redis://127.0.0.1:1/0?table_prefix=app_", "table_prefix"),
+        ("redis+cluster://:S3CRET@127.0.0.1:1/3", "only database 0"),
     ],
 )
 def test_a_bad_option_in_a_server_url_is_a_configuration_error_naming_it(
@@ -95,3 +96,4 @@ def test_a_bad_option_in_a_server_url_is_a_configuration_error_naming_it(
     )
     assert result.returncode == 2, result.stderr
     assert named in result.stderr and "Traceback" not in result.stderr
+    assert "S3CRET" not in result.stderr

@@ -244,6 +244,11 @@ def redis_settings(url: YardURL) -> tuple[str, RedisStoreSettings, bool]:
         "Redis",
     )
     dsn, options = url.split(known, scheme=scheme)
+    database = urlsplit(dsn).path.strip("/")
+    if cluster and database not in ("", "0"):
+        raise ConfigurationError(
+            f"{url.redacted}: a Redis Cluster has only database 0; leave the path empty or /0"
+        )
     live = flag(options, "live_updates")
     settings = _settings(
         RedisStoreSettings, "Redis", options, REDIS_OPTIONS, dsn=dsn, cluster=cluster
