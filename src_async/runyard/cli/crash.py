@@ -45,8 +45,8 @@ HELD_BY_THE_KILLED = 3
 OTHERS_PASSED_OVER = 100  # items of other tenants the doomed worker hands back, at most
 START_SECONDS = 60.0  # what the demo waits for the doomed worker to report
 KILLED_WORKER = "worker-killed"
-# The killed worker claims with a short lease, so that its items are taken over within the
-# demo's run; no backoff, so that they are retried at once after their lease lapses.
+# The killed worker claims the items it holds with a short lease, so that they are taken over
+# within the demo's run; no backoff, so that they are retried at once after it lapses.
 KILLED_POLICY = QueuePolicy(lease_seconds=1.0, max_lease_seconds=60.0, backoff_base=0.0)
 # The demo's live workers claim with a lease their heartbeats keep far ahead of a loaded
 # machine's stalls (a 1 s lease lapsed under a stall once, and another worker ran the item
@@ -101,23 +101,28 @@ def _hold(url: str, flavour: str, tenant: str, finish: int, count: int, pipe: Pi
     """The doomed worker: do ``finish`` of ``tenant``'s items as the demo's handler does (the
     run's counters, then the complete), then claim ``count`` more, report both, and wait to
     be killed. An item of another tenant that a claim takes (the file may hold others' work)
-    is handed back untouched, its attempt not counted."""
+    is handed back untouched, its attempt not counted. The items it finishes are claimed
+    with the live workers' lease (a loaded machine cannot outlast it before the complete);
+    the ones it holds with KILLED_POLICY's short one, so that they lapse within the demo."""
     run: Callable[[Any], Any]
     if flavour == "sync":
         from runyard._sync.yard import Yard
 
-        yard: Any = Yard.from_url(url, policy=KILLED_POLICY)
+        yard: Any = Yard.from_url(url, policy=DEMO_POLICY)
+        short: Any = Yard.from_url(url, policy=KILLED_POLICY)
         run = _same
     else:
         from runyard._async.yard import AsyncYard
 
         run = asyncio.new_event_loop().run_until_complete
-        yard = run(AsyncYard.from_url(url, policy=KILLED_POLICY))
+        yard = run(AsyncYard.from_url(url, policy=DEMO_POLICY))
+        short = run(AsyncYard.from_url(url, policy=KILLED_POLICY))
     finished: list[str] = []
     held: list[str] = []
     others: list[Lease] = []
     while len(held) < count and len(others) <= OTHERS_PASSED_OVER:
-        lease = run(yard.queue.claim(KILLED_WORKER))
+        claimer = yard if len(finished) < finish else short
+        lease = run(claimer.queue.claim(KILLED_WORKER))
         if lease is None:
             break
         if lease.tenant != tenant:
