@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import (
@@ -38,12 +39,16 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_URL",
     "ENV_VAR",
+    "POSTGRES_SCHEMES",
+    "REDIS_SCHEMES",
     "SqliteOptions",
     "YardURL",
     "default_url",
     "parse_yard_url",
+    "postgres_queue_settings",
     "postgres_settings",
     "redact",
+    "redis_queue_settings",
     "redis_settings",
     "refuse_unknown",
     "sqlite_options",
@@ -276,6 +281,36 @@ def postgres_settings(url: YardURL) -> tuple[PostgresStoreSettings, bool]:
     dsn, options = url.split({*POSTGRES_OPTIONS, "live_updates"}, scheme="postgresql")
     live = flag(options, "live_updates")
     return _settings(PostgresStoreSettings, "PostgreSQL", options, POSTGRES_OPTIONS, dsn=dsn), live
+
+
+REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def redis_queue_settings(url: str) -> tuple[str, RedisStoreSettings]:
+    """(the driver's URL, the settings) that ``runyard worker`` opens for a Redis ``url``,
+    parsed as ``Yard.from_url`` parses it. Raises ConfigurationError naming a bad option,
+    before anything is opened."""
+    with _options_refused():
+        dsn, settings, _ = redis_settings(parse_yard_url(url, REDIS_SCHEMES))
+    return dsn, settings
+
+
+def postgres_queue_settings(url: str) -> PostgresStoreSettings:
+    """The settings ``runyard worker`` opens for a PostgreSQL ``url`` (as
+    ``redis_queue_settings``)."""
+    with _options_refused():
+        settings, _ = postgres_settings(parse_yard_url(url, POSTGRES_SCHEMES))
+    return settings
+
+
+@contextmanager
+def _options_refused() -> Iterator[None]:
+    """A bad option value (pydantic's ValueError) as the ConfigurationError naming it."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 SQLITE_OPTIONS = ("durable", "live_updates", "table_prefix")

@@ -211,8 +211,13 @@ def _writes_to_a_terminal(handler: logging.Handler) -> bool:
         return True
     if handler.stream is None:  # a file handler that opens its file on the first line
         return False
+    return _on_a_terminal(handler.stream)
+
+
+def _on_a_terminal(stream: object) -> bool:
+    """Whether ``stream`` is a terminal: True too for one that cannot say, False once closed."""
     try:
-        return bool(handler.stream.isatty())
+        return bool(stream.isatty())  # type: ignore[attr-defined]
     except AttributeError:
         return True
     except ValueError:  # a closed file
@@ -227,14 +232,7 @@ def _writes_to_the_console(handler: logging.Handler, stderr: TextIO) -> bool:
     if not isinstance(handler, logging.StreamHandler) or handler.stream is None:
         return False
     stream = handler.stream
-    if stream is stderr or stream is sys.stderr or stream is sys.stdout:
-        return True
-    try:
-        return bool(stream.isatty())
-    except AttributeError:
-        return True
-    except ValueError:  # a closed file
-        return False
+    return stream in (stderr, sys.stderr, sys.stdout) or _on_a_terminal(stream)
 
 
 class _CommandLogs:

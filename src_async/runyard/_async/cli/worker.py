@@ -14,13 +14,17 @@ from runyard.policy import QueuePolicy
 from runyard.worker.job import Job
 from runyard.worker.outcomes import WorkerHooks, WorkerStats
 from runyard.worker.settings import WorkerSettings
+from runyard.yard import (
+    POSTGRES_SCHEMES,
+    REDIS_SCHEMES,
+    postgres_queue_settings,
+    redis_queue_settings,
+)
 
 __all__ = ["AsyncStartup", "open_queue", "serve"]
 
 log = logging.getLogger("runyard.worker")
 Opened = tuple[AsyncWorkQueue, AsyncWakeup | None, Callable[[], Awaitable[None]]]
-REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
-POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
@@ -49,23 +53,15 @@ async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     if scheme in REDIS_SCHEMES:
         from runyard._async.redis.queue import AsyncRedisWorkQueue
         from runyard._async.redis.wakeup import AsyncRedisWakeup
-        from runyard.yard import parse_yard_url, redis_settings
 
-        try:
-            dsn, settings, _ = redis_settings(parse_yard_url(url, REDIS_SCHEMES))
-        except ValueError as exc:  # a bad option value in the URL
-            raise ConfigurationError(str(exc)) from None
+        dsn, settings = redis_queue_settings(url)
         redis_queue = await AsyncRedisWorkQueue.from_url(dsn, settings=settings, policy=policy)
         return redis_queue, AsyncRedisWakeup.from_url(dsn, settings=settings), redis_queue.aclose
     if scheme in POSTGRES_SCHEMES:
         from runyard._async.postgres.queue import AsyncPostgresWorkQueue
         from runyard._async.postgres.wakeup import AsyncPostgresWakeup
-        from runyard.yard import parse_yard_url, postgres_settings
 
-        try:
-            pg, _ = postgres_settings(parse_yard_url(url, POSTGRES_SCHEMES))
-        except ValueError as exc:  # a bad option value in the URL
-            raise ConfigurationError(str(exc)) from None
+        pg = postgres_queue_settings(url)
         pg_queue = await AsyncPostgresWorkQueue.from_settings(pg, policy=policy)
         try:
             wakeup = await AsyncPostgresWakeup.connect(

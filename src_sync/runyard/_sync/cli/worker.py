@@ -16,13 +16,17 @@ from runyard.policy import QueuePolicy
 from runyard.worker.job import Job
 from runyard.worker.outcomes import WorkerHooks, WorkerStats
 from runyard.worker.settings import WorkerSettings
+from runyard.yard import (
+    POSTGRES_SCHEMES,
+    REDIS_SCHEMES,
+    postgres_queue_settings,
+    redis_queue_settings,
+)
 
 __all__ = ["Startup", "open_queue", "serve"]
 
 log = logging.getLogger("runyard.worker")
 Opened = tuple[WorkQueue, Wakeup | None, Callable[[], None]]
-REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
-POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
@@ -51,23 +55,15 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     if scheme in REDIS_SCHEMES:
         from runyard._sync.redis.queue import RedisWorkQueue
         from runyard._sync.redis.wakeup import RedisWakeup
-        from runyard.yard import parse_yard_url, redis_settings
 
-        try:
-            dsn, settings, _ = redis_settings(parse_yard_url(url, REDIS_SCHEMES))
-        except ValueError as exc:  # a bad option value in the URL
-            raise ConfigurationError(str(exc)) from None
+        dsn, settings = redis_queue_settings(url)
         redis_queue = RedisWorkQueue.from_url(dsn, settings=settings, policy=policy)
         return redis_queue, RedisWakeup.from_url(dsn, settings=settings), redis_queue.close
     if scheme in POSTGRES_SCHEMES:
         from runyard._sync.postgres.queue import PostgresWorkQueue
         from runyard._sync.postgres.wakeup import PostgresWakeup
-        from runyard.yard import parse_yard_url, postgres_settings
 
-        try:
-            pg, _ = postgres_settings(parse_yard_url(url, POSTGRES_SCHEMES))
-        except ValueError as exc:  # a bad option value in the URL
-            raise ConfigurationError(str(exc)) from None
+        pg = postgres_queue_settings(url)
         pg_queue = PostgresWorkQueue.from_settings(pg, policy=policy)
         try:
             wakeup = PostgresWakeup.connect(pg.dsn.get_secret_value(), tables=pg.tables())
