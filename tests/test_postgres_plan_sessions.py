@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from runyard._sql import list_runs_name
 from runyard.postgres import StateTables
 from runyard.postgres.statements import statements
-from runyard.postgres.statements.state import list_runs_name
 
 from tests.support.postgres_plans import Conn, generic_pages, generic_plan, prepare
 from tests.support.postgres_plugin import admin_connection

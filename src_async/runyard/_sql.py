@@ -37,6 +37,7 @@ __all__ = [
     "decode_session",
     "fence_refusal",
     "is_seq",
+    "list_runs_name",
     "run_refusal",
     "settle_refusal",
 ]
@@ -219,3 +220,12 @@ def decode_lease(row: Row) -> Lease:
 def decode_dead_letter(row: Row) -> DeadLetter:
     """Build a DeadLetter from a dead work row."""
     return DeadLetter(item=decode_item(row), reason=row[14] or "", dead_at=float(row[15]))
+
+
+def list_runs_name(status: str | None, session_id: str | None) -> str:
+    """The statement list_runs sends for its filters, on PostgreSQL and SQLite alike: with a
+    session (a status or none) the session's runs from the session index, else the tenant's
+    by status, else all of them."""
+    if session_id is not None:
+        return "list_runs_by_session"
+    return "list_runs" if status is None else "list_runs_by_status"

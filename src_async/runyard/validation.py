@@ -12,7 +12,7 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from runyard.errors import InvalidArgumentError
+from runyard.errors import InvalidArgumentError, StateInUseError, StatePersistenceError
 from runyard.keys import validate_identifier
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ __all__ = [
     "check_write_guards",
     "counter_overflow",
     "item_id_or_new",
+    "session_in_use",
+    "session_still_growing",
     "settle_target",
     "storable_error_tail",
     "storable_error_text",
@@ -333,3 +335,18 @@ def check_write_guards(
         check_version_number(expected_version, "expected_version")
     if fence is not None:
         check_version_number(fence, "fence")
+
+
+def session_in_use(session_id: str, runs: int) -> StateInUseError:
+    """delete_session without ``cascade`` on a session that still has ``runs`` runs."""
+    return StateInUseError(
+        f"session {session_id!r} still has {runs} run(s); delete them first or pass cascade=True"
+    )
+
+
+def session_still_growing(session_id: str) -> StatePersistenceError:
+    """delete_session(cascade=True) gave up: runs kept being added while it deleted them."""
+    return StatePersistenceError(
+        f"runs kept being added to session {session_id!r} while deleting it; try again",
+        reason="contended",
+    )

@@ -13,7 +13,6 @@ from runyard.errors import (
     LeaseLostError,
     RunLeaseHeldError,
     StateConflictError,
-    StateInUseError,
     StateNotFoundError,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
@@ -35,6 +34,7 @@ from runyard.validation import (
     check_patch_result,
     check_status,
     check_ttl,
+    session_in_use,
 )
 
 __all__ = ["MemoryStateCore"]
@@ -235,10 +235,7 @@ class MemoryStateCore:
         validate_identifier(session_id, "session_id")
         runs = [(tenant, run_id) for run_id in self.session_runs(tenant, session_id)]
         if runs and not cascade:
-            raise StateInUseError(
-                f"session {session_id!r} still has {len(runs)} run(s); "
-                "delete them first or pass cascade=True"
-            )
+            raise session_in_use(session_id, len(runs))
         for k in runs:
             del self._runs[k]
         return self._sessions.pop((tenant, session_id), None) is not None or bool(runs)

@@ -14,7 +14,7 @@ from runyard.sqlite.schema import SqliteTables, render
 from runyard.sqlite.statements_retention import STATE_RETENTION
 from runyard.validation import MAX_COUNTER
 
-__all__ = ["RUN_COLUMNS", "state_statements"]
+__all__ = ["RUN_COLUMNS", "state_statements", "update_run_name"]
 
 RUN_COLUMNS = (
     "tenant, run_id, blob, version, status, session_id, input_tokens, output_tokens, "
@@ -159,3 +159,12 @@ def state_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the state store's statements rendered for ``tables`` (cached per SqliteTables)."""
     indexes = {"runs_by_status": f"{tables.runs}_by_status"}
     return render({**_TEMPLATES, **STATE_RETENTION}, tables, indexes)
+
+
+def update_run_name(session_id: str | None, status: str | None) -> str:
+    """The statement put_run sends to update a run: one that names only the columns it
+    changes, since SQLite rewrites an index entry whenever an UPDATE names its column (the
+    session index, the status index), even to the same value."""
+    if session_id is not None:
+        return "update_run_session"
+    return "update_run" if status is None else "update_run_status"

@@ -14,13 +14,11 @@ from runyard._async.postgres.retention import AsyncPostgresStateRetention
 from runyard._async.postgres.updates import AsyncPostgresUpdates, own_updates
 from runyard._async.postgres.writes import AsyncPostgresWrites
 from runyard._json import dump_json
-from runyard._sql import fence_refusal, run_refusal
+from runyard._sql import fence_refusal, list_runs_name, run_refusal
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     StateConflictError,
-    StateInUseError,
     StateNotFoundError,
-    StatePersistenceError,
     StoreOutcomeUnknown,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
@@ -30,7 +28,6 @@ from runyard.postgres.rows import (
     decode_session,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
-from runyard.postgres.statements.state import list_runs_name
 from runyard.postgres.writes import run_target, session_target
 from runyard.validation import (
     COUNTER_FIELDS,
@@ -40,6 +37,8 @@ from runyard.validation import (
     check_patch_result,
     check_status,
     check_write_guards,
+    session_in_use,
+    session_still_growing,
 )
 from runyard.writes import mint_write_id
 
@@ -382,11 +381,5 @@ class AsyncPostgresStateStore(
             if not runs_before:
                 return bool(sessions_deleted or runs_deleted)
             if not cascade:
-                raise StateInUseError(
-                    f"session {session_id!r} still has {runs_before} run(s); "
-                    "delete them first or pass cascade=True"
-                )
-        raise StatePersistenceError(
-            f"runs kept being added to session {session_id!r} while deleting it; try again",
-            reason="contended",
-        )
+                raise session_in_use(session_id, runs_before)
+        raise session_still_growing(session_id)

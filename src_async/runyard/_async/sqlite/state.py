@@ -12,15 +12,13 @@ from runyard._async.sqlite.events import AsyncSqliteEvents
 from runyard._async.sqlite.retention import AsyncSqliteStateRetention
 from runyard._flavours import async_sleep
 from runyard._json import dump_json
-from runyard._sql import fence_refusal
+from runyard._sql import fence_refusal, list_runs_name
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     LeaseLostError,
     RunLeaseHeldError,
     StateConflictError,
-    StateInUseError,
     StateNotFoundError,
-    StatePersistenceError,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
@@ -30,6 +28,7 @@ from runyard.sqlite.rows import (
     decode_session,
 )
 from runyard.sqlite.statements_events import event_statements
+from runyard.sqlite.statements_state import update_run_name
 from runyard.validation import (
     COUNTER_FIELDS,
     DEFAULT_STATUS,
@@ -39,6 +38,8 @@ from runyard.validation import (
     check_status,
     check_ttl,
     check_write_guards,
+    session_in_use,
+    session_still_growing,
 )
 
 __all__ = ["AsyncSqliteStateStore"]
@@ -123,10 +124,8 @@ class AsyncSqliteStateStore(
             if expected_version == 0:
                 statement, status, expected = "create_run", status or DEFAULT_STATUS, None
             else:
-                statement = "update_run_session" if session_id is not None else "update_run"
                 status, expected = status or None, expected_version
-                if session_id is None and status is not None:
-                    statement = "update_run_status"
+                statement = update_run_name(session_id, status)
             rows = await tx.finish_read(
                 statement,
                 "get_run",
@@ -257,12 +256,8 @@ class AsyncSqliteStateStore(
         check_limit(limit)
         after = decode_cursor(cursor)
         async with self._read() as tx:
-            if session_id is not None:
-                statement = "list_runs_by_session"
-            else:
-                statement = "list_runs" if status is None else "list_runs_by_status"
             rows = await tx.fetch(
-                statement,
+                list_runs_name(status, session_id),
                 tenant=tenant,
                 after=after,
                 status=status,
@@ -339,14 +334,8 @@ class AsyncSqliteStateStore(
                     deleted = await tx.finish("delete_session", **ids)
                     return bool(deleted) or bool(runs_deleted)
             if not cascade:
-                raise StateInUseError(
-                    f"session {session_id!r} still has {runs} run(s); "
-                    "delete them first or pass cascade=True"
-                )
-        raise StatePersistenceError(
-            f"runs kept being added to session {session_id!r} while deleting it; try again",
-            reason="contended",
-        )
+                raise session_in_use(session_id, runs)
+        raise session_still_growing(session_id)
 
     # -- run leases --------------------------------------------------------------------------
     async def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["FENCE", "RUN_HINT", "STATE_TEMPLATES", "list_runs_name"]
+__all__ = ["FENCE", "RUN_HINT", "STATE_TEMPLATES"]
 
 # pg_notify of a hint about run ($1, $2) ({channel} NULL: none) in the writing statement:
 # delivered at commit, never for a rolled-back write. The payload is ``[tenant, run_id, n]``
@@ -18,14 +18,6 @@ FENCE = """fence AS (
       AND l.holder IS NOT NULL AND l.expires_at >= {now}::float8
     FOR SHARE
 )"""
-
-
-def list_runs_name(status: str | None, session_id: str | None) -> str:
-    """The statement list_runs sends for its filters: with a session (a status or none) the
-    session's runs from the session index, else the tenant's by status, else all of them."""
-    if session_id is not None:
-        return "list_runs_by_session"
-    return "list_runs" if status is None else "list_runs_by_status"
 
 
 STATE_TEMPLATES: dict[str, str] = {

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 from runyard._json import dump_json
-from runyard._sql import fence_refusal, run_refusal
+from runyard._sql import fence_refusal, list_runs_name, run_refusal
 from runyard._sync.pager import RunIteration
 from runyard._sync.postgres._adapter import Source, _PostgresAdapter
 from runyard._sync.postgres.events import PostgresEvents
@@ -20,9 +20,7 @@ from runyard._sync.postgres.writes import PostgresWrites
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     StateConflictError,
-    StateInUseError,
     StateNotFoundError,
-    StatePersistenceError,
     StoreOutcomeUnknown,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
@@ -32,7 +30,6 @@ from runyard.postgres.rows import (
     decode_session,
 )
 from runyard.postgres.statements import RUN_COLUMN_COUNT
-from runyard.postgres.statements.state import list_runs_name
 from runyard.postgres.writes import run_target, session_target
 from runyard.validation import (
     COUNTER_FIELDS,
@@ -42,6 +39,8 @@ from runyard.validation import (
     check_patch_result,
     check_status,
     check_write_guards,
+    session_in_use,
+    session_still_growing,
 )
 from runyard.writes import mint_write_id
 
@@ -384,11 +383,5 @@ class PostgresStateStore(
             if not runs_before:
                 return bool(sessions_deleted or runs_deleted)
             if not cascade:
-                raise StateInUseError(
-                    f"session {session_id!r} still has {runs_before} run(s); "
-                    "delete them first or pass cascade=True"
-                )
-        raise StatePersistenceError(
-            f"runs kept being added to session {session_id!r} while deleting it; try again",
-            reason="contended",
-        )
+                raise session_in_use(session_id, runs_before)
+        raise session_still_growing(session_id)

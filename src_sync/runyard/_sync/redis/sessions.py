@@ -14,7 +14,6 @@ from runyard._sync.redis.scripts import ScriptRunner
 from runyard.clock import Clock
 from runyard.errors import (
     RunLeaseHeldError,
-    StateInUseError,
     StatePersistenceError,
     StoreOutcomeUnknown,
 )
@@ -38,7 +37,7 @@ from runyard.redis.flavours import (
 from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import check_ttl, check_write_guards
+from runyard.validation import check_ttl, check_write_guards, session_in_use
 from runyard.writes import (
     TOMBSTONE_SECONDS,
     mint_write_id,
@@ -207,10 +206,7 @@ class RedisSessions:
         for _ in range(_SESSION_DELETE_ATTEMPTS):
             live = self._session_batches(k, tenant, session_id, cascade)
             if live and not cascade:
-                raise StateInUseError(
-                    f"session {session_id!r} still has {live} run(s); "
-                    "delete them first or pass cascade=True"
-                )
+                raise session_in_use(session_id, live)
             deleted = deleted or live > 0
             try:
                 reply = self._runner.script(
