@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from runyard._async.postgres.queue_batched import _AsyncPostgresBatchedQueue
-from runyard._async.postgres.queue_core import PRUNE_START
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import ItemLeasedError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.postgres.rows import (
+    PruneCursor,
     decode_dead_letter,
     decode_item,
     decode_lease,
@@ -154,17 +154,12 @@ class AsyncPostgresWorkQueue(_AsyncPostgresBatchedQueue):
         ledger that no longer count (due in the past) go too. Raises StoreOutcomeUnknown when
         its reply is lost, as on Redis."""
         check_limit(limit)
-        (turn, tenant), bound = self._prune_after, self._prune_bound
+        turn, tenant, bound = self._prune_after.args()
         rows = await self._fetch(
             "prune", turn, PRUNE_WINDOW, limit, self._now(), tenant, bound, idempotent=False
         )
-        last_turn, last_tenant, removed, used = rows[0]
-        if last_turn is None:  # the pass ended: the next call starts one, with a new bound
-            self._prune_after, self._prune_bound = PRUNE_START, None
-        else:
-            self._prune_after = (int(last_turn), str(last_tenant))
-            self._prune_bound = None if used is None else int(used)
-        return int(removed)
+        self._prune_after, removed = PruneCursor.after(rows[0])
+        return removed
 
     async def stats(self) -> QueueStats:
         """Count the queue's items by state, from the counts every state change maintains (the

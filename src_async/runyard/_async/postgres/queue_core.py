@@ -21,6 +21,7 @@ from runyard.models import Lease, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM, QueuePolicy
 from runyard.postgres.flavours import AsyncConnection
 from runyard.postgres.rows import (
+    PruneCursor,
     decode_item,
     decode_lease,
     item_state,
@@ -35,12 +36,9 @@ from runyard.validation import (
 
 __all__ = [
     "MAX_TENANTS_PASSED_OVER",
-    "PRUNE_START",
     "RECLAIM_EVERY_SECONDS",
     "RETIRE_PER_CLAIM",
 ]
-
-PRUNE_START = (-(2**63), "")  # before every (turn, tenant) of the rotation
 
 # How many tenants one claim passes over when their due heads are all locked by other claims.
 MAX_TENANTS_PASSED_OVER = 32
@@ -69,8 +67,7 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
             self._wake: str | None = wake_channel(self.tables)
         except ConfigurationError:
             self._wake = None  # no worker can LISTEN on it either: enqueue wakes no one
-        self._prune_after = PRUNE_START  # where prune() resumes: a (turn, tenant)
-        self._prune_bound: int | None = None  # the highest turn of prune()'s current pass
+        self._prune_after = PruneCursor()  # where prune() resumes
         # Tenants that claims of this adapter served: its next claim retires the drained ones.
         self._drained: set[str] = set()
         self._reclaim_at = float("-inf")  # when this adapter's next claim looks for lapses
