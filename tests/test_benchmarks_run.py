@@ -88,6 +88,37 @@ def test_the_session_pages_script_runs_and_writes_its_report(
     assert (tmp_path / "postgres-session-pages.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
+def test_the_delayed_tenants_script_runs_and_writes_its_report(
+    pg_server: None, tmp_path: Path
+) -> None:
+    out = _run(
+        "-m",
+        "benchmarks.postgres_delayed_tenants",
+        "--tenants",
+        "0,20",
+        "--claims",
+        "60",
+        "--first",
+        "10",
+        "--steady-after",
+        "30",
+        "--out-dir",
+        str(tmp_path),
+    )
+    rows = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ")]
+    assert rows[2:] == ["| 0", "| 20"], out  # after the header and its rule: N=0, N=20
+    figures = json.loads((tmp_path / "postgres_delayed_tenants.json").read_text())
+    assert figures["settings"]["claims"] == 60
+    cases = {name: case for name, case in figures.items() if name != "settings"}
+    assert sorted(case["tenants"] for case in cases.values()) == [0, 20]
+    for case in cases.values():
+        assert case["load seconds"] > 0
+        for part in ("first 10", "after 30"):
+            assert case[part]["p99_ms"] >= case[part]["p50_ms"] > 0 and case[part]["ratio"] > 0
+    assert cases["N=0"]["first 10"]["ratio"] == cases["N=0"]["after 30"]["ratio"] == 1.0
+    assert (tmp_path / "postgres_delayed_tenants.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
 def test_the_sqlite_bounded_list_script_runs_and_writes_its_report(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "benchmarks.sqlite_bounded", "list", "2000"]
     env = {**os.environ, "RUNYARD_BENCH_OUT_DIR": str(tmp_path)}
