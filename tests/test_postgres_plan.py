@@ -115,7 +115,7 @@ def test_the_plan_cache_keeps_the_generic_claim_plan_on_a_large_table_never_anal
             given = (*CLAIM_ARGS[:4], [0.5 + run / 100] * 8, *CLAIM_ARGS[5:8], ["tenant-0"])
             args = claim_args(name, given)
             if name == FULL_CLAIM and run == 1:
-                args = (*args[:4], None, *args[5:8], None)
+                args = (*args[:4], None, *args[5:8], None, *args[9:])
             with conn.transaction(force_rollback=True):
                 conn.execute(execute(conn, "claim_cached", args)).fetchall()
         row = conn.execute(

@@ -29,12 +29,16 @@ def test_postgres_queue_agrees_with_the_memory_model(pg_server: None) -> None:
         @invariant()
         def tenants_with_ready_work_are_in_the_rotation(self) -> None:
             # The claim walks only the rotation: a tenant with an item in state 'ready' must
-            # have its row there, after every step.
+            # have its row there, or be parked until no later than that item is due (a claim
+            # puts it back then), after every step.
             tables: StateTables = self.queue.tables
             work, turns = tables.qualified(tables.work), tables.qualified(tables.turns)
+            parked = tables.qualified(tables.turns + "_parked")
             hidden = inspector.execute(
                 f"SELECT DISTINCT w.tenant FROM {work} w WHERE w.state = 'ready'"
                 f" AND NOT EXISTS (SELECT 1 FROM {turns} t WHERE t.tenant = w.tenant)"
+                f" AND NOT EXISTS (SELECT 1 FROM {parked} p WHERE p.tenant = w.tenant"
+                "                  AND p.due_at <= w.available_at)"
             ).fetchall()
             assert hidden == []
 

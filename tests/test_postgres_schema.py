@@ -28,9 +28,11 @@ def test_state_tables_refuse_anything_but_plain_identifiers(bad: str) -> None:
 def test_expected_schema_is_versioned_and_tunes_the_work_table() -> None:
     assert runyard.postgres.EXPECTED_SCHEMA == EXPECTED_SCHEMA
     versions = (
-        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 6), ('queue', 4)"
+        "INSERT INTO \"runyard_schema\" (component, version) VALUES ('state', 6), ('queue', 5)"
     )
     assert versions in EXPECTED_SCHEMA
+    assert 'CREATE TABLE "runyard_tenant_turns_parked" (' in EXPECTED_SCHEMA
+    assert 'CREATE FUNCTION "runyard_tenant_turns_park"(p_tenant text' in EXPECTED_SCHEMA
     assert "blob           text NOT NULL" in EXPECTED_SCHEMA
     assert "autovacuum_vacuum_scale_factor = 0.01" in EXPECTED_SCHEMA
     assert "autovacuum_vacuum_cost_delay = 0" in EXPECTED_SCHEMA

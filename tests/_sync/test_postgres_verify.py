@@ -24,7 +24,7 @@ from runyard.postgres import (
 )
 
 from tests._sync.postgres_support import CountingExecutor, open_pool, open_store
-from tests.support.postgres_migrations import migration_statements
+from tests.support.postgres_migrations import migration_sql, migration_statements, undo_queue_5
 from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
 
 REFUSED = [
@@ -48,7 +48,7 @@ def test_a_wrong_schema_version_is_refused(pg_tables: StateTables) -> None:
     try:
         with pytest.raises(
             ConfigurationError,
-            match="at schema version 2, but this runyard was written for version 4",
+            match="at schema version 2, but this runyard was written for version 5",
         ):
             PostgresWorkQueue.open(pool, tables=pg_tables)
         store = PostgresStateStore.open(pool, tables=pg_tables)
@@ -63,7 +63,8 @@ def test_queue_version_3_is_refused_until_its_due_index_is_migrated(
     # Queue version 3's due index served any statement with a tenant and state = 'ready': the
     # claim's head too, read in a sort of the tenant's whole due backlog wherever the planner
     # guessed few rows. Refused at version 3; docs/postgres.md's migration (run here as
-    # written, statement by statement) makes it open, and the index is version 4's.
+    # written, statement by statement, then version 5's) makes it open, and the index is
+    # version 4's.
     work = pg_tables.qualified(pg_tables.work)
     due = f"{pg_tables.work}_due"
     schema = pg_tables.schema
@@ -73,6 +74,7 @@ def test_queue_version_3_is_refused_until_its_due_index_is_migrated(
         conn.execute(
             f"CREATE INDEX \"{due}\" ON {work} (tenant, available_at) WHERE state = 'ready'"
         )
+        undo_queue_5(conn, pg_tables)
         conn.execute(
             f"UPDATE {pg_tables.qualified(pg_tables.schema_table)} SET version = 3"
             " WHERE component = 'queue'"
@@ -82,11 +84,12 @@ def test_queue_version_3_is_refused_until_its_due_index_is_migrated(
         with pytest.raises(ConfigurationError) as refused:
             PostgresWorkQueue.open(pool, tables=pg_tables)
         assert "'queue' is at schema version 3" in str(refused.value)
-        assert "written for version 4: migrate the schema" in str(refused.value)
+        assert "written for version 5: migrate the schema" in str(refused.value)
         with admin_connection() as conn:
             conn.execute(f'SET search_path TO "{schema}"')
             for statement in migration_statements("Queue version 4"):
                 conn.execute(statement)
+            conn.execute(migration_sql("Queue version 5"))
             defined = conn.execute(
                 "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
                 (schema, due),
@@ -120,7 +123,7 @@ def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> None:
         with pytest.raises(ConfigurationError) as queue:
             PostgresWorkQueue.open(pool, tables=pg_tables)
         assert "'queue' is at schema version 1" in str(queue.value)
-        assert "written for version 4: migrate the schema" in str(queue.value)
+        assert "written for version 5: migrate the schema" in str(queue.value)
     finally:
         pool.close()
 

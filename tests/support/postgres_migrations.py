@@ -7,7 +7,7 @@ from pathlib import Path
 import psycopg
 from runyard.postgres import StateTables
 
-__all__ = ["migration_sql", "migration_statements", "undo_state_6"]
+__all__ = ["migration_sql", "migration_statements", "undo_queue_5", "undo_state_6"]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "postgres.md"
 
@@ -40,3 +40,11 @@ def undo_state_6(conn: psycopg.Connection[tuple[object, ...]], tables: StateTabl
         f'CREATE INDEX "{tables.runs}_by_session" ON {tables.qualified(tables.runs)} '
         "(tenant, session_id) WHERE session_id IS NOT NULL"
     )
+
+
+def undo_queue_5(conn: psycopg.Connection[tuple[object, ...]], tables: StateTables) -> None:
+    """Drop queue version 5's parked tenants table and its function, as a database written by
+    an older runyard has it (the schema table's row is the caller's)."""
+    conn.execute(f"DROP TABLE {tables.qualified(tables.turns + '_parked')}")
+    park = tables.qualified(tables.turns + "_park")
+    conn.execute(f"DROP FUNCTION {park}(text, double precision)")

@@ -31,7 +31,9 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   that stats reads instead of the work table.
 # queue 4: the due index's predicate holds a priority bound only its probes state, so a claim's
 #   head is never planned on it (a vacuumed, never analyzed table read the whole backlog).
-SCHEMA_VERSIONS: dict[str, int] = {"state": 6, "queue": 4, "executions": 2}
+# queue 5: tenants whose ready items are all delayed are parked out of the rotation (the
+#   turns' _parked table and _park function), so a claim never probes them one by one.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 6, "queue": 5, "executions": 2}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (
@@ -142,6 +144,8 @@ class StateTables:
             "turn_seq": self.sequence("turn"),
             "lease_epoch_seq": self.sequence("lease_epoch"),
             "turns_retire": self.qualified(self.turns + "_retire"),
+            "turns_park": self.qualified(self.turns + "_park"),
+            "turns_parked": self.qualified(self.turns + "_parked"),
             "counts": self.qualified(self.counts),
             "delays": self.qualified(self.delays),
             "delays_name": self.delays,
@@ -176,6 +180,7 @@ class StateTables:
             self.qualified(self.schema_table),
             self.qualified(self.work),
             self.qualified(self.turns),
+            self.qualified(self.turns + "_parked"),
             self.sequence("work"),
             self.sequence("token"),
             self.sequence("turn"),

@@ -151,6 +151,20 @@ CREATE TABLE {turns} (
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX "{turns_name}_by_turn" ON {turns} (turn, tenant);
 
+-- Parked tenants (queue schema version 5): a tenant whose ready items are all delayed leaves
+-- the rotation for this table, keeping its turn, so that claims do not probe it at every
+-- claim until its first item is due. A claim parks up to PARK_PER_CLAIM tenants it finds
+-- without due work ahead of the one it serves (through {turns_name}_park), and first puts
+-- back, with their turns, up to UNPARK_PER_CLAIM tenants whose due time has come (oldest due
+-- first; such a claim serves nothing and is sent again, so that it sees them). An item that
+-- becomes ready for a parked tenant (an enqueue, a retry) puts it back at once, with its turn.
+CREATE TABLE {turns_parked} (
+    tenant  text COLLATE "C" PRIMARY KEY,
+    turn    bigint NOT NULL,
+    due_at  double precision NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX "{turns_name}_parked_by_due" ON {turns_parked} (due_at);
+
 -- Maintained counts (queue schema version 3), so that stats never reads the work table. Every
 -- statement that changes items' states adds its changes to one row of {counts}: its backend's
 -- own row (shard pg_backend_pid() % 16) unless another session holds it, else the first row no
@@ -196,6 +210,35 @@ BEGIN
 END
 $retire$;
 
+-- Park a tenant that has no due item at p_now (see {turns_parked}): unless someone holds its
+-- rotation row (it is then skipped, never waited on), read with a fresh snapshot its first
+-- ready item; none: the row is removed (as {turns_name}_retire does); a delayed one: the row
+-- moves to {turns_parked} with its turn and that item's due time; a due one: nothing changes.
+CREATE FUNCTION {turns_park}(p_tenant text, p_now double precision) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $park$
+DECLARE
+    v_turn bigint;
+    v_next double precision;
+BEGIN
+    SELECT t.turn INTO v_turn FROM {turns} t WHERE t.tenant = p_tenant FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    SELECT d.available_at INTO v_next FROM {work} d
+    WHERE d.tenant = p_tenant AND d.state = 'ready' AND d.priority > -9223372036854775808
+    ORDER BY d.available_at LIMIT 1;
+    IF v_next <= p_now THEN
+        RETURN false;
+    END IF;
+    DELETE FROM {turns} t WHERE t.tenant = p_tenant;
+    IF v_next IS NOT NULL THEN
+        INSERT INTO {turns_parked} AS p (tenant, turn, due_at) VALUES (p_tenant, v_turn, v_next)
+        ON CONFLICT (tenant) DO UPDATE SET turn = EXCLUDED.turn, due_at = EXCLUDED.due_at;
+    END IF;
+    RETURN true;
+END
+$park$;
+
 -- Run event logs (state schema version 2): each run's append-only log; the head row holds the
 -- last seq and its row lock orders concurrent appends, so seqs are gap-free per run.
 CREATE TABLE {event_heads} (
@@ -219,7 +262,7 @@ CREATE TABLE {events} (
 CREATE UNIQUE INDEX "{events_name}_by_event_id" ON {events} (tenant, run_id, event_id)
     WHERE event_id IS NOT NULL;
 
-INSERT INTO {schema_table} (component, version) VALUES ('state', 6), ('queue', 4);
+INSERT INTO {schema_table} (component, version) VALUES ('state', 6), ('queue', 5);
 
 -- Execution store ---------------------------------------------------------------------------
 

@@ -9,13 +9,15 @@ from runyard.postgres.statements.queue_rotation import (
     INSERT_WORK,
     JOIN_ROTATION,
     LEASE,
-    RETIRED_FIRST,
     claim_tally,
     delayed,
+    park_ahead,
     pick_tenants,
     reclaim,
+    reply_filter,
     retire_drained,
     tally,
+    unpark,
 )
 
 __all__ = ["QUEUE_TEMPLATES", "claim_call", "claim_name"]
@@ -31,20 +33,27 @@ def claim_name(reclaiming: bool, retiring: bool) -> str:
 
 
 def claim_call(
-    head: tuple[Any, ...], reclaim: tuple[Any, ...], drained: list[str] | None
+    head: tuple[Any, ...],
+    reclaim: tuple[Any, ...],
+    drained: list[str] | None,
+    *,
+    parking: bool = True,
 ) -> tuple[str, tuple[Any, ...]]:
     """The claim statement's form and its arguments: ``head`` ($1 to $4), ``reclaim`` the
     reclaim's (jitters first: None to take back none), ``drained`` the tenants to retire if
-    drained (None for none). The form sent has only the parts that can do something."""
+    drained (None for none), ``parking`` whether it parks and puts back tenants (last; false
+    in the caller's transaction, see unpark()). The form sent has only the parts that can do
+    something."""
     reclaiming, retiring = reclaim[0] is not None, drained is not None
-    args = head + (reclaim if reclaiming else ()) + ((drained,) if retiring else ())
+    args = head + (reclaim if reclaiming else ()) + ((drained,) if retiring else ()) + (parking,)
     return claim_name(reclaiming, retiring), args
 
 
 def _claim(reclaiming: bool, retiring: bool) -> str:
     """The claim: $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads
     are locked); when ``reclaiming``, $5 reclaim jitters $6 backoff_base $7 backoff_cap $8
-    policy max_attempts; when ``retiring``, then the tenants that earlier claims drained.
+    policy max_attempts; when ``retiring``, then the tenants that earlier claims drained;
+    last, whether it parks and puts back tenants (see unpark() and park_ahead()).
 
     First up to RECLAIM_PER_CLAIM lapsed leases are taken back (see reclaim()). One
     statement, which waits on no lock: the tenant with the oldest turn that has due work and
@@ -59,10 +68,12 @@ def _claim(reclaiming: bool, retiring: bool) -> str:
     tenant and no item means "that tenant's heads were all locked". A NULL jitter array
     takes back none, as the form without the reclaim does.
     """
+    parking = 5 + (4 if reclaiming else 0) + (1 if retiring else 0)
     return (
         "WITH "
         + (reclaim(5, 6, 7, 8) + ", " if reclaiming else "")
-        + pick_tenants("1", "tenant")
+        + pick_tenants("1", "tenant, turn", parking)
+        + park_ahead(parking)
         + """, head AS (
     SELECT w.ctid FROM {work} w
     WHERE w.tenant = (SELECT p.tenant FROM pick p)
@@ -89,8 +100,8 @@ def _claim(reclaiming: bool, retiring: bool) -> str:
 SELECT p.tenant, """
         + ("(SELECT count(*) FROM reclaimed r)" if reclaiming else "0::bigint")
         + """, c.*
-FROM pick p LEFT JOIN claimed c ON true"""
-        + (RETIRED_FIRST if retiring else "")
+FROM (SELECT 1) AS one LEFT JOIN pick p ON true LEFT JOIN claimed c ON true"""
+        + reply_filter(retiring)
     )
 
 
@@ -135,6 +146,12 @@ LIMIT 1""",
         for reclaiming in (False, True)
         for retiring in (False, True)
     },
+    # $1 now $2 true: put back up to UNPARK_PER_CLAIM parked tenants whose due time has come
+    # (a bound claim's, outside the caller's transaction); how many.
+    "unpark": "WITH "
+    + unpark(2)
+    + """
+SELECT count(*) FROM unparked""",
     # $1 tenant: leave the rotation if the tenant has no item in state 'ready' (skipping a
     # held row); true when the row was removed. Used by a bound claim, inside the caller's
     # transaction, which sees its own claim (an unbound claim defers it to its next claim).

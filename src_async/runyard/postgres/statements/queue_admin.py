@@ -28,15 +28,21 @@ RETURNING {work_cols_w}
 SELECT * FROM requeued""",
     "get_item": """
 SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text""",
-    # $1 now: from the maintained counts (ready minus the delayed ledger's count past now) and
-    # the rotation (tenants with due work: one index entry each), never the work table's rows;
-    # O(delayed items + rotation rows), see docs/postgres.md, "What stats() costs"
+    # $1 now: from the maintained counts (ready minus the delayed ledger's count past now), the
+    # rotation and the parked tenants whose due time has come (tenants with due work: one
+    # index entry each), never the work table's rows; O(delayed items + rotation rows + such
+    # parked rows), see docs/postgres.md, "What stats() costs"
     "stats": """
 SELECT (SELECT COALESCE(sum(c.ready), 0) FROM {counts} c) - d.n, d.n,
        (SELECT COALESCE(sum(c.leased), 0) FROM {counts} c),
        (SELECT COALESCE(sum(c.dead), 0) FROM {counts} c),
        (SELECT count(*) FROM {turns} t WHERE """
     + DUE_TENANT
+    + """)
+       + (SELECT count(*) FROM {turns_parked} k WHERE k.due_at <= $1::float8
+          AND NOT EXISTS (SELECT 1 FROM {turns} t WHERE t.tenant = k.tenant)
+          AND """
+    + DUE_TENANT.replace("t.tenant", "k.tenant")
     + """)
 FROM (SELECT COALESCE(sum(x.n), 0) AS n FROM {delays} x WHERE x.available_at > $1::float8) AS d""",
     # $1 tenant $2 item_id $3 now: the item's state and worker as this statement saw it, and

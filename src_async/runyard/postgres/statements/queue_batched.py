@@ -10,10 +10,11 @@ from runyard.postgres.statements.queue_rotation import (
     INSERT_WORK,
     JOIN_ROTATION,
     LEASE,
-    RETIRED_FIRST,
     claim_tally,
+    park_ahead,
     pick_tenants,
     reclaim,
+    reply_filter,
     retire_drained,
     tally,
     wake,
@@ -73,28 +74,35 @@ def claim_many_name(size: int, reclaiming: bool) -> str:
 
 
 def claim_many_call(
-    head: tuple[Any, ...], size: int, reclaim: tuple[Any, ...], drained: list[str] | None
+    head: tuple[Any, ...],
+    size: int,
+    reclaim: tuple[Any, ...],
+    drained: list[str] | None,
+    *,
+    parking: bool = True,
 ) -> tuple[str, tuple[Any, ...]]:
     """claim_many's statement for a batch of ``size`` and its arguments: ``head`` ($1 to
     $4, as claim_call's), the size, ``reclaim`` the reclaim's (jitters first: None to take
     back none, then the form without the reclaim is sent), ``drained`` the tenants to retire
-    if drained (None for none)."""
+    if drained (None for none), ``parking`` as claim_call's."""
     reclaiming = reclaim[0] is not None
-    args = (*head, size, *(reclaim if reclaiming else ()), drained)
+    args = (*head, size, *(reclaim if reclaiming else ()), drained, parking)
     return claim_many_name(size, reclaiming), args
 
 
 def _claim_many(limit: str, reclaiming: bool) -> str:
     """The claim_many template with ``limit`` as its batch size: "$5::bigint", or a literal
     (then $5 is still declared, by a CTE nothing reads, so every size takes the same
-    arguments); with the reclaim's CTEs ($6 to $9) when ``reclaiming``; the tenants to retire
-    if drained come last."""
+    arguments); with the reclaim's CTEs ($6 to $9) when ``reclaiming``; then the tenants to
+    retire if drained, and whether it parks (see claim_call)."""
     batch = "" if limit.startswith("$") else "batch AS (SELECT $5::bigint AS size), "
+    parking = 11 if reclaiming else 7
     return (
         "WITH "
         + batch
         + (reclaim(6, 7, 8, 9) + ", " if reclaiming else "")
-        + pick_tenants(limit, "tenant, turn")
+        + pick_tenants(limit, "tenant, turn", parking)
+        + park_ahead(parking)
         + """, heads AS (
     SELECT h.row_id, p.tenant, p.turn, h.priority, h.available_at, h.seq
     FROM pick p CROSS JOIN LATERAL (
@@ -147,8 +155,8 @@ SELECT c.pos, p.tenant,
        c.tenant, c.item_id, c.payload, c.priority, c.state, c.attempts, c.available_at,
        c.enqueued_at, c.dedupe_key, c.worker, c.lease_expires_at, c.last_error, c.token,
        c.claimed_at, c.dead_reason, c.dead_at, c.max_attempts
-FROM pick p LEFT JOIN claimed c ON c.tenant = p.tenant"""
-        + RETIRED_FIRST
+FROM (SELECT 1) AS one LEFT JOIN pick p ON true LEFT JOIN claimed c ON c.tenant = p.tenant"""
+        + reply_filter(True)
         + """
 ORDER BY c.pos NULLS LAST, p.turn, p.tenant"""
     )

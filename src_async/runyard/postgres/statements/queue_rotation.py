@@ -12,28 +12,40 @@ __all__ = [
     "JOIN_ROTATION",
     "JOIN_ROTATION_IN_CLAIM",
     "LEASE",
-    "RETIRED_FIRST",
+    "PARK_PER_CLAIM",
+    "UNPARK_PER_CLAIM",
     "claim_tally",
     "delayed",
+    "park_ahead",
     "pick_tenants",
     "reclaim",
+    "reply_filter",
     "retire_drained",
     "tally",
+    "unpark",
     "wake",
 ]
 
 # Items that moved into state 'ready' (the CTE named "moved", with tenant and state columns)
 # keep their tenant in the rotation: a tenant that has a row gets FOR KEY SHARE on it (no claim
-# waits on that lock; a concurrent retire skips the row), a tenant without one is inserted with
-# the claim counter's current value as its turn (the back of the rotation).
+# waits on that lock; a concurrent retire or park skips the row), a tenant without one is
+# inserted: with its turn when it was parked (its parked row is removed; claims skip a parked
+# row another session holds), else with the claim counter's current value (the back of the
+# rotation).
 JOIN_ROTATION = """, held AS (
     SELECT t.tenant FROM {turns} t
     WHERE t.tenant IN (SELECT m.tenant FROM moved m WHERE m.state = 'ready')
     FOR KEY SHARE OF t
+), rejoined AS (
+    DELETE FROM {turns_parked} AS p
+    WHERE p.tenant IN (SELECT m.tenant FROM moved m WHERE m.state = 'ready')
+      AND p.tenant NOT IN (SELECT h.tenant FROM held h)
+    RETURNING p.tenant, p.turn
 ), joined AS (
     INSERT INTO {turns} AS t (tenant, turn)
-    SELECT DISTINCT m.tenant, (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END
-                               FROM {turn_seq} c)
+    SELECT DISTINCT m.tenant, COALESCE(
+        (SELECT r.turn FROM rejoined r WHERE r.tenant = m.tenant),
+        (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END FROM {turn_seq} c))
     FROM moved m
     WHERE m.state = 'ready' AND m.tenant NOT IN (SELECT h.tenant FROM held h)
     ON CONFLICT (tenant) DO UPDATE SET turn = t.turn
@@ -122,7 +134,7 @@ def retire_drained(tenants: int) -> str:
     what committed after this statement began; a row another session holds is skipped, never
     waited on). The tenants this statement picked are left alone: their rows are locked and
     advanced here, and the client passes them again. Reading "pick" first orders the two.
-    The final SELECT runs it with RETIRED_FIRST, whether or not anything is due."""
+    The final SELECT runs it (reply_filter), whether or not anything is due."""
     return f""", retired AS (
     SELECT {{turns_retire}}(r.tenant) AS gone FROM unnest(${tenants}::text[]) AS r(tenant)
     WHERE r.tenant <> ALL (ARRAY(SELECT p.tenant FROM pick p))
@@ -132,10 +144,89 @@ def retire_drained(tenants: int) -> str:
 )"""
 
 
-# The WHERE of a claim's final SELECT: a one-time filter, evaluated before any row is read,
-# which runs "retired" (see retire_drained) even when nothing is due.
-RETIRED_FIRST = """
-WHERE (SELECT count(*) FROM retired) >= 0"""
+# Tenants a claim parks (see park_ahead), and puts back from the parked table (see UNPARK), at
+# most per statement.
+PARK_PER_CLAIM = 64
+UNPARK_PER_CLAIM = 256
+
+
+def unpark(parking: int) -> str:
+    """The CTEs "waking", "due_parked", "unparked" and "unjoined" of a claim (now $1): up to
+    UNPARK_PER_CLAIM parked tenants whose due time has come (oldest due first; a row another
+    session holds is skipped, never waited on) go back into the rotation with their turns.
+    This statement's snapshot does not see the rows it inserts, so while "waking" holds a row
+    the claim picks no tenant (pick_tenants) and its reply says so (reply_filter): the client
+    sends the claim again, which serves the woken tenants in turn order with the others. The
+    rows are found by ctid, so no plan of the DELETE can read the whole table.
+
+    When ``$parking`` is false (a claim inside the caller's transaction, bound(), which would
+    hold these locks until that transaction ends), nothing is put back: "due_parked" says
+    whether a parked tenant is due, and then the claim picks nothing either and says so; the
+    client puts them back outside that transaction (the "unpark" statement) and sends the
+    claim again."""
+    return f"""waking AS (
+    SELECT p.ctid AS row_id FROM {{turns_parked}} p
+    WHERE ${parking}::boolean AND p.due_at <= $1::float8
+    ORDER BY p.due_at
+    LIMIT {UNPARK_PER_CLAIM}
+    FOR UPDATE OF p SKIP LOCKED
+), due_parked AS (
+    SELECT p.due_at FROM {{turns_parked}} p
+    WHERE NOT ${parking}::boolean AND p.due_at <= $1::float8
+    ORDER BY p.due_at
+    LIMIT 1
+), unparked AS (
+    DELETE FROM {{turns_parked}} AS p
+    WHERE p.ctid = ANY (ARRAY(SELECT w.row_id FROM waking w)) AND p.due_at <= $1::float8
+    RETURNING p.tenant, p.turn
+), unjoined AS (
+    INSERT INTO {{turns}} AS t (tenant, turn)
+    SELECT u.tenant, u.turn FROM unparked u
+    ON CONFLICT (tenant) DO NOTHING
+)"""
+
+
+def park_ahead(parking: int) -> str:
+    """The CTEs "bound", "ahead" and "parked" of a claim (now $1, after "pick"; nothing
+    parked when ``$parking`` is false, see unpark()): up to
+    PARK_PER_CLAIM tenants ahead of the first one picked (all, when none is) in turn order
+    that show no due item in this statement's snapshot are handed to {turns_park}, which
+    parks each one still without a due item in a fresh snapshot (or retires it when it has no
+    ready item at all); a held row is skipped. The walk is a range of the (turn, tenant) index
+    up to the pick, whose rows are the tenants the pick stepped over: bounded by what the pick
+    itself read. Run by the final SELECT's filter (reply_filter)."""
+    return f""", bound AS (
+    SELECT b.turn, b.tenant FROM (
+        SELECT p.turn, p.tenant FROM pick p
+        UNION ALL
+        SELECT 9223372036854775807::bigint, ''::text
+    ) AS b
+    ORDER BY b.turn, b.tenant
+    LIMIT 1
+), ahead AS (
+    SELECT t.tenant FROM {{turns}} t
+    WHERE ${parking}::boolean
+      AND (t.turn, t.tenant) < ((SELECT b.turn FROM bound b), (SELECT b.tenant FROM bound b))
+      AND NOT COALESCE({DUE_TENANT}, false)
+    ORDER BY t.turn, t.tenant
+    LIMIT {PARK_PER_CLAIM}
+), parked AS (
+    SELECT {{turns_park}}(a.tenant, $1::float8) AS moved FROM ahead a
+)"""
+
+
+def reply_filter(retiring: bool) -> str:
+    """The WHERE of a claim's final SELECT (which reads ``one LEFT JOIN pick p``): a row per
+    picked tenant, or one row without a tenant when the claim put parked tenants back or, not
+    parking, found one due (put them back if need be and send it again); and one-time filters,
+    evaluated before any row is read, that run "parked" and, when ``retiring``, "retired",
+    whether or not anything is due."""
+    return """
+WHERE (p.tenant IS NOT NULL OR EXISTS (SELECT 1 FROM unparked)
+       OR EXISTS (SELECT 1 FROM due_parked))
+  AND (SELECT count(*) FROM parked) >= 0""" + (
+        "\n  AND (SELECT count(*) FROM retired) >= 0" if retiring else ""
+    )
 
 
 _CHANGED = "EXISTS (SELECT 1 FROM tally t WHERE t.ready <> 0 OR t.leased <> 0 OR t.dead <> 0)"
@@ -203,24 +294,30 @@ LEASE = """SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
         lease_expires_at = $3::float8"""
 
 
-def pick_tenants(limit: str, columns: str) -> str:
-    """The CTEs "owned", "shared" and "pick" of a claim (now $1, tenants to pass over $4):
-    up to ``limit`` tenants with due work in turn order whose rotation rows no other session
-    holds (locked FOR NO KEY UPDATE SKIP LOCKED); when every such row is held, the same
-    tenants unlocked (their turns are not advanced). ``columns`` are the rotation columns
+def pick_tenants(limit: str, columns: str, parking: int) -> str:
+    """The CTEs of unpark(``parking``), then "owned", "shared" and "pick" of a claim (now $1,
+    tenants to pass over $4): none while parked tenants are due (see unpark()); else up to
+    ``limit`` tenants with due work in turn order whose rotation rows no other session holds
+    (locked FOR NO KEY UPDATE SKIP LOCKED); when every such row is held, the same tenants
+    unlocked (their turns are not advanced). ``columns`` are the rotation columns
     (of ``t``) each CTE carries; pick adds ``owned``."""
     picked = ", ".join(f"{{alias}}.{c}" for c in columns.split(", "))
     owned, shared = picked.format(alias="o"), picked.format(alias="s")
     chosen = ", ".join(f"t.{c}" for c in columns.split(", "))
-    return f"""owned AS (
+    return (
+        unpark(parking)
+        + f""", owned AS (
     SELECT {chosen} FROM {{turns}} t
-    WHERE t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
+    WHERE NOT EXISTS (SELECT 1 FROM waking) AND NOT EXISTS (SELECT 1 FROM due_parked)
+      AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
     ORDER BY t.turn, t.tenant
     LIMIT {limit}
     FOR NO KEY UPDATE OF t SKIP LOCKED
 ), shared AS (
     SELECT {chosen} FROM {{turns}} t
-    WHERE NOT EXISTS (SELECT 1 FROM owned) AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
+    WHERE NOT EXISTS (SELECT 1 FROM waking) AND NOT EXISTS (SELECT 1 FROM due_parked)
+      AND NOT EXISTS (SELECT 1 FROM owned)
+      AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
     ORDER BY t.turn, t.tenant
     LIMIT {limit}
 ), pick AS (
@@ -228,6 +325,7 @@ def pick_tenants(limit: str, columns: str) -> str:
     UNION ALL
     SELECT {shared}, false AS owned FROM shared s
 )"""
+    )
 
 
 # The rotation, wake-up, delays and counts of an enqueue (single or batched): now $6, wake

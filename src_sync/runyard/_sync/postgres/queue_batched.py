@@ -8,7 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from runyard._sql import settle_refusal
-from runyard._sync.postgres.queue_core import MAX_TENANTS_PASSED_OVER, _PostgresQueueCore
+from runyard._sync.postgres.queue_core import (
+    MAX_TENANTS_PASSED_OVER,
+    MAX_UNPARK_ROUNDS,
+    _PostgresQueueCore,
+)
 from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
@@ -81,13 +85,22 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         check_limit(limit)
         leases: list[Lease] = []
         passed_over: list[str] = []
-        while len(leases) < limit and len(passed_over) <= MAX_TENANTS_PASSED_OVER:
+        woken = 0
+        while (
+            len(leases) < limit
+            and len(passed_over) <= MAX_TENANTS_PASSED_OVER
+            and woken <= MAX_UNPARK_ROUNDS
+        ):
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
             drained = self._take_drained()
             reclaim = self._reclaim_args(now)
             name, args = claim_many_call(
-                (now, worker, expires, passed_over), limit - len(leases), reclaim, drained
+                (now, worker, expires, passed_over),
+                limit - len(leases),
+                reclaim,
+                drained,
+                parking=not self._bound,
             )
             try:
                 rows = self._fetch(name, *args, idempotent=False)
@@ -101,6 +114,10 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
                 self._drained.update(drained or ())
                 raise
             self._reclaimed(reclaim[0], int(rows[0][2]) if rows else None)
+            if rows and rows[0][1] is None:  # parked tenants due: put back, send it again
+                woken += 1
+                self._unpark(now)
+                continue
             claimed = [row for row in rows if row[0] is not None]
             leases += [decode_lease(row[3:]) for row in claimed]
             if claimed or not rows:

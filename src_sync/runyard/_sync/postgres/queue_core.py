@@ -37,12 +37,18 @@ from typing_extensions import Self
 
 __all__ = [
     "MAX_TENANTS_PASSED_OVER",
+    "MAX_UNPARK_ROUNDS",
     "RECLAIM_EVERY_SECONDS",
     "RETIRE_PER_CLAIM",
 ]
 
 # How many tenants one claim passes over when their due heads are all locked by other claims.
 MAX_TENANTS_PASSED_OVER = 32
+# How many times one claim is sent again after putting parked tenants back into the rotation
+# (UNPARK_PER_CLAIM a time, oldest due first; each round puts back at least one): a safety
+# bound, 256,000 tenants coming due at once, past which the call returns what it has (None,
+# or the leases taken) and the next call goes on.
+MAX_UNPARK_ROUNDS = 1000
 # How many tenants served by earlier claims one claim checks for retiring (drained ones).
 RETIRE_PER_CLAIM = 16
 # How often (server time) this client's claims look for lapsed leases while the last look
@@ -152,12 +158,15 @@ class _PostgresQueueCore(_PostgresAdapter):
         """
         validate_identifier(worker, "worker")
         passed_over: list[str] = []
-        while len(passed_over) <= MAX_TENANTS_PASSED_OVER:
+        woken = 0
+        while len(passed_over) <= MAX_TENANTS_PASSED_OVER and woken <= MAX_UNPARK_ROUNDS:
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
             drained = self._take_drained()
             reclaim = self._reclaim_args(now)
-            name, args = claim_call((now, worker, expires, passed_over), reclaim, drained)
+            name, args = claim_call(
+                (now, worker, expires, passed_over), reclaim, drained, parking=not self._bound
+            )
             try:
                 rows = self._fetch(name, *args, idempotent=False)
             except StoreOutcomeUnknown as exc:
@@ -172,6 +181,10 @@ class _PostgresQueueCore(_PostgresAdapter):
             self._reclaimed(reclaim[0], int(rows[0][1]) if rows else None)
             if not rows:
                 return None
+            if rows[0][0] is None:  # parked tenants due: put back, or to put back (bound)
+                woken += 1
+                self._unpark(now)
+                continue
             if rows[0][2] is None:
                 passed_over.append(rows[0][0])
                 continue
@@ -179,6 +192,13 @@ class _PostgresQueueCore(_PostgresAdapter):
             self._served([lease.tenant])
             return lease
         return None
+
+    def _unpark(self, now: float) -> None:
+        """A bound claim found parked tenants due: put them back outside the caller's
+        transaction (on the executor this queue was built on), so that its locks are not held
+        until that transaction ends. An unbound claim has put them back itself."""
+        if self._bound:
+            self._fetch("unpark", now, True, idempotent=True, outside=True)
 
     def _take_drained(self) -> list[str] | None:
         """Up to RETIRE_PER_CLAIM tenants that claims served, for the next claim statement to

@@ -46,6 +46,25 @@ class QueueScheduleCases(QueueKitBase):
         self.advance(1)
         assert (self._lease(queue)).item.payload == {"n": "later"}
 
+    def test_tenants_holding_only_delayed_items_keep_their_turns(self, queue: WorkQueue) -> None:
+        # Tenants a, b and c hold only delayed items while d's are served: they keep the turns
+        # they joined with (as the memory backend keeps them; a store may set such tenants
+        # aside meanwhile), so an item due now for b, and later their delayed items, are served
+        # in turn order ahead of d, whose turn its claims advanced.
+        for tenant in ("a", "b", "c"):
+            queue.enqueue(tenant, {"n": f"{tenant}-later"}, delay_seconds=30)
+        for n in range(3):
+            queue.enqueue("d", {"n": f"d{n}"})
+        served = [(self._lease(queue)).item.payload["n"] for _ in range(2)]
+        queue.enqueue("b", {"n": "b-now"})
+        served += [(self._lease(queue)).item.payload["n"] for _ in range(2)]
+        assert queue.claim("w1") is None
+        self.advance(30)
+        assert (queue.stats()).tenants == 3
+        served += [(self._lease(queue)).item.payload["n"] for _ in range(3)]
+        assert queue.claim("w1") is None
+        assert served == ["d0", "d1", "b-now", "d2", "a-later", "c-later", "b-later"]
+
     def test_run_at_with_a_delay_is_refused_naming_both(self, queue: WorkQueue) -> None:
         with pytest.raises(InvalidArgumentError) as caught:
             queue.enqueue("acme", {}, item_id="i", delay_seconds=5, run_at=LONG_AGO)
