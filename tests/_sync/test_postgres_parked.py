@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from psycopg import Connection
-from runyard import ConfigurationError, ManualClock
+from runyard import ConfigurationError, ManualClock, MemoryWorkQueue, QueuePolicy
 from runyard.models import NewItem
 from runyard.postgres import PostgresWorkQueue, StateTables
 from runyard.postgres.statements.queue_rotation import PARK_PER_CLAIM, UNPARK_PER_CLAIM
@@ -141,21 +141,22 @@ def test_a_queue_4_database_migrated_as_documented_parks_tenants(
         queue.enqueue("zz", {})
         assert (queue.claim("w")) is not None
         assert [name for name, *_ in _rotation(t)[1]] == ["idle-0000", "idle-0001", "idle-0002"]
+        queue.enqueue("idle-0001", {"t": "now"})  # back, with its turn (the rejoin)
+        turns, parked = _rotation(t)
+        assert ("idle-0001", 0) in turns and len(parked) == 2
     finally:
         queue.close()
 
 
-def test_a_bound_claim_parks_nothing_and_puts_back_outside_its_transaction(
-    pg_tables: StateTables,
-) -> None:
+def test_a_bound_claim_neither_parks_nor_puts_back(pg_tables: StateTables) -> None:
     # Inside the caller's transaction the locks a park or a put-back takes would be held until
-    # it ends, making enqueues for those tenants (and claims of put-back ones) wait on it: a
-    # bound claim parks nothing, and puts due tenants back in a statement of its own.
+    # it ends, hiding those tenants from every other claim and making enqueues for them wait:
+    # a bound claim serves the rotation as it stands, and the next unbound claim puts back.
     t, clock = pg_tables, ManualClock(T0)
     queue = open_queue(t, clock)
     try:
         _idle_tenants(queue, 5, 60)
-        queue.enqueue_many("zz", [NewItem(payload={"n": k}) for k in range(3)])
+        queue.enqueue_many("zz", [NewItem(payload={"n": k}) for k in range(4)])
         with Connection.connect(PG_DSN) as conn, conn.transaction():
             lease = queue.bound(conn).claim("w")
             assert lease is not None and lease.tenant == "zz"
@@ -165,22 +166,74 @@ def test_a_bound_claim_parks_nothing_and_puts_back_outside_its_transaction(
         assert (queue.claim("w")) is not None  # an unbound claim parks them
         assert len(_rotation(t)[1]) == 5
         clock.advance(60)
-        served: list[str] = []
-        with Connection.connect(PG_DSN) as conn:
-            try:
-                with conn.transaction():
-                    lease = queue.bound(conn).claim("w")
-                    batch = queue.bound(conn).claim_many("w", limit=2)
-                    served = [lease.tenant for lease in ([lease] if lease else []) + batch]
-                    raise Boom
-            except Boom:
-                pass
-        assert served == ["idle-0000", "idle-0001", "idle-0002"]
-        # The claims rolled back with the caller's transaction; the put-back did not.
-        turns, parked = _rotation(t)
-        assert parked == [] and {f"idle-{k:04d}" for k in range(5)} <= {name for name, _ in turns}
+        with Connection.connect(PG_DSN) as conn, conn.transaction():
+            lease = queue.bound(conn).claim("w")  # the rotation as it stands: "zz"
+            assert lease is not None and lease.tenant == "zz"
+            assert queue.bound(conn).claim_many("w", limit=2) == []
+        assert len(_rotation(t)[1]) == 5
+        served = queue.claim_many("w", limit=5)  # puts them back, serves them in turn
+        assert [lease.tenant for lease in served] == [f"idle-{k:04d}" for k in range(5)]
+    finally:
+        queue.close()
+
+
+def _reclaim_while_parking(queue: Any, clock: ManualClock) -> list[str | None]:
+    """ "A" is served first (and its lease lost), then "B", "C", "D" and "Z": "A" has the oldest
+    turn. Once the lease lapsed (30 s), the claim that takes it back (its item ready again
+    after a backoff of at most 1 s) finds "A" ahead of the tenant it serves with nothing due:
+    what is served, in order (each completed but A's first)."""
+    queue.enqueue("A", {"n": "a1"})
+    queue.enqueue("A", {"n": "a2"}, delay_seconds=1000)
+    for tenant in ("B", "C", "D", "Z"):
+        queue.enqueue_many(tenant, [NewItem(payload={"n": f"{tenant}{k}"}) for k in range(4)])
+    served: list[str | None] = []
+    for step in range(12):
+        if step == 5:
+            clock.advance(31)  # A's lease lapses: this claim takes it back
+        if step == 6:
+            clock.advance(5)  # the reclaimed a1 is due
         lease = queue.claim("w")
-        assert lease is not None and lease.tenant == "idle-0000"
+        served.append(None if lease is None else lease.item.payload["n"])
+        if lease is not None and step > 0:
+            queue.complete(lease)
+    return served
+
+
+def test_a_claim_that_reclaims_a_tenants_lease_keeps_its_turn(
+    pg_tables: StateTables,
+) -> None:
+    # Parked in the statement that took its lease back, "a" was given a new turn by the
+    # rotation join after it (the back of the rotation): served after "b" and "c" again.
+    clock, policy = ManualClock(T0), QueuePolicy(lease_seconds=30)
+    queue = open_queue(pg_tables, clock, policy)
+    try:
+        served = _reclaim_while_parking(queue, clock)
+    finally:
+        queue.close()
+    memory_clock = ManualClock(T0)
+    memory = MemoryWorkQueue(clock=memory_clock, policy=policy)
+    expected = _reclaim_while_parking(memory, memory_clock)
+    assert served == expected
+    assert served[:7] == ["a1", "B0", "C0", "D0", "Z0", "B1", "a1"]
+
+
+def test_a_parked_tenant_whose_ready_items_are_cancelled_leaves_the_parked_table(
+    pg_tables: StateTables,
+) -> None:
+    # As a drained tenant leaves the rotation: its next enqueue joins at the back, and
+    # prune() does not miss it (as the memory backend forgets a tenant without items).
+    t, clock = pg_tables, ManualClock(T0)
+    queue = open_queue(t, clock)
+    try:
+        queue.enqueue("a", {"n": "a-later"}, item_id="later", delay_seconds=3600)
+        queue.enqueue_many("zz", [NewItem(payload={"n": k}) for k in range(2)])
+        assert (queue.claim("w")) is not None  # parks "a"
+        assert [name for name, *_ in _rotation(t)[1]] == ["a"]
+        assert queue.cancel("a", "later")
+        assert _rotation(t)[1] == []
+        queue.enqueue("a", {"n": "a-now"})
+        turns = dict(_rotation(t)[0])
+        assert turns["a"] >= turns["zz"]  # the back of the rotation, not its old turn 0
     finally:
         queue.close()
 

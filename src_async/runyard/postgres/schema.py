@@ -32,7 +32,7 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 # queue 4: the due index's predicate holds a priority bound only its probes state, so a claim's
 #   head is never planned on it (a vacuumed, never analyzed table read the whole backlog).
 # queue 5: tenants whose ready items are all delayed are parked out of the rotation (the
-#   turns' _parked table and _park function), so a claim never probes them one by one.
+#   turns' _parked table, _park and _rejoin functions), so a claim never probes them one by one.
 SCHEMA_VERSIONS: dict[str, int] = {"state": 6, "queue": 5, "executions": 2}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
@@ -145,6 +145,7 @@ class StateTables:
             "lease_epoch_seq": self.sequence("lease_epoch"),
             "turns_retire": self.qualified(self.turns + "_retire"),
             "turns_park": self.qualified(self.turns + "_park"),
+            "turns_rejoin": self.qualified(self.turns + "_rejoin"),
             "turns_parked": self.qualified(self.turns + "_parked"),
             "counts": self.qualified(self.counts),
             "delays": self.qualified(self.delays),

@@ -239,6 +239,19 @@ BEGIN
 END
 $park$;
 
+-- The turn a tenant joins the rotation with: its parked turn, taken out of {turns_parked}
+-- (read with a fresh snapshot, so a park that committed after the calling statement began is
+-- seen), else p_default (the back of the rotation).
+CREATE FUNCTION {turns_rejoin}(p_tenant text, p_default bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $rejoin$
+DECLARE
+    v_turn bigint;
+BEGIN
+    DELETE FROM {turns_parked} p WHERE p.tenant = p_tenant RETURNING p.turn INTO v_turn;
+    RETURN COALESCE(v_turn, p_default);
+END
+$rejoin$;
+
 -- Run event logs (state schema version 2): each run's append-only log; the head row holds the
 -- last seq and its row lock orders concurrent appends, so seqs are gap-free per run.
 CREATE TABLE {event_heads} (

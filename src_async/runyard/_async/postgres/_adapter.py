@@ -104,9 +104,6 @@ class _AsyncPostgresAdapter(AsyncClosing):
         self.prepare = prepare
         self._sql: Statements = statements(self.tables)
         self._bound = False
-        # What runs outside the caller's transaction when this adapter is bound(): the
-        # executor it was built on.
-        self._outside: AsyncExecutor = self._executor
         self._owns_source = close_source
         self._secret: str | None = None
 
@@ -307,30 +304,26 @@ class _AsyncPostgresAdapter(AsyncClosing):
         return float(self.clock.now())
 
     async def _fetch(
-        self, name: str, *args: Any, idempotent: bool = True, outside: bool = False
+        self, name: str, *args: Any, idempotent: bool = True
     ) -> Sequence[Sequence[Any]]:
         """Run the named statement; map driver errors; retry what is safe to retry.
 
         A bound adapter retries nothing. Otherwise contended statements, statement timeouts
         and unreachable servers are retried within the budget; a write whose reply was lost
-        is retried only when ``idempotent``, else StoreOutcomeUnknown is raised. ``outside``
-        runs it on the executor this adapter was built on, outside the caller's transaction
-        when bound (as an unbound adapter runs it).
+        is retried only when ``idempotent``, else StoreOutcomeUnknown is raised.
         """
         statement = getattr(self._sql, name)
-        executor = self._outside if outside else self._executor
-        in_transaction = self._bound and not outside
         attempt = 0
         while True:
             try:
-                return await executor.fetch(statement, *args)
+                return await self._executor.fetch(statement, *args)
             except Exception as exc:
                 error = map_error(exc, kind=self._kind, idempotent=idempotent, secret=self._secret)
                 if error is None:
                     raise
                 if error is exc:
                     raise
-                if in_transaction or not self._retryable(error) or attempt >= self.retry_attempts:
+                if self._bound or not self._retryable(error) or attempt >= self.retry_attempts:
                     raise error from (None if self._secret else exc)
             attempt += 1
             ceiling = self.retry_backoff_seconds * 2 ** (attempt - 1)

@@ -33,7 +33,7 @@ class AsyncPostgresRunLeases:
         def _now(self) -> float: ...
 
         async def _fetch(
-            self, name: str, *args: Any, idempotent: bool = True, outside: bool = False
+            self, name: str, *args: Any, idempotent: bool = True
         ) -> Sequence[Sequence[Any]]: ...
 
     # -- run leases --------------------------------------------------------------------------

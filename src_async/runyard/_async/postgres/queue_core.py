@@ -180,9 +180,8 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
             self._reclaimed(reclaim[0], int(rows[0][1]) if rows else None)
             if not rows:
                 return None
-            if rows[0][0] is None:  # parked tenants due: put back, or to put back (bound)
+            if rows[0][0] is None:  # parked tenants put back: this statement could not see them
                 woken += 1
-                await self._unpark(now)
                 continue
             if rows[0][2] is None:
                 passed_over.append(rows[0][0])
@@ -191,13 +190,6 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
             await self._served([lease.tenant])
             return lease
         return None
-
-    async def _unpark(self, now: float) -> None:
-        """A bound claim found parked tenants due: put them back outside the caller's
-        transaction (on the executor this queue was built on), so that its locks are not held
-        until that transaction ends. An unbound claim has put them back itself."""
-        if self._bound:
-            await self._fetch("unpark", now, True, idempotent=True, outside=True)
 
     def _take_drained(self) -> list[str] | None:
         """Up to RETIRE_PER_CLAIM tenants that claims served, for the next claim statement to

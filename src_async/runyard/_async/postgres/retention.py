@@ -17,7 +17,7 @@ class _Fetching:
         def _now(self) -> float: ...
 
         async def _fetch(
-            self, name: str, *args: Any, idempotent: bool = True, outside: bool = False
+            self, name: str, *args: Any, idempotent: bool = True
         ) -> Sequence[Sequence[Any]]: ...
 
 

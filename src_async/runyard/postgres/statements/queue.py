@@ -17,7 +17,6 @@ from runyard.postgres.statements.queue_rotation import (
     reply_filter,
     retire_drained,
     tally,
-    unpark,
 )
 
 __all__ = ["QUEUE_TEMPLATES", "claim_call", "claim_name"]
@@ -73,7 +72,7 @@ def _claim(reclaiming: bool, retiring: bool) -> str:
         "WITH "
         + (reclaim(5, 6, 7, 8) + ", " if reclaiming else "")
         + pick_tenants("1", "tenant, turn", parking)
-        + park_ahead(parking)
+        + park_ahead(parking, reclaiming)
         + """, head AS (
     SELECT w.ctid FROM {work} w
     WHERE w.tenant = (SELECT p.tenant FROM pick p)
@@ -146,12 +145,6 @@ LIMIT 1""",
         for reclaiming in (False, True)
         for retiring in (False, True)
     },
-    # $1 now $2 true: put back up to UNPARK_PER_CLAIM parked tenants whose due time has come
-    # (a bound claim's, outside the caller's transaction); how many.
-    "unpark": "WITH "
-    + unpark(2)
-    + """
-SELECT count(*) FROM unparked""",
     # $1 tenant: leave the rotation if the tenant has no item in state 'ready' (skipping a
     # held row); true when the row was removed. Used by a bound claim, inside the caller's
     # transaction, which sees its own claim (an unbound claim defers it to its next claim).

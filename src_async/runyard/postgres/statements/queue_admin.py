@@ -47,7 +47,8 @@ SELECT (SELECT COALESCE(sum(c.ready), 0) FROM {counts} c) - d.n, d.n,
 FROM (SELECT COALESCE(sum(x.n), 0) AS n FROM {delays} x WHERE x.available_at > $1::float8) AS d""",
     # $1 tenant $2 item_id $3 now: the item's state and worker as this statement saw it, and
     # whether it was deleted (never a leased one: the lock re-checks the state). A delayed item
-    # leaves the delays ledger (-1 at its due time).
+    # leaves the delays ledger (-1 at its due time); a parked tenant left without a ready item
+    # leaves the parked table (as a drained tenant leaves the rotation).
     "cancel": """
 WITH target AS (
     SELECT w.state, w.worker FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text
@@ -59,6 +60,11 @@ WITH target AS (
     INSERT INTO {delays} (available_at, n)
     SELECT g.available_at, -1 FROM gone g
     WHERE g.state = 'ready' AND g.available_at > $3::float8
+), unparked AS (
+    DELETE FROM {turns_parked} AS p
+    WHERE p.tenant = $1::text AND EXISTS (SELECT 1 FROM gone)
+      AND NOT EXISTS (SELECT 1 FROM {work} r
+                      WHERE r.tenant = $1::text AND r.state = 'ready' AND r.item_id <> $2::text)
 )"""
     + tally(
         "-(SELECT count(*) FROM gone g WHERE g.state = 'ready')",

@@ -102,7 +102,7 @@ def _claim_many(limit: str, reclaiming: bool) -> str:
         + batch
         + (reclaim(6, 7, 8, 9) + ", " if reclaiming else "")
         + pick_tenants(limit, "tenant, turn", parking)
-        + park_ahead(parking)
+        + park_ahead(parking, reclaiming)
         + """, heads AS (
     SELECT h.row_id, p.tenant, p.turn, h.priority, h.available_at, h.seq
     FROM pick p CROSS JOIN LATERAL (

@@ -29,25 +29,22 @@ __all__ = [
 # Items that moved into state 'ready' (the CTE named "moved", with tenant and state columns)
 # keep their tenant in the rotation: a tenant that has a row gets FOR KEY SHARE on it (no claim
 # waits on that lock; a concurrent retire or park skips the row), a tenant without one is
-# inserted: with its turn when it was parked (its parked row is removed; claims skip a parked
-# row another session holds), else with the claim counter's current value (the back of the
-# rotation).
+# inserted with the turn {turns_rejoin} gives: its parked turn when it was parked (the parked
+# row removed, read with a fresh snapshot: a park that committed while this statement waited
+# for the row is seen; claims skip a parked row another session holds), else the claim
+# counter's current value (the back of the rotation).
 JOIN_ROTATION = """, held AS (
     SELECT t.tenant FROM {turns} t
     WHERE t.tenant IN (SELECT m.tenant FROM moved m WHERE m.state = 'ready')
     FOR KEY SHARE OF t
-), rejoined AS (
-    DELETE FROM {turns_parked} AS p
-    WHERE p.tenant IN (SELECT m.tenant FROM moved m WHERE m.state = 'ready')
-      AND p.tenant NOT IN (SELECT h.tenant FROM held h)
-    RETURNING p.tenant, p.turn
 ), joined AS (
     INSERT INTO {turns} AS t (tenant, turn)
-    SELECT DISTINCT m.tenant, COALESCE(
-        (SELECT r.turn FROM rejoined r WHERE r.tenant = m.tenant),
-        (SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END FROM {turn_seq} c))
-    FROM moved m
-    WHERE m.state = 'ready' AND m.tenant NOT IN (SELECT h.tenant FROM held h)
+    SELECT x.tenant, {turns_rejoin}(x.tenant, (
+        SELECT CASE WHEN c.is_called THEN c.last_value ELSE 0 END FROM {turn_seq} c))
+    FROM (
+        SELECT DISTINCT m.tenant FROM moved m
+        WHERE m.state = 'ready' AND m.tenant NOT IN (SELECT h.tenant FROM held h)
+    ) AS x
     ON CONFLICT (tenant) DO UPDATE SET turn = t.turn
 )"""
 
@@ -151,30 +148,24 @@ UNPARK_PER_CLAIM = 256
 
 
 def unpark(parking: int) -> str:
-    """The CTEs "waking", "due_parked", "unparked" and "unjoined" of a claim (now $1): up to
+    """The CTEs "waking", "unparked" and "unjoined" of a claim (now $1): up to
     UNPARK_PER_CLAIM parked tenants whose due time has come (oldest due first; a row another
     session holds is skipped, never waited on) go back into the rotation with their turns.
-    This statement's snapshot does not see the rows it inserts, so while "waking" holds a row
-    the claim picks no tenant (pick_tenants) and its reply says so (reply_filter): the client
-    sends the claim again, which serves the woken tenants in turn order with the others. The
-    rows are found by ctid, so no plan of the DELETE can read the whole table.
+    This statement's snapshot does not see the rows it inserts, so when "unparked" put one
+    back the claim picks no tenant (pick_tenants) and its reply says so (reply_filter): the
+    client sends the claim again, which serves the woken tenants in turn order with the
+    others. The rows are found by ctid, so no plan of the DELETE can read the whole table.
 
-    When ``$parking`` is false (a claim inside the caller's transaction, bound(), which would
-    hold these locks until that transaction ends), nothing is put back: "due_parked" says
-    whether a parked tenant is due, and then the claim picks nothing either and says so; the
-    client puts them back outside that transaction (the "unpark" statement) and sends the
-    claim again."""
+    Nothing is put back when ``$parking`` is false: a claim inside the caller's transaction
+    (bound()) would hold these locks until that transaction ends, hiding the tenants from
+    every other claim and making enqueues for them wait; such a claim serves the rotation as
+    it stands, and the next claim outside a transaction puts them back."""
     return f"""waking AS (
     SELECT p.ctid AS row_id FROM {{turns_parked}} p
     WHERE ${parking}::boolean AND p.due_at <= $1::float8
     ORDER BY p.due_at
     LIMIT {UNPARK_PER_CLAIM}
     FOR UPDATE OF p SKIP LOCKED
-), due_parked AS (
-    SELECT p.due_at FROM {{turns_parked}} p
-    WHERE NOT ${parking}::boolean AND p.due_at <= $1::float8
-    ORDER BY p.due_at
-    LIMIT 1
 ), unparked AS (
     DELETE FROM {{turns_parked}} AS p
     WHERE p.ctid = ANY (ARRAY(SELECT w.row_id FROM waking w)) AND p.due_at <= $1::float8
@@ -186,15 +177,19 @@ def unpark(parking: int) -> str:
 )"""
 
 
-def park_ahead(parking: int) -> str:
+def park_ahead(parking: int, reclaiming: bool) -> str:
     """The CTEs "bound", "ahead" and "parked" of a claim (now $1, after "pick"; nothing
     parked when ``$parking`` is false, see unpark()): up to
     PARK_PER_CLAIM tenants ahead of the first one picked (all, when none is) in turn order
     that show no due item in this statement's snapshot are handed to {turns_park}, which
     parks each one still without a due item in a fresh snapshot (or retires it when it has no
-    ready item at all); a held row is skipped. The walk is a range of the (turn, tenant) index
+    ready item at all); a held row is skipped. When ``reclaiming``, a tenant whose lapsed lease
+    this statement took back (the CTE "moved") is left alone: its item is ready again for later,
+    and the rotation join after this would give it a new turn. The walk is a range of the
+    (turn, tenant) index
     up to the pick, whose rows are the tenants the pick stepped over: bounded by what the pick
     itself read. Run by the final SELECT's filter (reply_filter)."""
+    moved = "\n      AND t.tenant NOT IN (SELECT m.tenant FROM moved m)" if reclaiming else ""
     return f""", bound AS (
     SELECT b.turn, b.tenant FROM (
         SELECT p.turn, p.tenant FROM pick p
@@ -207,7 +202,7 @@ def park_ahead(parking: int) -> str:
     SELECT t.tenant FROM {{turns}} t
     WHERE ${parking}::boolean
       AND (t.turn, t.tenant) < ((SELECT b.turn FROM bound b), (SELECT b.tenant FROM bound b))
-      AND NOT COALESCE({DUE_TENANT}, false)
+      AND NOT COALESCE({DUE_TENANT}, false){moved}
     ORDER BY t.turn, t.tenant
     LIMIT {PARK_PER_CLAIM}
 ), parked AS (
@@ -217,13 +212,12 @@ def park_ahead(parking: int) -> str:
 
 def reply_filter(retiring: bool) -> str:
     """The WHERE of a claim's final SELECT (which reads ``one LEFT JOIN pick p``): a row per
-    picked tenant, or one row without a tenant when the claim put parked tenants back or, not
-    parking, found one due (put them back if need be and send it again); and one-time filters,
+    picked tenant, or one row without a tenant when the claim put parked tenants back (send it
+    again); and one-time filters,
     evaluated before any row is read, that run "parked" and, when ``retiring``, "retired",
     whether or not anything is due."""
     return """
-WHERE (p.tenant IS NOT NULL OR EXISTS (SELECT 1 FROM unparked)
-       OR EXISTS (SELECT 1 FROM due_parked))
+WHERE (p.tenant IS NOT NULL OR EXISTS (SELECT 1 FROM unparked))
   AND (SELECT count(*) FROM parked) >= 0""" + (
         "\n  AND (SELECT count(*) FROM retired) >= 0" if retiring else ""
     )
@@ -296,7 +290,7 @@ LEASE = """SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
 
 def pick_tenants(limit: str, columns: str, parking: int) -> str:
     """The CTEs of unpark(``parking``), then "owned", "shared" and "pick" of a claim (now $1,
-    tenants to pass over $4): none while parked tenants are due (see unpark()); else up to
+    tenants to pass over $4): none when unpark() put parked tenants back; else up to
     ``limit`` tenants with due work in turn order whose rotation rows no other session holds
     (locked FOR NO KEY UPDATE SKIP LOCKED); when every such row is held, the same tenants
     unlocked (their turns are not advanced). ``columns`` are the rotation columns
@@ -308,15 +302,14 @@ def pick_tenants(limit: str, columns: str, parking: int) -> str:
         unpark(parking)
         + f""", owned AS (
     SELECT {chosen} FROM {{turns}} t
-    WHERE NOT EXISTS (SELECT 1 FROM waking) AND NOT EXISTS (SELECT 1 FROM due_parked)
+    WHERE NOT EXISTS (SELECT 1 FROM unparked)
       AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
     ORDER BY t.turn, t.tenant
     LIMIT {limit}
     FOR NO KEY UPDATE OF t SKIP LOCKED
 ), shared AS (
     SELECT {chosen} FROM {{turns}} t
-    WHERE NOT EXISTS (SELECT 1 FROM waking) AND NOT EXISTS (SELECT 1 FROM due_parked)
-      AND NOT EXISTS (SELECT 1 FROM owned)
+    WHERE NOT EXISTS (SELECT 1 FROM unparked) AND NOT EXISTS (SELECT 1 FROM owned)
       AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
     ORDER BY t.turn, t.tenant
     LIMIT {limit}

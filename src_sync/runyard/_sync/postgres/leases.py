@@ -35,7 +35,7 @@ class PostgresRunLeases:
         def _now(self) -> float: ...
 
         def _fetch(
-            self, name: str, *args: Any, idempotent: bool = True, outside: bool = False
+            self, name: str, *args: Any, idempotent: bool = True
         ) -> Sequence[Sequence[Any]]: ...
 
     # -- run leases --------------------------------------------------------------------------

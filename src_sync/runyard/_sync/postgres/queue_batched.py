@@ -114,9 +114,8 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
                 self._drained.update(drained or ())
                 raise
             self._reclaimed(reclaim[0], int(rows[0][2]) if rows else None)
-            if rows and rows[0][1] is None:  # parked tenants due: put back, send it again
+            if rows and rows[0][1] is None:  # parked tenants put back: send it again
                 woken += 1
-                self._unpark(now)
                 continue
             claimed = [row for row in rows if row[0] is not None]
             leases += [decode_lease(row[3:]) for row in claimed]

@@ -19,7 +19,7 @@ class _Fetching:
         def _now(self) -> float: ...
 
         def _fetch(
-            self, name: str, *args: Any, idempotent: bool = True, outside: bool = False
+            self, name: str, *args: Any, idempotent: bool = True
         ) -> Sequence[Sequence[Any]]: ...
 
 
