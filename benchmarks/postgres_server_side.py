@@ -79,7 +79,14 @@ def _scripts(tables: StateTables, now: float) -> dict[str, str]:
     lease = LEASE.format(token_seq=tables.placeholders()["token_seq"])
     claim = _variables(
         sql.claim_retire,
-        {1: ":now", 2: "'bench'", 3: ":exp", 4: "'{}'", 5: "ARRAY[NULLIF(:tenant, '')]"},
+        {
+            1: ":now",
+            2: "'bench'",
+            3: ":exp",
+            4: "'{}'",
+            5: "ARRAY[NULLIF(:tenant, '')]",
+            6: "true",  # parking, as an unbound claim sends it
+        },
     )
     held = {1: "NULLIF(:tenant, '')", 2: "NULLIF(:item_id, '')", 3: "NULLIF(:token, '')"}
     complete = _variables(sql.complete, {**held, 4: ":now", 5: "3600"})
