@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, IsolationLevel
 from runyard import AsyncMemoryWorkQueue, ConfigurationError, ManualClock, QueuePolicy
 from runyard.models import NewItem
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
@@ -151,10 +151,11 @@ async def test_a_queue_4_database_migrated_as_documented_parks_tenants(
 
 
 @pytest.mark.asyncio
-async def test_a_bound_claim_neither_parks_nor_puts_back(pg_tables: StateTables) -> None:
-    # Inside the caller's transaction the locks a park or a put-back takes would be held until
-    # it ends, hiding those tenants from every other claim and making enqueues for them wait:
-    # a bound claim serves the rotation as it stands, and the next unbound claim puts back.
+async def test_a_bound_claim_parks_nothing_but_puts_back(pg_tables: StateTables) -> None:
+    # Inside the caller's transaction the rotation rows a park locks would be held until it
+    # ends, and enqueues for those tenants would wait for it: a bound claim parks nothing. It
+    # puts due tenants back (in that transaction, as it retires drained ones there), so a
+    # deployment whose claims are all bound still serves work an earlier claim parked.
     t, clock = pg_tables, ManualClock(T0)
     queue = await open_queue(t, clock)
     try:
@@ -169,15 +170,31 @@ async def test_a_bound_claim_neither_parks_nor_puts_back(pg_tables: StateTables)
         assert (await queue.claim("w")) is not None  # an unbound claim parks them
         assert len(_rotation(t)[1]) == 5
         clock.advance(60)
-        async with await AsyncConnection.connect(PG_DSN) as conn, conn.transaction():
-            lease = await queue.bound(conn).claim("w")  # the rotation as it stands: "zz"
-            assert lease is not None and lease.tenant == "zz"
-            assert await queue.bound(conn).claim_many("w", limit=2) == []
+        served: list[str] = []
+        async with await AsyncConnection.connect(PG_DSN) as conn:
+            try:
+                async with conn.transaction():
+                    lease = await queue.bound(conn).claim("w")
+                    batch = await queue.bound(conn).claim_many("w", limit=2)
+                    served = [lease.tenant for lease in ([lease] if lease else []) + batch]
+                    raise Boom
+            except Boom:
+                pass
+        assert served == ["idle-0000", "idle-0001", "idle-0002"]
+        # The put-back rolled back with the caller's transaction: a later claim puts back.
         assert len(_rotation(t)[1]) == 5
-        served = await queue.claim_many("w", limit=5)  # puts them back, serves them in turn
-        assert [lease.tenant for lease in served] == [f"idle-{k:04d}" for k in range(5)]
+        async with await AsyncConnection.connect(PG_DSN) as conn, conn.transaction():
+            lease = await queue.bound(conn).claim("w")
+            assert lease is not None and lease.tenant == "idle-0000"
+        turns, parked = _rotation(t)
+        # idle-0000 was drained, and retired at once (bound); the others are back.
+        assert parked == [] and {f"idle-{k:04d}" for k in range(1, 5)} <= {n for n, _ in turns}
     finally:
         await queue.aclose()
+
+
+class Boom(Exception):
+    pass
 
 
 async def _reclaim_while_parking(queue: Any, clock: ManualClock) -> list[str | None]:
@@ -243,10 +260,6 @@ async def test_a_parked_tenant_whose_ready_items_are_cancelled_leaves_the_parked
         await queue.aclose()
 
 
-class Boom(Exception):
-    pass
-
-
 @pytest.mark.asyncio
 async def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_claim(
     pg_tables: StateTables,
@@ -277,3 +290,38 @@ async def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_c
     finally:
         await queue.aclose()
         await claimers.aclose()
+
+
+@pytest.mark.asyncio
+async def test_cancel_of_a_parked_tenants_item_waits_on_no_open_transaction(
+    pg_tables: StateTables,
+) -> None:
+    # A caller's transaction enqueued for parked "t" (taking its parked row) and stays open:
+    # cancelling t's delayed item (its last ready one, as the cancel sees it), on a connection
+    # with lock_timeout set, neither waits for that transaction nor fails. Inside a REPEATABLE
+    # READ transaction, cancelling parked "u"'s item after another session put "u" back does
+    # not fail either (locking the row that session deleted would).
+    t, clock = pg_tables, ManualClock(T0)
+    queue = await open_queue(t, clock)
+    pool = await open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
+    impatient = await AsyncPostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+    try:
+        await queue.enqueue("t", {"n": "t0"}, item_id="t0", delay_seconds=60)
+        await queue.enqueue("u", {"n": "u0"}, item_id="u0", delay_seconds=60)
+        await queue.enqueue_many("zz", [NewItem(payload={"n": k}) for k in range(2)])
+        assert (await queue.claim("w")) is not None  # parks "t" and "u"
+        assert [name for name, *_ in _rotation(t)[1]] == ["t", "u"]
+        async with await AsyncConnection.connect(PG_DSN) as conn, conn.transaction():
+            await queue.bound(conn).enqueue("t", {"n": "t-now"})
+            assert await impatient.cancel("t", "t0")
+        async with await AsyncConnection.connect(PG_DSN) as conn:
+            await conn.set_isolation_level(IsolationLevel.REPEATABLE_READ)
+            async with conn.transaction():
+                assert await queue.bound(conn).get_item("u", "u0") is not None  # the snapshot
+                await impatient.enqueue("u", {"n": "u-now"})  # puts "u" back, committed
+                assert await queue.bound(conn).cancel("u", "u0")
+        served = [lease.item.payload["n"] for lease in await queue.claim_many("w", limit=2)]
+        assert served == ["t-now", "u-now"]
+    finally:
+        await queue.aclose()
+        await impatient.aclose()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from psycopg import Connection
+from psycopg import Connection, IsolationLevel
 from runyard import ConfigurationError, ManualClock, MemoryWorkQueue, QueuePolicy
 from runyard.models import NewItem
 from runyard.postgres import PostgresWorkQueue, StateTables
@@ -148,10 +148,11 @@ def test_a_queue_4_database_migrated_as_documented_parks_tenants(
         queue.close()
 
 
-def test_a_bound_claim_neither_parks_nor_puts_back(pg_tables: StateTables) -> None:
-    # Inside the caller's transaction the locks a park or a put-back takes would be held until
-    # it ends, hiding those tenants from every other claim and making enqueues for them wait:
-    # a bound claim serves the rotation as it stands, and the next unbound claim puts back.
+def test_a_bound_claim_parks_nothing_but_puts_back(pg_tables: StateTables) -> None:
+    # Inside the caller's transaction the rotation rows a park locks would be held until it
+    # ends, and enqueues for those tenants would wait for it: a bound claim parks nothing. It
+    # puts due tenants back (in that transaction, as it retires drained ones there), so a
+    # deployment whose claims are all bound still serves work an earlier claim parked.
     t, clock = pg_tables, ManualClock(T0)
     queue = open_queue(t, clock)
     try:
@@ -166,15 +167,31 @@ def test_a_bound_claim_neither_parks_nor_puts_back(pg_tables: StateTables) -> No
         assert (queue.claim("w")) is not None  # an unbound claim parks them
         assert len(_rotation(t)[1]) == 5
         clock.advance(60)
-        with Connection.connect(PG_DSN) as conn, conn.transaction():
-            lease = queue.bound(conn).claim("w")  # the rotation as it stands: "zz"
-            assert lease is not None and lease.tenant == "zz"
-            assert queue.bound(conn).claim_many("w", limit=2) == []
+        served: list[str] = []
+        with Connection.connect(PG_DSN) as conn:
+            try:
+                with conn.transaction():
+                    lease = queue.bound(conn).claim("w")
+                    batch = queue.bound(conn).claim_many("w", limit=2)
+                    served = [lease.tenant for lease in ([lease] if lease else []) + batch]
+                    raise Boom
+            except Boom:
+                pass
+        assert served == ["idle-0000", "idle-0001", "idle-0002"]
+        # The put-back rolled back with the caller's transaction: a later claim puts back.
         assert len(_rotation(t)[1]) == 5
-        served = queue.claim_many("w", limit=5)  # puts them back, serves them in turn
-        assert [lease.tenant for lease in served] == [f"idle-{k:04d}" for k in range(5)]
+        with Connection.connect(PG_DSN) as conn, conn.transaction():
+            lease = queue.bound(conn).claim("w")
+            assert lease is not None and lease.tenant == "idle-0000"
+        turns, parked = _rotation(t)
+        # idle-0000 was drained, and retired at once (bound); the others are back.
+        assert parked == [] and {f"idle-{k:04d}" for k in range(1, 5)} <= {n for n, _ in turns}
     finally:
         queue.close()
+
+
+class Boom(Exception):
+    pass
 
 
 def _reclaim_while_parking(queue: Any, clock: ManualClock) -> list[str | None]:
@@ -238,10 +255,6 @@ def test_a_parked_tenant_whose_ready_items_are_cancelled_leaves_the_parked_table
         queue.close()
 
 
-class Boom(Exception):
-    pass
-
-
 def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_claim(
     pg_tables: StateTables,
 ) -> None:
@@ -271,3 +284,37 @@ def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_claim(
     finally:
         queue.close()
         claimers.close()
+
+
+def test_cancel_of_a_parked_tenants_item_waits_on_no_open_transaction(
+    pg_tables: StateTables,
+) -> None:
+    # A caller's transaction enqueued for parked "t" (taking its parked row) and stays open:
+    # cancelling t's delayed item (its last ready one, as the cancel sees it), on a connection
+    # with lock_timeout set, neither waits for that transaction nor fails. Inside a REPEATABLE
+    # READ transaction, cancelling parked "u"'s item after another session put "u" back does
+    # not fail either (locking the row that session deleted would).
+    t, clock = pg_tables, ManualClock(T0)
+    queue = open_queue(t, clock)
+    pool = open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
+    impatient = PostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+    try:
+        queue.enqueue("t", {"n": "t0"}, item_id="t0", delay_seconds=60)
+        queue.enqueue("u", {"n": "u0"}, item_id="u0", delay_seconds=60)
+        queue.enqueue_many("zz", [NewItem(payload={"n": k}) for k in range(2)])
+        assert (queue.claim("w")) is not None  # parks "t" and "u"
+        assert [name for name, *_ in _rotation(t)[1]] == ["t", "u"]
+        with Connection.connect(PG_DSN) as conn, conn.transaction():
+            queue.bound(conn).enqueue("t", {"n": "t-now"})
+            assert impatient.cancel("t", "t0")
+        with Connection.connect(PG_DSN) as conn:
+            conn.set_isolation_level(IsolationLevel.REPEATABLE_READ)
+            with conn.transaction():
+                assert queue.bound(conn).get_item("u", "u0") is not None  # the snapshot
+                impatient.enqueue("u", {"n": "u-now"})  # puts "u" back, committed
+                assert queue.bound(conn).cancel("u", "u0")
+        served = [lease.item.payload["n"] for lease in queue.claim_many("w", limit=2)]
+        assert served == ["t-now", "u-now"]
+    finally:
+        queue.close()
+        impatient.close()

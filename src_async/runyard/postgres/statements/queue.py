@@ -40,8 +40,8 @@ def claim_call(
 ) -> tuple[str, tuple[Any, ...]]:
     """The claim statement's form and its arguments: ``head`` ($1 to $4), ``reclaim`` the
     reclaim's (jitters first: None to take back none), ``drained`` the tenants to retire if
-    drained (None for none), ``parking`` whether it parks and puts back tenants (last; false
-    in the caller's transaction, see unpark()). The form sent has only the parts that can do
+    drained (None for none), ``parking`` whether it parks tenants (last; false in the
+    caller's transaction, see park_ahead()). The form sent has only the parts that can do
     something."""
     reclaiming, retiring = reclaim[0] is not None, drained is not None
     args = head + (reclaim if reclaiming else ()) + ((drained,) if retiring else ()) + (parking,)
@@ -52,7 +52,7 @@ def _claim(reclaiming: bool, retiring: bool) -> str:
     """The claim: $1 now $2 worker $3 lease expiry $4 tenants to pass over (their due heads
     are locked); when ``reclaiming``, $5 reclaim jitters $6 backoff_base $7 backoff_cap $8
     policy max_attempts; when ``retiring``, then the tenants that earlier claims drained;
-    last, whether it parks and puts back tenants (see unpark() and park_ahead()).
+    last, whether it parks tenants (see park_ahead(); it puts back in any case, see unpark()).
 
     First up to RECLAIM_PER_CLAIM lapsed leases are taken back (see reclaim()). One
     statement, which waits on no lock: the tenant with the oldest turn that has due work and
@@ -71,7 +71,7 @@ def _claim(reclaiming: bool, retiring: bool) -> str:
     return (
         "WITH "
         + (reclaim(5, 6, 7, 8) + ", " if reclaiming else "")
-        + pick_tenants("1", "tenant, turn", parking)
+        + pick_tenants("1", "tenant, turn")
         + park_ahead(parking, reclaiming)
         + """, head AS (
     SELECT w.ctid FROM {work} w

@@ -48,7 +48,10 @@ FROM (SELECT COALESCE(sum(x.n), 0) AS n FROM {delays} x WHERE x.available_at > $
     # $1 tenant $2 item_id $3 now: the item's state and worker as this statement saw it, and
     # whether it was deleted (never a leased one: the lock re-checks the state). A delayed item
     # leaves the delays ledger (-1 at its due time); a parked tenant left without a ready item
-    # leaves the parked table (as a drained tenant leaves the rotation).
+    # leaves the parked table (as a drained tenant leaves the rotation), unless another session
+    # holds its row (skipped, never waited on) or the transaction is not READ COMMITTED (where
+    # locking a row another session changed fails): then the row stays until its due time,
+    # when a claim puts the tenant back and a later one retires it.
     "cancel": """
 WITH target AS (
     SELECT w.state, w.worker FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2::text
@@ -62,7 +65,11 @@ WITH target AS (
     WHERE g.state = 'ready' AND g.available_at > $3::float8
 ), unparked AS (
     DELETE FROM {turns_parked} AS p
-    WHERE p.tenant = $1::text AND EXISTS (SELECT 1 FROM gone)
+    WHERE p.ctid = ANY (ARRAY(
+        SELECT q.ctid FROM {turns_parked} q
+        WHERE q.tenant = $1::text AND EXISTS (SELECT 1 FROM gone)
+          AND current_setting('transaction_isolation') = 'read committed'
+        FOR UPDATE OF q SKIP LOCKED))
       AND NOT EXISTS (SELECT 1 FROM {work} r
                       WHERE r.tenant = $1::text AND r.state = 'ready' AND r.item_id <> $2::text)
 )"""

@@ -147,7 +147,7 @@ PARK_PER_CLAIM = 64
 UNPARK_PER_CLAIM = 256
 
 
-def unpark(parking: int) -> str:
+def unpark() -> str:
     """The CTEs "waking", "unparked" and "unjoined" of a claim (now $1): up to
     UNPARK_PER_CLAIM parked tenants whose due time has come (oldest due first; a row another
     session holds is skipped, never waited on) go back into the rotation with their turns.
@@ -156,13 +156,14 @@ def unpark(parking: int) -> str:
     client sends the claim again, which serves the woken tenants in turn order with the
     others. The rows are found by ctid, so no plan of the DELETE can read the whole table.
 
-    Nothing is put back when ``$parking`` is false: a claim inside the caller's transaction
-    (bound()) would hold these locks until that transaction ends, hiding the tenants from
-    every other claim and making enqueues for them wait; such a claim serves the rotation as
-    it stands, and the next claim outside a transaction puts them back."""
+    A claim inside the caller's transaction (bound()) puts back too, as it retires drained
+    tenants there: until that transaction ends, the tenants it put back are hidden from other
+    claims and an enqueue for one of them waits for it. Not putting them back would leave their
+    due work to the next claim outside a transaction, never served where all claims are
+    bound."""
     return f"""waking AS (
     SELECT p.ctid AS row_id FROM {{turns_parked}} p
-    WHERE ${parking}::boolean AND p.due_at <= $1::float8
+    WHERE p.due_at <= $1::float8
     ORDER BY p.due_at
     LIMIT {UNPARK_PER_CLAIM}
     FOR UPDATE OF p SKIP LOCKED
@@ -179,7 +180,9 @@ def unpark(parking: int) -> str:
 
 def park_ahead(parking: int, reclaiming: bool) -> str:
     """The CTEs "bound", "ahead" and "parked" of a claim (now $1, after "pick"; nothing
-    parked when ``$parking`` is false, see unpark()): up to
+    parked when ``$parking`` is false: a claim inside the caller's transaction, bound(), would
+    hold the rotation rows it parks until that transaction ends, and enqueues for those
+    tenants would wait for it): up to
     PARK_PER_CLAIM tenants ahead of the first one picked (all, when none is) in turn order
     that show no due item in this statement's snapshot are handed to {turns_park}, which
     parks each one still without a due item in a fresh snapshot (or retires it when it has no
@@ -288,8 +291,8 @@ LEASE = """SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
         lease_expires_at = $3::float8"""
 
 
-def pick_tenants(limit: str, columns: str, parking: int) -> str:
-    """The CTEs of unpark(``parking``), then "owned", "shared" and "pick" of a claim (now $1,
+def pick_tenants(limit: str, columns: str) -> str:
+    """The CTEs of unpark(), then "owned", "shared" and "pick" of a claim (now $1,
     tenants to pass over $4): none when unpark() put parked tenants back; else up to
     ``limit`` tenants with due work in turn order whose rotation rows no other session holds
     (locked FOR NO KEY UPDATE SKIP LOCKED); when every such row is held, the same tenants
@@ -299,7 +302,7 @@ def pick_tenants(limit: str, columns: str, parking: int) -> str:
     owned, shared = picked.format(alias="o"), picked.format(alias="s")
     chosen = ", ".join(f"t.{c}" for c in columns.split(", "))
     return (
-        unpark(parking)
+        unpark()
         + f""", owned AS (
     SELECT {chosen} FROM {{turns}} t
     WHERE NOT EXISTS (SELECT 1 FROM unparked)
