@@ -260,6 +260,13 @@ async def test_a_parked_tenant_whose_ready_items_are_cancelled_leaves_the_parked
         await queue.aclose()
 
 
+async def _impatient(t: StateTables, clock: ManualClock) -> AsyncPostgresWorkQueue:
+    """A second queue whose connections set lock_timeout: a call that waited on any lock
+    fails (55P03, retried, then raised) instead of returning."""
+    pool = await open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
+    return await AsyncPostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+
+
 @pytest.mark.asyncio
 async def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_claim(
     pg_tables: StateTables,
@@ -271,8 +278,7 @@ async def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_c
     # "q" (put back by the claim) and "zz".
     t, clock = pg_tables, ManualClock(T0)
     queue = await open_queue(t, clock)
-    pool = await open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
-    claimers = await AsyncPostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+    claimers = await _impatient(t, clock)
     try:
         await queue.enqueue("p", {"n": "p-later"}, delay_seconds=60)
         await queue.enqueue("q", {"n": "q-later"}, delay_seconds=10)
@@ -303,8 +309,7 @@ async def test_cancel_of_a_parked_tenants_item_waits_on_no_open_transaction(
     # not fail either (locking the row that session deleted would).
     t, clock = pg_tables, ManualClock(T0)
     queue = await open_queue(t, clock)
-    pool = await open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
-    impatient = await AsyncPostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+    impatient = await _impatient(t, clock)
     try:
         await queue.enqueue("t", {"n": "t0"}, item_id="t0", delay_seconds=60)
         await queue.enqueue("u", {"n": "u0"}, item_id="u0", delay_seconds=60)

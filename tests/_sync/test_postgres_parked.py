@@ -255,6 +255,13 @@ def test_a_parked_tenant_whose_ready_items_are_cancelled_leaves_the_parked_table
         queue.close()
 
 
+def _impatient(t: StateTables, clock: ManualClock) -> PostgresWorkQueue:
+    """A second queue whose connections set lock_timeout: a call that waited on any lock
+    fails (55P03, retried, then raised) instead of returning."""
+    pool = open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
+    return PostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+
+
 def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_claim(
     pg_tables: StateTables,
 ) -> None:
@@ -265,8 +272,7 @@ def test_an_open_transaction_that_enqueued_for_a_parked_tenant_delays_no_claim(
     # "q" (put back by the claim) and "zz".
     t, clock = pg_tables, ManualClock(T0)
     queue = open_queue(t, clock)
-    pool = open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
-    claimers = PostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+    claimers = _impatient(t, clock)
     try:
         queue.enqueue("p", {"n": "p-later"}, delay_seconds=60)
         queue.enqueue("q", {"n": "q-later"}, delay_seconds=10)
@@ -296,8 +302,7 @@ def test_cancel_of_a_parked_tenants_item_waits_on_no_open_transaction(
     # not fail either (locking the row that session deleted would).
     t, clock = pg_tables, ManualClock(T0)
     queue = open_queue(t, clock)
-    pool = open_pool(2, kwargs={"options": "-c statement_timeout=30s -c lock_timeout=200ms"})
-    impatient = PostgresWorkQueue.open(pool, tables=t, clock=clock, close_source=True)
+    impatient = _impatient(t, clock)
     try:
         queue.enqueue("t", {"n": "t0"}, item_id="t0", delay_seconds=60)
         queue.enqueue("u", {"n": "u0"}, item_id="u0", delay_seconds=60)
