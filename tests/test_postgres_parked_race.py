@@ -71,9 +71,7 @@ def test_an_enqueue_that_waited_on_a_park_puts_the_tenant_back_with_its_turn(
         caller.commit()
         with admin_connection() as conn:
             turns = dict(conn.execute(f"SELECT tenant, turn FROM {t.qualified(t.turns)}"))
-            parked = conn.execute(
-                f"SELECT tenant FROM {t.qualified(t.turns + '_parked')}"
-            ).fetchall()
+            parked = conn.execute(f"SELECT tenant FROM {t.qualified(t.turns_parked)}").fetchall()
         assert turns == {"x": 2, "zz": 3} and parked == []
         lease = queue.claim("w")
         assert lease is not None and lease.item.payload == {"n": "x-now"}

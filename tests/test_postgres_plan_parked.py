@@ -40,7 +40,7 @@ MAX_ENQUEUE_PAGES = 100
 
 def _park(conn: Conn, tables: StateTables, analyzed: bool) -> None:
     """PARKED tenants holding one item each, due from NOW + 101 s on, one a second, parked."""
-    parked, work = tables.qualified(tables.turns + "_parked"), tables.qualified(tables.work)
+    parked, work = tables.qualified(tables.turns_parked), tables.qualified(tables.work)
     conn.execute(
         f"""INSERT INTO {parked} (tenant, turn, due_at)
             SELECT 'idle-' || g, 0, {NOW} + 100 + g FROM generate_series(1, {PARKED}) AS g"""
@@ -107,7 +107,7 @@ def test_no_statement_reads_the_parked_table_whole(
         prepare(conn, statement)
         plan = generic_plan(conn, args)
         pages, executed = generic_pages(conn, args)
-    parked = pg_tables.turns + "_parked"
+    parked = pg_tables.turns_parked
     assert "$1" in plan  # really the generic plan
     for scan in ("Seq Scan on", "Bitmap Heap Scan on"):
         assert f"{scan} {parked}" not in plan, plan

@@ -33,7 +33,7 @@ def test_postgres_queue_agrees_with_the_memory_model(pg_server: None) -> None:
             # puts it back then), after every step.
             tables: StateTables = self.queue.tables
             work, turns = tables.qualified(tables.work), tables.qualified(tables.turns)
-            parked = tables.qualified(tables.turns + "_parked")
+            parked = tables.qualified(tables.turns_parked)
             hidden = inspector.execute(
                 f"SELECT DISTINCT w.tenant FROM {work} w WHERE w.state = 'ready'"
                 f" AND NOT EXISTS (SELECT 1 FROM {turns} t WHERE t.tenant = w.tenant)"

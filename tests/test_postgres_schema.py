@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -108,3 +109,21 @@ def test_the_state_6_migration_creates_the_tombstones_table_as_the_schema_does()
     assert 'CREATE INDEX "runyard_tombstones_by_age" ON "runyard_tombstones" (deleted_at);' in (
         EXPECTED_SCHEMA
     )
+
+
+def test_the_queue_5_migration_creates_what_the_schema_creates() -> None:
+    # docs/postgres.md's migration writes the table, its index and the two functions out again
+    # (unqualified names, the functions pinned to the migration's search_path): they must not
+    # drift from EXPECTED_SCHEMA's.
+    def normal(sql: str) -> str:
+        text = re.sub(r"--[^\n]*", "", sql).replace('"', "")
+        text = text.replace(" SET search_path FROM CURRENT", "")
+        return re.sub(r"\s+", " ", text).strip()
+
+    migration, schema = normal(migration_sql("Queue version 5")), normal(EXPECTED_SCHEMA)
+    parts = re.findall(
+        r"CREATE (?:TABLE|INDEX|FUNCTION) .*?(?:\$\w+\$;|\);|\(due_at\);)", migration
+    )
+    assert len(parts) == 4, parts
+    for part in parts:
+        assert part in schema, part

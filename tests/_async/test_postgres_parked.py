@@ -29,7 +29,7 @@ def _rotation(t: StateTables) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ..
             f"SELECT tenant, turn FROM {t.qualified(t.turns)} ORDER BY tenant"
         ).fetchall()
         parked = conn.execute(
-            f"SELECT tenant, turn, due_at FROM {t.qualified(t.turns + '_parked')} ORDER BY tenant"
+            f"SELECT tenant, turn, due_at FROM {t.qualified(t.turns_parked)} ORDER BY tenant"
         ).fetchall()
     return turns, parked
 

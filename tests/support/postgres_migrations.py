@@ -45,7 +45,7 @@ def undo_state_6(conn: psycopg.Connection[tuple[object, ...]], tables: StateTabl
 def undo_queue_5(conn: psycopg.Connection[tuple[object, ...]], tables: StateTables) -> None:
     """Drop queue version 5's parked tenants table and its functions, as a database written by
     an older runyard has it (the schema table's row is the caller's)."""
-    conn.execute(f"DROP TABLE {tables.qualified(tables.turns + '_parked')}")
+    conn.execute(f"DROP TABLE {tables.qualified(tables.turns_parked)}")
     park = tables.qualified(tables.turns + "_park")
     conn.execute(f"DROP FUNCTION {park}(text, double precision)")
     rejoin = tables.qualified(tables.turns + "_rejoin")

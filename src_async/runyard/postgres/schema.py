@@ -107,6 +107,11 @@ class StateTables:
             delays=f"{prefix}queue_delays",
         )
 
+    @property
+    def turns_parked(self) -> str:
+        """The parked tenants' table (queue version 5), named after the rotation's."""
+        return self.turns + "_parked"
+
     def qualified(self, name: str) -> str:
         """Return ``name`` quoted and, when a schema is set, schema-qualified."""
         return f'"{self.schema}"."{name}"' if self.schema else f'"{name}"'
@@ -146,7 +151,7 @@ class StateTables:
             "turns_retire": self.qualified(self.turns + "_retire"),
             "turns_park": self.qualified(self.turns + "_park"),
             "turns_rejoin": self.qualified(self.turns + "_rejoin"),
-            "turns_parked": self.qualified(self.turns + "_parked"),
+            "turns_parked": self.qualified(self.turns_parked),
             "counts": self.qualified(self.counts),
             "delays": self.qualified(self.delays),
             "delays_name": self.delays,
@@ -181,7 +186,7 @@ class StateTables:
             self.qualified(self.schema_table),
             self.qualified(self.work),
             self.qualified(self.turns),
-            self.qualified(self.turns + "_parked"),
+            self.qualified(self.turns_parked),
             self.sequence("work"),
             self.sequence("token"),
             self.sequence("turn"),
