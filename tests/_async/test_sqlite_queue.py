@@ -46,7 +46,7 @@ async def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_pat
     with pytest.raises(ConfigurationError) as refused:
         await AsyncSqliteWorkQueue.open(path, create_schema=True)
     message = str(refused.value)
-    assert "'queue' is at schema version 1" in message and "version 3" in message
+    assert "'queue' is at schema version 1" in message and "version 4" in message
     migration = message.split("run `")[1].split("`")[0]
     assert 'ALTER TABLE "runyard_work_items" ADD COLUMN max_attempts' in migration
     with sqlite3.connect(path) as conn:  # the repair the message names
@@ -62,13 +62,30 @@ async def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_pat
         await queue.aclose()
 
 
+# What a runyard of queue version 3 lacked: the parked tenants (their table and triggers).
+AT_VERSION_3 = (
+    "DROP TRIGGER runyard_work_items_parks",
+    "DROP TRIGGER runyard_work_items_joins",
+    "DROP TRIGGER runyard_work_items_rejoins_ready",
+    "DROP TABLE runyard_tenant_turns_parked",
+    """CREATE TRIGGER runyard_work_items_enters AFTER INSERT ON runyard_work_items
+    BEGIN
+        INSERT OR IGNORE INTO runyard_tenant_turns (tenant, turn)
+        VALUES (NEW.tenant, (SELECT c.claims FROM runyard_counters c WHERE c.id = 1));
+    END""",
+)
 # What a runyard of queue version 2 had beside version 3's indexes: the index by worker.
 _AT_VERSION_2 = (
+    *AT_VERSION_3,
     "CREATE INDEX runyard_work_items_by_worker ON runyard_work_items (worker, token) "
     "WHERE state = 'leased'",
 )
-_GONE = {"runyard_work_items_by_worker", "runyard_work_items_ready_seq"}
-_READY = {"runyard_work_items_ready", "runyard_work_items_due"}
+_GONE = {
+    "runyard_work_items_by_worker",
+    "runyard_work_items_ready_seq",
+    "runyard_work_items_enters",
+}
+_READY = {"runyard_work_items_ready", "runyard_work_items_due", "runyard_work_items_parks"}
 
 
 @pytest.mark.asyncio
@@ -90,7 +107,7 @@ async def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_pat
     with pytest.raises(ConfigurationError) as refused:
         await AsyncSqliteWorkQueue.open(path, create_schema=True)
     message = str(refused.value)
-    assert "'queue' is at schema version 2" in message and "version 3" in message
+    assert "'queue' is at schema version 2" in message and "version 4" in message
     migration = message.split("run `")[1].split("`")[0]
     assert migration.startswith('DROP INDEX IF EXISTS "runyard_work_items_by_worker"')
     with sqlite3.connect(path) as conn:  # the repair the message names

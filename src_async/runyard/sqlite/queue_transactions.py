@@ -26,8 +26,10 @@ from runyard.sqlite.rows import due_at, entered_item
 from runyard.sqlite.schema import DATABASE_NOW
 
 __all__ = [
+    "MAX_UNPARK_ROUNDS",
     "PRUNE_SCAN_PER_LIMIT",
     "START",
+    "UNPARK_PER_CLAIM",
     "Cursor",
     "QueuePlan",
     "Target",
@@ -47,6 +49,10 @@ __all__ = [
 
 # prune looks at most this many tenants' turns per tenant it may remove.
 PRUNE_SCAN_PER_LIMIT = 10
+# A claim puts back at most this many parked tenants whose due time came (one round).
+UNPARK_PER_CLAIM = 256
+# A claim call sends at most this many rounds of put-backs before it claims anyway.
+MAX_UNPARK_ROUNDS = 1000
 
 Target = tuple[str, str, int]  # (tenant, item_id, token) of a settle
 
@@ -150,12 +156,36 @@ def reap_body(
     return _reclaim(raw, plan, now, limit)[0]
 
 
+def _unpark(raw: sqlite3.Connection, plan: QueuePlan, now: float) -> int:
+    """Put back, with their turns, up to UNPARK_PER_CLAIM parked tenants whose first due time
+    came, oldest due first; return how many."""
+    due = _rows(raw, plan.sql["parked_due"], {"now": now, "limit": UNPARK_PER_CLAIM})
+    if due:
+        raw.executemany(plan.sql["unpark"], [{"tenant": t, "turn": turn} for t, turn in due])
+        raw.executemany(plan.sql["unparked"], [{"tenant": t} for t, _ in due])
+    return len(due)
+
+
 def claim_body(
-    raw: sqlite3.Connection, plan: QueuePlan, now: float | None, worker: str, limit: int
-) -> list[Lease]:
-    """Reclaim up to RECLAIM_PER_CLAIM lapsed leases, then claim up to ``limit`` due items, one
-    claim statement each (the rotation of single claims)."""
+    raw: sqlite3.Connection,
+    plan: QueuePlan,
+    now: float | None,
+    worker: str,
+    limit: int,
+    last_round: bool = False,
+) -> list[Lease] | None:
+    """Reclaim up to RECLAIM_PER_CLAIM lapsed leases, put back the parked tenants whose due
+    time came, then claim up to ``limit`` due items, one claim statement each (the rotation of
+    single claims); each claim parks up to 64 tenants it stepped over (the schema's trigger).
+
+    Returns None, having claimed nothing, when a whole round of UNPARK_PER_CLAIM tenants was
+    put back and more may be due (unless ``last_round``): the caller commits and calls again,
+    so no transaction holds the write lock for more than one bounded round, and a tenant still
+    parked never loses its turn to a later one."""
     _, now = _reclaim(raw, plan, now, RECLAIM_PER_CLAIM)
+    now = _pin(raw, now)  # the put-back and every claim of this call agree on what is due
+    if _unpark(raw, plan, now) == UNPARK_PER_CLAIM and not last_round:
+        return None
     params = {"worker": worker, "now": now, **plan.lease}
     leases: list[Lease] = []
     while len(leases) < limit:
@@ -305,7 +335,10 @@ def prune_body(
     removed, cursor = 0, START
     for turn, tenant in turns:
         cursor = (int(turn), str(tenant))
-        if _rows(raw, plan.sql["forget_idle"], {"tenant": tenant}):
+        ids = {"tenant": tenant}
+        if _rows(raw, plan.sql["forget_idle"], ids) or _rows(
+            raw, plan.sql["forget_idle_parked"], ids
+        ):
             removed += 1
             if removed == limit:
                 break

@@ -35,17 +35,22 @@ __all__ = [
 # queue 3: no index by worker (adopt walks the live leases in the lapsing index): a claim and
 # its completion write two pages fewer.
 # state 4: list_runs by status: the runs (tenant, status, seq) index.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 3, "executions": 2}
+# queue 4: parked tenants (the turns_parked table, its indexes and three triggers): a claim no
+# longer probes, at every call, the tenants in front of the one it serves that have no due work.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 4, "executions": 2}
 
 # State 1, 2 or 3 to 4: SQLITE_SCHEMA adds every table and index of the state since version 1
 # (the events table, the lease floors, the index of leases by expiry, the index by status).
 _STATE_4 = "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'state'"
 
-# Queue 2 to 3 (the indexes of ready items are version 2's).
-_QUEUE_3 = (
-    'DROP INDEX IF EXISTS "{work}_by_worker"; '
-    "UPDATE \"{schema_table}\" SET version = 3 WHERE component = 'queue'"
+# Queue 3 to 4: SQLITE_SCHEMA adds the parked table, its indexes and triggers (the _joins
+# trigger replaces _enters, which knew no parked tenants).
+_QUEUE_FROM_3 = (
+    'DROP TRIGGER IF EXISTS "{work}_enters"; '
+    "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'queue'"
 )
+# Queue 2 to 4 (the indexes of ready items are version 2's).
+_QUEUE_FROM_2 = 'DROP INDEX IF EXISTS "{work}_by_worker"; ' + _QUEUE_FROM_3
 
 # How a file at an older version of a component reaches the current one: the SQL to run (after
 # SQLITE_SCHEMA, which adds missing tables and indexes), keyed by (component, version found).
@@ -53,9 +58,10 @@ _MIGRATIONS: dict[tuple[str, int], str] = {
     ("queue", 1): (
         'ALTER TABLE "{work}" ADD COLUMN max_attempts INTEGER '
         "CHECK (max_attempts IS NULL OR max_attempts >= 1); "
-        'DROP INDEX IF EXISTS "{work}_ready_seq"; ' + _QUEUE_3
+        'DROP INDEX IF EXISTS "{work}_ready_seq"; ' + _QUEUE_FROM_2
     ),
-    ("queue", 2): _QUEUE_3,
+    ("queue", 2): _QUEUE_FROM_2,
+    ("queue", 3): _QUEUE_FROM_3,
     ("state", 1): _STATE_4,
     ("state", 2): _STATE_4,
     ("state", 3): _STATE_4,
@@ -77,6 +83,7 @@ class SqliteTables:
     events: str = "runyard_run_events"
     work: str = "runyard_work_items"
     turns: str = "runyard_tenant_turns"
+    turns_parked: str = "runyard_tenant_turns_parked"
     counters: str = "runyard_counters"
     schema_table: str = "runyard_schema"
     executions: str = "runyard_executions"
@@ -118,7 +125,7 @@ class SqliteTables:
         """The tables ``component`` (state, queue or executions) needs, schema table first."""
         by_component = {
             "state": (self.runs, self.sessions, self.run_leases, self.lease_floors, self.events),
-            "queue": (self.work, self.turns, self.counters),
+            "queue": (self.work, self.turns, self.turns_parked, self.counters),
             "executions": (
                 self.executions,
                 self.outbox,

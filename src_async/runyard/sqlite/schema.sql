@@ -1,5 +1,6 @@
 -- runyard's SQLite schema: state at version 4 (2: the run event logs; 3: lease pruning; 4: the
--- index of runs by status), queue at 3 (2: per-item max_attempts; 3: no index by worker),
+-- index of runs by status), queue at 4 (2: per-item max_attempts; 3: no index by worker;
+-- 4: parked tenants),
 -- executions at 2 (processed marks pruned oldest first).
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
@@ -147,16 +148,68 @@ CREATE TABLE IF NOT EXISTS "{turns}" (
 CREATE INDEX IF NOT EXISTS "{turns}_by_turn" ON "{turns}" (turn, tenant);
 
 -- The bookkeeping of turns and the counter runs inside the writing statement, as triggers.
-CREATE TRIGGER IF NOT EXISTS "{work}_enters" AFTER INSERT ON "{work}"
-BEGIN
-    INSERT OR IGNORE INTO "{turns}" (tenant, turn)
-    VALUES (NEW.tenant, (SELECT c.claims FROM "{counters}" c WHERE c.id = 1));
-END;
 CREATE TRIGGER IF NOT EXISTS "{work}_claimed" AFTER UPDATE OF token ON "{work}"
 WHEN NEW.state = 'leased' AND OLD.state = 'ready'
 BEGIN
     UPDATE "{counters}" SET claims = NEW.token WHERE id = 1;
     UPDATE "{turns}" SET turn = NEW.token WHERE tenant = NEW.tenant;
+END;
+
+-- Parked tenants (queue version 4): a claim serves the tenant with the oldest turn that has due
+-- work, so every tenant in front of it has none (its items delayed, leased or dead, or none
+-- left). The claim moves up to 64 of them here with their turns, so later claims do not probe
+-- them again: due_at is the tenant's first due time among its ready items, NULL without one.
+-- Each claim first puts back the tenants whose due_at came (runyard.sqlite.queue_transactions);
+-- an item becoming ready earlier puts its tenant back at once (the triggers below). A tenant is
+-- in the turns table or here, never both; prune walks both.
+CREATE TABLE IF NOT EXISTS "{turns_parked}" (
+    tenant  TEXT PRIMARY KEY,
+    turn    INTEGER NOT NULL,
+    due_at  REAL
+);
+CREATE INDEX IF NOT EXISTS "{turns_parked}_due" ON "{turns_parked}" (due_at, tenant)
+    WHERE due_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "{turns_parked}_by_turn" ON "{turns_parked}" (turn, tenant);
+-- BEFORE the claimed row changes (and before the _claimed trigger moves the tenant's turn): the
+-- tenants in front of the claimed one, up to 64, oldest turn first.
+CREATE TRIGGER IF NOT EXISTS "{work}_parks" BEFORE UPDATE OF token ON "{work}"
+WHEN NEW.state = 'leased' AND OLD.state = 'ready'
+BEGIN
+    INSERT INTO "{turns_parked}" (tenant, turn, due_at)
+    SELECT t.tenant, t.turn,
+           (SELECT MIN(d.available_at) FROM "{work}" d WHERE d.tenant = t.tenant AND d.state = 'ready')
+    FROM "{turns}" t
+    WHERE (t.turn, t.tenant) < ((SELECT x.turn FROM "{turns}" x WHERE x.tenant = NEW.tenant), NEW.tenant)
+    ORDER BY t.turn, t.tenant
+    LIMIT 64;
+    DELETE FROM "{turns}" WHERE tenant IN (
+        SELECT t.tenant FROM "{turns}" t
+        WHERE (t.turn, t.tenant) < ((SELECT x.turn FROM "{turns}" x WHERE x.tenant = NEW.tenant), NEW.tenant)
+        ORDER BY t.turn, t.tenant
+        LIMIT 64);
+END;
+-- An item entering ready (enqueue, retry, release, requeue) due before its parked tenant's
+-- due_at puts the tenant back with its turn. A new item of a tenant in neither table (a new
+-- tenant, or one prune forgot) gives it the claim counter's current value as its turn.
+CREATE TRIGGER IF NOT EXISTS "{work}_joins" AFTER INSERT ON "{work}"
+BEGIN
+    INSERT OR REPLACE INTO "{turns}" (tenant, turn)
+    SELECT p.tenant, p.turn FROM "{turns_parked}" p
+    WHERE p.tenant = NEW.tenant AND (p.due_at IS NULL OR p.due_at > NEW.available_at);
+    DELETE FROM "{turns_parked}"
+    WHERE tenant = NEW.tenant AND (due_at IS NULL OR due_at > NEW.available_at);
+    INSERT OR IGNORE INTO "{turns}" (tenant, turn)
+    SELECT NEW.tenant, c.claims FROM "{counters}" c
+    WHERE c.id = 1 AND NOT EXISTS (SELECT 1 FROM "{turns_parked}" p WHERE p.tenant = NEW.tenant);
+END;
+CREATE TRIGGER IF NOT EXISTS "{work}_rejoins_ready" AFTER UPDATE OF state ON "{work}"
+WHEN NEW.state = 'ready'
+BEGIN
+    INSERT OR REPLACE INTO "{turns}" (tenant, turn)
+    SELECT p.tenant, p.turn FROM "{turns_parked}" p
+    WHERE p.tenant = NEW.tenant AND (p.due_at IS NULL OR p.due_at > NEW.available_at);
+    DELETE FROM "{turns_parked}"
+    WHERE tenant = NEW.tenant AND (due_at IS NULL OR due_at > NEW.available_at);
 END;
 
 -- Execution store ---------------------------------------------------------------------------
@@ -228,4 +281,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 4), ('queue', 3), ('executions', 2);
+VALUES ('state', 4), ('queue', 4), ('executions', 2);

@@ -144,13 +144,32 @@ WHERE rowid IN (
     ORDER BY dead_at, item_id
     LIMIT :limit)
 RETURNING item_id""",
-    # prune walks the turns from a cursor, least recently served first, a bounded slice a call.
+    # Every claim first puts back the parked tenants whose first due time came, oldest due
+    # first, a bounded round (runyard.sqlite.queue_transactions.claim_body).
+    "parked_due": """
+SELECT tenant, turn FROM {turns_parked} INDEXED BY {turns_parked_due}
+WHERE due_at IS NOT NULL AND due_at <= :now
+ORDER BY due_at, tenant
+LIMIT :limit""",
+    "unpark": """
+INSERT OR REPLACE INTO {turns} (tenant, turn) VALUES (:tenant, :turn)""",
+    "unparked": """
+DELETE FROM {turns_parked} WHERE tenant = :tenant""",
+    # prune walks the turns from a cursor, least recently served first, a bounded slice a call:
+    # the rotation's and the parked tenants' (two index ranges merged).
     "turns_after": """
-SELECT turn, tenant FROM {turns} WHERE (turn, tenant) > (:turn, :tenant)
+SELECT turn, tenant FROM (
+    SELECT turn, tenant FROM {turns} WHERE (turn, tenant) > (:turn, :tenant)
+    UNION ALL
+    SELECT turn, tenant FROM {turns_parked} WHERE (turn, tenant) > (:turn, :tenant))
 ORDER BY turn, tenant
 LIMIT :scan""",
     "forget_idle": """
 DELETE FROM {turns}
+WHERE tenant = :tenant AND NOT EXISTS (SELECT 1 FROM {work} w WHERE w.tenant = :tenant)
+RETURNING tenant""",
+    "forget_idle_parked": """
+DELETE FROM {turns_parked}
 WHERE tenant = :tenant AND NOT EXISTS (SELECT 1 FROM {work} w WHERE w.tenant = :tenant)
 RETURNING tenant""",
     "dead_letters": f"""
@@ -180,5 +199,9 @@ FROM {work}""",
 @cache
 def queue_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the work queue's statements rendered for ``tables`` (cached per SqliteTables)."""
-    indexes = {"work_ready": f"{tables.work}_ready", "work_due": f"{tables.work}_due"}
+    indexes = {
+        "work_ready": f"{tables.work}_ready",
+        "work_due": f"{tables.work}_due",
+        "turns_parked_due": f"{tables.turns_parked}_due",
+    }
     return render(_TEMPLATES, tables, indexes)

@@ -19,7 +19,6 @@ from runyard.sqlite.queue_transactions import (
     QueuePlan,
     adopt_body,
     cancel_body,
-    claim_body,
     enqueue_body,
     fail_body,
     heartbeat_body,
@@ -104,7 +103,7 @@ class SqliteWorkQueue(_BatchedSqliteQueue):
         then picks the tenant with the oldest turn and its head item and writes the claim.
         """
         validate_identifier(worker, "worker")
-        leases = self._transact(claim_body, self._plan, self._now(), worker, 1)
+        leases = self._claim(worker, 1)
         return leases[0] if leases else None
 
     # -- settling ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.queue_args import check_items, check_leases
 from runyard.sqlite.queue_transactions import (
+    MAX_UNPARK_ROUNDS,
     QueuePlan,
     claim_body,
     enqueue_body,
@@ -45,7 +46,18 @@ class _BatchedSqliteQueue(_SqliteAdapter):
         claims (after reclaiming a few lapsed leases, as ``claim`` does); [] when none is due."""
         validate_identifier(worker, "worker")
         check_limit(limit)
-        return self._transact(claim_body, self._plan, self._now(), worker, limit)
+        return self._claim(worker, limit)
+
+    def _claim(self, worker: str, limit: int) -> list[Lease]:
+        """claim_body's transactions: another one after each whole round of put-back parked
+        tenants (each round commits, so no transaction holds the write lock for more)."""
+        leases: list[Lease] | None = None
+        rounds = 0
+        while leases is None:  # the round MAX_UNPARK_ROUNDS claims whatever it put back
+            last = rounds == MAX_UNPARK_ROUNDS
+            leases = self._transact(claim_body, self._plan, self._now(), worker, limit, last)
+            rounds += 1
+        return leases
 
     def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
