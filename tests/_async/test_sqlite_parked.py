@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runyard import AsyncMemoryWorkQueue, ConfigurationError, ManualClock, QueuePolicy
-from runyard.sqlite import SQLITE_SCHEMA, AsyncSqliteWorkQueue
+from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
+from runyard.sqlite import AsyncSqliteWorkQueue
 from runyard.sqlite.queue_transactions import UNPARK_PER_CLAIM
 
-from tests._async.test_sqlite_queue import AT_VERSION_3
+from tests._async.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
 
 T0 = 1_700_000_000.0
 PARK_PER_CLAIM = 64  # the schema's park trigger: LIMIT 64
@@ -267,18 +267,10 @@ async def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) 
         for statement in AT_VERSION_3:
             conn.execute(statement)
         conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
-    with pytest.raises(ConfigurationError) as refused:
-        await AsyncSqliteWorkQueue.open(path, create_schema=True)
-    message = str(refused.value)
-    assert "'queue' is at schema version 3" in message and "version 4" in message
-    migration = message.split("run `")[1].split("`")[0]
-    with sqlite3.connect(path) as conn:  # the repair the message names
-        conn.executescript(SQLITE_SCHEMA)
-        conn.executescript(f"BEGIN; {migration}; COMMIT;")
-        listed = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        triggers = {row[0] for row in listed}
-    assert "runyard_work_items_enters" not in triggers
-    assert {"runyard_work_items_joins", "runyard_work_items_parks"} <= triggers
+    migration, names = await migrate_as_refused(path, 3)
+    assert migration.startswith('DROP TRIGGER IF EXISTS "runyard_work_items_enters"')
+    assert "runyard_work_items_enters" not in names
+    assert {"runyard_work_items_joins", "runyard_work_items_parks"} <= names
     queue = await _open(path, clock)
     try:
         lease = await queue.claim("w")

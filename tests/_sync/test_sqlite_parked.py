@@ -14,12 +14,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import pytest
-from runyard import ConfigurationError, ManualClock, MemoryWorkQueue, QueuePolicy
-from runyard.sqlite import SQLITE_SCHEMA, SqliteWorkQueue
+from runyard import ManualClock, MemoryWorkQueue, QueuePolicy
+from runyard.sqlite import SqliteWorkQueue
 from runyard.sqlite.queue_transactions import UNPARK_PER_CLAIM
 
-from tests._sync.test_sqlite_queue import AT_VERSION_3
+from tests._sync.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
 
 T0 = 1_700_000_000.0
 PARK_PER_CLAIM = 64  # the schema's park trigger: LIMIT 64
@@ -261,18 +260,10 @@ def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) -> Non
         for statement in AT_VERSION_3:
             conn.execute(statement)
         conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
-    with pytest.raises(ConfigurationError) as refused:
-        SqliteWorkQueue.open(path, create_schema=True)
-    message = str(refused.value)
-    assert "'queue' is at schema version 3" in message and "version 4" in message
-    migration = message.split("run `")[1].split("`")[0]
-    with sqlite3.connect(path) as conn:  # the repair the message names
-        conn.executescript(SQLITE_SCHEMA)
-        conn.executescript(f"BEGIN; {migration}; COMMIT;")
-        listed = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        triggers = {row[0] for row in listed}
-    assert "runyard_work_items_enters" not in triggers
-    assert {"runyard_work_items_joins", "runyard_work_items_parks"} <= triggers
+    migration, names = migrate_as_refused(path, 3)
+    assert migration.startswith('DROP TRIGGER IF EXISTS "runyard_work_items_enters"')
+    assert "runyard_work_items_enters" not in names
+    assert {"runyard_work_items_joins", "runyard_work_items_parks"} <= names
     queue = _open(path, clock)
     try:
         lease = queue.claim("w")

@@ -41,16 +41,8 @@ def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Pat
         for statement in _AT_VERSION_2:
             conn.execute(statement)
         conn.execute("UPDATE runyard_schema SET version = 1 WHERE component = 'queue'")
-    with pytest.raises(ConfigurationError) as refused:
-        SqliteWorkQueue.open(path, create_schema=True)
-    message = str(refused.value)
-    assert "'queue' is at schema version 1" in message and "version 4" in message
-    migration = message.split("run `")[1].split("`")[0]
+    migration, indexes = migrate_as_refused(path, 1)
     assert 'ALTER TABLE "runyard_work_items" ADD COLUMN max_attempts' in migration
-    with sqlite3.connect(path) as conn:  # the repair the message names
-        conn.executescript(SQLITE_SCHEMA)
-        conn.executescript(f"BEGIN; {migration}; COMMIT;")
-        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert not _GONE & indexes and indexes >= _READY
     queue = SqliteWorkQueue.open(path)
     try:
@@ -78,6 +70,24 @@ _AT_VERSION_2 = (
     "CREATE INDEX runyard_work_items_by_worker ON runyard_work_items (worker, token) "
     "WHERE state = 'leased'",
 )
+
+
+def migrate_as_refused(path: Path, found: int) -> tuple[str, set[str]]:
+    """Open the queue on ``path`` (its queue at version ``found``): it is refused naming both
+    versions; run the repair the message names (SQLITE_SCHEMA, then its SQL in one
+    transaction). Return the SQL and the names of the file's indexes and triggers after."""
+    with pytest.raises(ConfigurationError) as refused:
+        SqliteWorkQueue.open(path, create_schema=True)
+    message = str(refused.value)
+    assert f"'queue' is at schema version {found}" in message and "version 4" in message
+    migration = message.split("run `")[1].split("`")[0]
+    with sqlite3.connect(path) as conn:  # the repair the message names
+        conn.executescript(SQLITE_SCHEMA)
+        conn.executescript(f"BEGIN; {migration}; COMMIT;")
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    return migration, names
+
+
 _GONE = {
     "runyard_work_items_by_worker",
     "runyard_work_items_ready_seq",
@@ -101,16 +111,8 @@ def test_a_queue_file_at_version_two_migrates_and_keeps_its_leases(tmp_path: Pat
         for statement in _AT_VERSION_2:
             conn.execute(statement)
         conn.execute("UPDATE runyard_schema SET version = 2 WHERE component = 'queue'")
-    with pytest.raises(ConfigurationError) as refused:
-        SqliteWorkQueue.open(path, create_schema=True)
-    message = str(refused.value)
-    assert "'queue' is at schema version 2" in message and "version 4" in message
-    migration = message.split("run `")[1].split("`")[0]
+    migration, indexes = migrate_as_refused(path, 2)
     assert migration.startswith('DROP INDEX IF EXISTS "runyard_work_items_by_worker"')
-    with sqlite3.connect(path) as conn:  # the repair the message names
-        conn.executescript(SQLITE_SCHEMA)
-        conn.executescript(f"BEGIN; {migration}; COMMIT;")
-        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert not _GONE & indexes and indexes >= _READY
     queue = SqliteWorkQueue.open(path, clock=clock, policy=POLICY)
     try:
