@@ -11,7 +11,7 @@ from runyard._async.postgres.queue_core import (
     _AsyncPostgresQueueCore,
 )
 from runyard._sql import settle_refusal
-from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, StoreOutcomeUnknown
+from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.postgres.batches import Wave, in_batch_order, lease_waves, pair_enqueued
@@ -100,17 +100,7 @@ class _AsyncPostgresBatchedQueue(_AsyncPostgresQueueCore):
                 drained,
                 parking=not self._bound,
             )
-            try:
-                rows = await self._fetch(name, *args, idempotent=False)
-            except StoreOutcomeUnknown as exc:
-                self._drained.update(drained or ())
-                raise StoreOutcomeUnknown(
-                    f"{exc}; leases it took are returned by adopt({worker!r}) or reaped "
-                    "when they lapse"
-                ) from None
-            except RunyardError:
-                self._drained.update(drained or ())
-                raise
+            rows = await self._send_claim(name, args, drained, worker, "each lease it took is")
             self._reclaimed(reclaim[0], int(rows[0][2]) if rows else None)
             if rows and rows[0][1] is None:  # parked tenants put back: send it again
                 woken += 1

@@ -166,17 +166,7 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
             name, args = claim_call(
                 (now, worker, expires, passed_over), reclaim, drained, parking=not self._bound
             )
-            try:
-                rows = await self._fetch(name, *args, idempotent=False)
-            except StoreOutcomeUnknown as exc:
-                self._drained.update(drained or ())
-                raise StoreOutcomeUnknown(
-                    f"{exc}; a lease it took is returned by adopt({worker!r}) or reaped "
-                    "when it lapses"
-                ) from None
-            except RunyardError:
-                self._drained.update(drained or ())
-                raise
+            rows = await self._send_claim(name, args, drained, worker, "a lease it took is")
             self._reclaimed(reclaim[0], int(rows[0][1]) if rows else None)
             if not rows:
                 return None
@@ -190,6 +180,22 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
             await self._served([lease.tenant])
             return lease
         return None
+
+    async def _send_claim(
+        self, name: str, args: Sequence[Any], drained: list[str] | None, worker: str, took: str
+    ) -> Sequence[Sequence[Any]]:
+        """Send a claim statement: its rows. On an error the drained tenants it carried go
+        back for the next claim; a lost reply raises StoreOutcomeUnknown naming adopt()."""
+        try:
+            return await self._fetch(name, *args, idempotent=False)
+        except StoreOutcomeUnknown as exc:
+            self._drained.update(drained or ())
+            raise StoreOutcomeUnknown(
+                f"{exc}; {took} returned by adopt({worker!r}) or reaped when it lapses"
+            ) from None
+        except RunyardError:
+            self._drained.update(drained or ())
+            raise
 
     def _take_drained(self) -> list[str] | None:
         """Up to RETIRE_PER_CLAIM tenants that claims served, for the next claim statement to

@@ -13,7 +13,7 @@ from runyard._sync.postgres.queue_core import (
     MAX_UNPARK_ROUNDS,
     _PostgresQueueCore,
 )
-from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError, StoreOutcomeUnknown
+from runyard.errors import LeaseLostError, QueueUnavailableError, RunyardError
 from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.postgres.batches import Wave, in_batch_order, lease_waves, pair_enqueued
@@ -102,17 +102,7 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
                 drained,
                 parking=not self._bound,
             )
-            try:
-                rows = self._fetch(name, *args, idempotent=False)
-            except StoreOutcomeUnknown as exc:
-                self._drained.update(drained or ())
-                raise StoreOutcomeUnknown(
-                    f"{exc}; leases it took are returned by adopt({worker!r}) or reaped "
-                    "when they lapse"
-                ) from None
-            except RunyardError:
-                self._drained.update(drained or ())
-                raise
+            rows = self._send_claim(name, args, drained, worker, "each lease it took is")
             self._reclaimed(reclaim[0], int(rows[0][2]) if rows else None)
             if rows and rows[0][1] is None:  # parked tenants put back: send it again
                 woken += 1
