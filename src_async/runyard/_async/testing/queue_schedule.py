@@ -70,6 +70,37 @@ class AsyncQueueScheduleCases(AsyncQueueKitBase):
         assert served == ["d0", "d1", "b-now", "d2", "a-later", "c-later", "b-later"]
 
     @pytest.mark.asyncio
+    async def test_tenants_holding_only_leased_or_dead_items_keep_their_turns(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # a's item is leased and b's dead while d's are served (a store may set a and b aside
+        # meanwhile): a lapsed lease retried and a requeued dead letter bring them back with
+        # the turns their claims gave them, ahead of d's later claims and of c, a newer tenant.
+        await queue.enqueue("a", {"n": "a1"})
+        await queue.enqueue("b", {"n": "b1"})
+        held = await self._lease(queue)
+        dead = await self._lease(queue)
+        assert (held.tenant, dead.tenant) == ("a", "b")
+        await queue.fail(dead, error="no", retryable=False)
+        for n in range(4):
+            await queue.enqueue("d", {"n": f"d{n}"})
+        served = [await self._serve(queue) for _ in range(2)]
+        await queue.enqueue("c", {"n": "c1"})
+        self.advance(KIT_POLICY.lease_seconds + 1)
+        assert [item.tenant for item in await queue.reap()] == ["a"]  # retried after 5 s
+        await queue.requeue("b", dead.item_id)
+        self.advance(KIT_POLICY.backoff(1))
+        served += [await self._serve(queue) for _ in range(5)]
+        assert await queue.claim("w1") is None
+        assert served == ["d0", "d1", "a1", "b1", "c1", "d2", "d3"]
+
+    async def _serve(self, queue: AsyncWorkQueue) -> Any:
+        """Claim and complete the next due item: its payload's ``n``."""
+        lease = await self._lease(queue)
+        await queue.complete(lease)
+        return lease.item.payload["n"]
+
+    @pytest.mark.asyncio
     async def test_run_at_with_a_delay_is_refused_naming_both(self, queue: AsyncWorkQueue) -> None:
         with pytest.raises(InvalidArgumentError) as caught:
             await queue.enqueue("acme", {}, item_id="i", delay_seconds=5, run_at=LONG_AGO)

@@ -65,6 +65,36 @@ class QueueScheduleCases(QueueKitBase):
         assert queue.claim("w1") is None
         assert served == ["d0", "d1", "b-now", "d2", "a-later", "c-later", "b-later"]
 
+    def test_tenants_holding_only_leased_or_dead_items_keep_their_turns(
+        self, queue: WorkQueue
+    ) -> None:
+        # a's item is leased and b's dead while d's are served (a store may set a and b aside
+        # meanwhile): a lapsed lease retried and a requeued dead letter bring them back with
+        # the turns their claims gave them, ahead of d's later claims and of c, a newer tenant.
+        queue.enqueue("a", {"n": "a1"})
+        queue.enqueue("b", {"n": "b1"})
+        held = self._lease(queue)
+        dead = self._lease(queue)
+        assert (held.tenant, dead.tenant) == ("a", "b")
+        queue.fail(dead, error="no", retryable=False)
+        for n in range(4):
+            queue.enqueue("d", {"n": f"d{n}"})
+        served = [self._serve(queue) for _ in range(2)]
+        queue.enqueue("c", {"n": "c1"})
+        self.advance(KIT_POLICY.lease_seconds + 1)
+        assert [item.tenant for item in queue.reap()] == ["a"]  # retried after 5 s
+        queue.requeue("b", dead.item_id)
+        self.advance(KIT_POLICY.backoff(1))
+        served += [self._serve(queue) for _ in range(5)]
+        assert queue.claim("w1") is None
+        assert served == ["d0", "d1", "a1", "b1", "c1", "d2", "d3"]
+
+    def _serve(self, queue: WorkQueue) -> Any:
+        """Claim and complete the next due item: its payload's ``n``."""
+        lease = self._lease(queue)
+        queue.complete(lease)
+        return lease.item.payload["n"]
+
     def test_run_at_with_a_delay_is_refused_naming_both(self, queue: WorkQueue) -> None:
         with pytest.raises(InvalidArgumentError) as caught:
             queue.enqueue("acme", {}, item_id="i", delay_seconds=5, run_at=LONG_AGO)
