@@ -1,8 +1,8 @@
 """Figures for docs/sqlite.md (a script, not a test): list_runs by status among 100,002 runs,
-delete_session(cascade=True) of a large session, batch by batch, and a claim behind tenants
-with only delayed work.
+delete_session(cascade=True) of a large session, batch by batch, and a claim (or an idle
+worker's poll) behind tenants with only delayed work.
 
-    .venv/bin/python -m benchmarks.sqlite_bounded [list|delete|delete-no-pause|claim] [count]
+    .venv/bin/python -m benchmarks.sqlite_bounded [list|delete|delete-no-pause|claim|poll] [count]
 
 Rows are written with plain SQL (the setup is not what is measured); the measured calls go
 through SqliteStateStore, and the statement list_runs sent before state version 4 is timed on
@@ -99,22 +99,27 @@ def list_by_status(runs: int) -> None:
         print("wrote", written)
 
 
+def _file_with_idle_tenants(where: str, tenants: int) -> Path:
+    """A queue file where ``tenants`` tenants hold one item each, delayed by a day."""
+    path = Path(where) / "claim.db"
+    SqliteWorkQueue.open(path, create_schema=True).close()
+    later = time.time() + 86_400
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO runyard_work_items (tenant, item_id, payload, state, available_at, "
+            "enqueued_at, ready_seq) VALUES (?, 'x', '{}', 'ready', ?, ?, 1)",
+            ((f"idle-{n:06d}", later, later) for n in range(tenants)),
+        )
+    return path
+
+
 def claim_behind_idle_tenants(tenants: int) -> None:
     """claim + complete of a busy tenant's items while ``tenants`` others hold one item each,
     delayed by a day, with older turns. Queue version 4 parks 64 of them a claim: the first
     claims still probe them (tenants / 64 claims), the ones after do not."""
     parking = tenants // 64 + 1
     with tempfile.TemporaryDirectory() as where:
-        path = Path(where) / "claim.db"
-        SqliteWorkQueue.open(path, create_schema=True).close()
-        later = time.time() + 86_400
-        with sqlite3.connect(path) as conn:
-            conn.executemany(
-                "INSERT INTO runyard_work_items (tenant, item_id, payload, state, available_at, "
-                "enqueued_at, ready_seq) VALUES (?, 'x', '{}', 'ready', ?, ?, 1)",
-                ((f"idle-{n:06d}", later, later) for n in range(tenants)),
-            )
-        queue = SqliteWorkQueue.open(path, durable=False)
+        queue = SqliteWorkQueue.open(_file_with_idle_tenants(where, tenants), durable=False)
         for n in range(parking + 200):
             queue.enqueue("zz-busy", {"n": n})
         times = []
@@ -128,6 +133,25 @@ def claim_behind_idle_tenants(tenants: int) -> None:
     print(
         f"claim+complete behind {tenants} tenants with only delayed work (durable=False): "
         f"median {statistics.median(times[-200:]):.2f} ms of the last 200; the first "
+        f"{min(50, parking)}: median {statistics.median(times[:50][:parking]):.2f} ms"
+    )
+
+
+def idle_polls(tenants: int) -> None:
+    """An idle worker's polls (claims that find nothing due) while ``tenants`` tenants hold
+    one item each, delayed by a day. Queue version 4 parks 64 of them a poll."""
+    parking = tenants // 64 + 1
+    with tempfile.TemporaryDirectory() as where:
+        queue = SqliteWorkQueue.open(_file_with_idle_tenants(where, tenants), durable=False)
+        times = []
+        for _ in range(parking + 200):
+            start = time.perf_counter()
+            assert queue.claim("w") is None
+            times.append((time.perf_counter() - start) * 1000)
+        queue.close()
+    print(
+        f"idle poll over {tenants} tenants with only delayed work (durable=False): median "
+        f"{statistics.median(times[-200:]):.3f} ms of the last 200; the first "
         f"{min(50, parking)}: median {statistics.median(times[:50][:parking]):.2f} ms"
     )
 
@@ -187,7 +211,8 @@ if __name__ == "__main__":
     count = int(sys.argv[2]) if len(sys.argv) > 2 else (100_000 if which == "list" else 200_001)
     if which == "list":
         list_by_status(count)
-    elif which == "claim":
-        claim_behind_idle_tenants(int(sys.argv[2]) if len(sys.argv) > 2 else 20_000)
+    elif which in ("claim", "poll"):
+        tenants = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000
+        (claim_behind_idle_tenants if which == "claim" else idle_polls)(tenants)
     else:
         delete_session(count, pause=which != "delete-no-pause")

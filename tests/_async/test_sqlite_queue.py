@@ -57,7 +57,7 @@ async def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_pat
 # What a runyard of queue version 3 lacked: the parked tenants (their table and triggers).
 AT_VERSION_3 = (
     "DROP TRIGGER runyard_work_items_parks",
-    "DROP TRIGGER runyard_work_items_joins",
+    "DROP TRIGGER runyard_work_items_enters",
     "DROP TRIGGER runyard_work_items_rejoins_ready",
     "DROP TABLE runyard_tenant_turns_parked",
     """CREATE TRIGGER runyard_work_items_enters AFTER INSERT ON runyard_work_items
@@ -77,7 +77,8 @@ _AT_VERSION_2 = (
 async def migrate_as_refused(path: Path, found: int) -> tuple[str, set[str]]:
     """Open the queue on ``path`` (its queue at version ``found``): it is refused naming both
     versions; run the repair the message names (SQLITE_SCHEMA, then its SQL in one
-    transaction). Return the SQL and the names of the file's indexes and triggers after."""
+    transaction). Return the SQL and the names of the file's indexes and triggers after; the
+    ``_enters`` trigger is version 4's (it knows parked tenants)."""
     with pytest.raises(ConfigurationError) as refused:
         await AsyncSqliteWorkQueue.open(path, create_schema=True)
     message = str(refused.value)
@@ -87,14 +88,14 @@ async def migrate_as_refused(path: Path, found: int) -> tuple[str, set[str]]:
         conn.executescript(SQLITE_SCHEMA)
         conn.executescript(f"BEGIN; {migration}; COMMIT;")
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        (enters,) = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'runyard_work_items_enters'"
+        ).fetchone()
+    assert "runyard_tenant_turns_parked" in enters
     return migration, names
 
 
-_GONE = {
-    "runyard_work_items_by_worker",
-    "runyard_work_items_ready_seq",
-    "runyard_work_items_enters",
-}
+_GONE = {"runyard_work_items_by_worker", "runyard_work_items_ready_seq"}
 _READY = {"runyard_work_items_ready", "runyard_work_items_due", "runyard_work_items_parks"}
 
 

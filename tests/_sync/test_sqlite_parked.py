@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard import ManualClock, MemoryWorkQueue, QueuePolicy
-from runyard.sqlite import SqliteWorkQueue
+from runyard.sqlite import SqliteTables, SqliteWorkQueue
 from runyard.sqlite.queue_transactions import UNPARK_PER_CLAIM
 
 from tests._sync.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
@@ -262,8 +262,7 @@ def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) -> Non
         conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
     migration, names = migrate_as_refused(path, 3)
     assert migration.startswith('DROP TRIGGER IF EXISTS "runyard_work_items_enters"')
-    assert "runyard_work_items_enters" not in names
-    assert {"runyard_work_items_joins", "runyard_work_items_parks"} <= names
+    assert {"runyard_work_items_parks", "runyard_work_items_rejoins_ready"} <= names
     queue = _open(path, clock)
     try:
         lease = queue.claim("w")
@@ -274,5 +273,132 @@ def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) -> Non
         clock.advance(60)
         served = [tenant for tenant, _ in _drain(queue)]
         assert served == [f"idle-{k:02d}" for k in range(80)] + ["new"]
+    finally:
+        queue.close()
+
+
+def test_a_claim_that_finds_nothing_due_parks_the_front_of_the_rotation(
+    tmp_path: Path,
+) -> None:
+    """An idle worker's polls park the tenants without due work too (64 a poll), so a poll
+    does not probe them all again each time."""
+    path, clock = tmp_path / "q.db", ManualClock(T0)
+    queue = _open(path, clock)
+    try:
+        for k in range(150):
+            queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60)
+        assert queue.claim("w") is None
+        turns, parked = _tables(path)
+        assert sorted(parked) == [f"idle-{k:03d}" for k in range(PARK_PER_CLAIM)]
+        assert queue.claim_many("w", limit=3) == []
+        assert queue.claim("w") is None
+        turns, parked = _tables(path)
+        assert turns == {} and len(parked) == 150
+        clock.advance(60)
+        served = _drain(queue)
+        assert [tenant for tenant, _ in served] == [f"idle-{k:03d}" for k in range(150)]
+    finally:
+        queue.close()
+
+
+def test_a_retry_due_before_the_parked_due_time_puts_the_tenant_back(
+    tmp_path: Path,
+) -> None:
+    """A tenant parked until its delayed item's time comes back with its turn when a failed
+    attempt of another of its items is retried sooner."""
+
+    def script(queue: Any, clock: ManualClock) -> list[tuple[str, Any]]:
+        queue.enqueue("a", {"a": "now"})
+        queue.enqueue("a", {"a": "later"}, delay_seconds=600)
+        held = queue.claim("w")  # a's only due item: a holds only a delayed one now
+        for n in range(4):
+            queue.enqueue("zz", {"n": n})
+        served = _drain(queue, 1)  # steps over a: parked until 600 s
+        queue.fail(held, error="flaky", retryable=True)  # retried after 5 s
+        clock.advance(5)
+        return served + _drain(queue)
+
+    path = tmp_path / "q.db"
+    got, expected, queue, _ = _both(path, script)
+    queue.close()
+    assert got == expected
+    assert [tenant for tenant, _ in got] == ["zz", "a", "zz", "zz", "zz"]
+
+
+def test_a_call_with_several_put_back_rounds_reclaims_as_one_claim(tmp_path: Path) -> None:
+    """A claim takes back RECLAIM_PER_CLAIM lapsed leases once per call, however many rounds
+    of put-backs it needs (it took them back in every round)."""
+    tenants = UNPARK_PER_CLAIM + 44
+
+    def script(queue: Any, clock: ManualClock) -> list[tuple[str, Any]]:
+        for k in range(20):
+            queue.enqueue("held", {"k": k})
+        for _ in range(20):
+            assert queue.claim("crashed") is not None
+        for k in range(tenants):
+            queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60)
+        for n in range(6):
+            queue.enqueue("zz", {"n": n})
+        _drain(queue, 6)  # the claims step over the idle tenants: 64 parked a claim
+        clock.advance(61)  # the 20 leases lapsed, the idle tenants are due
+        lease = queue.claim("w")
+        stats = queue.stats()
+        return [(lease.tenant, lease.item.payload), ("stats", stats)]
+
+    path = tmp_path / "q.db"
+    got, expected, queue, _ = _both(path, script)
+    queue.close()
+    assert got == expected
+    assert got[0] == ("idle-000", {"k": 0}) and got[1][1].leased == 13  # 8 of 20 reclaimed
+
+
+def test_two_queues_in_one_file_park_their_tenants_apart(tmp_path: Path) -> None:
+    """The parked table is named after each queue's rotation table (turns + "_parked"), so
+    queues named table by table in one file never share it."""
+    path, clock = tmp_path / "q.db", ManualClock(T0)
+    names = {  # the rotation's table named, the parked one not
+        side: SqliteTables(work=f"{side}_work", turns=f"{side}_turns", counters=f"{side}_counters")
+        for side in ("a", "b")
+    }
+    queues = {}
+    for side, tables in names.items():
+        queues[side] = SqliteWorkQueue.open(
+            path, create_schema=True, clock=clock, policy=POLICY, tables=tables
+        )
+    try:
+        assert names["a"].turns_parked == "a_turns_parked"
+        queues["a"].enqueue("x", {"side": "a"}, delay_seconds=60)
+        queues["a"].enqueue("zz", {"side": "a"})
+        assert _drain(queues["a"], 1) == [("zz", {"side": "a"})]  # parks a's x
+        queues["b"].enqueue("x", {"side": "b"})  # b's x, in b's rotation
+        clock.advance(61)
+        served = _drain(queues["a"])
+        assert served == [("x", {"side": "a"})]
+        assert _drain(queues["b"]) == [("x", {"side": "b"})]
+    finally:
+        for queue in queues.values():
+            queue.close()
+
+
+def test_an_older_schema_script_after_the_migration_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """An older runyard's schema script (its state store opened with create_schema=True)
+    finds version 4's _enters trigger under the name it knows and leaves it: a parked tenant's
+    enqueue due no earlier leaves it parked only, and claims go on."""
+    path, clock = tmp_path / "q.db", ManualClock(T0)
+    queue = _open(path, clock)
+    try:
+        queue.enqueue("a", {"n": 0}, delay_seconds=60)
+        for n in range(3):
+            queue.enqueue("zz", {"n": n})
+        assert len(_drain(queue, 1)) == 1  # parks a
+        with sqlite3.connect(path) as conn:  # version 3's trigger, as its script creates it
+            old_trigger = AT_VERSION_3[-1]
+            conn.execute(old_trigger.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS"))
+        queue.enqueue("a", {"n": 1}, delay_seconds=90)
+        turns, parked = _tables(path)
+        assert "a" in parked and "a" not in turns
+        assert [tenant for tenant, _ in _drain(queue)] == ["zz", "zz"]
     finally:
         queue.close()

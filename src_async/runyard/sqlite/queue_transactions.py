@@ -172,25 +172,30 @@ def claim_body(
     now: float | None,
     worker: str,
     limit: int,
-    last_round: bool = False,
+    round_: int = 0,
 ) -> list[Lease] | None:
-    """Reclaim up to RECLAIM_PER_CLAIM lapsed leases, put back the parked tenants whose due
-    time came, then claim up to ``limit`` due items, one claim statement each (the rotation of
-    single claims); each claim parks up to 64 tenants it stepped over (the schema's trigger).
+    """Reclaim up to RECLAIM_PER_CLAIM lapsed leases (in a call's first round only), put back
+    the parked tenants whose due time came, then claim up to ``limit`` due items, one claim
+    statement each (the rotation of single claims). Each claim parks up to 64 tenants it
+    stepped over (the schema's trigger); one that finds nothing due parks the first 64 of the
+    rotation, none of which has due work.
 
     Returns None, having claimed nothing, when a whole round of UNPARK_PER_CLAIM tenants was
-    put back and more may be due (unless ``last_round``): the caller commits and calls again,
-    so no transaction holds the write lock for more than one bounded round, and a tenant still
-    parked never loses its turn to a later one."""
-    _, now = _reclaim(raw, plan, now, RECLAIM_PER_CLAIM)
+    put back and more may be due (unless ``round_`` is MAX_UNPARK_ROUNDS): the caller commits
+    and calls again with the next round, so no transaction holds the write lock for more than
+    one bounded round, and a tenant still parked never loses its turn to a later one."""
+    if round_ == 0:
+        _, now = _reclaim(raw, plan, now, RECLAIM_PER_CLAIM)
     now = _pin(raw, now)  # the put-back and every claim of this call agree on what is due
-    if _unpark(raw, plan, now) == UNPARK_PER_CLAIM and not last_round:
+    if _unpark(raw, plan, now) == UNPARK_PER_CLAIM and round_ < MAX_UNPARK_ROUNDS:
         return None
     params = {"worker": worker, "now": now, **plan.lease}
     leases: list[Lease] = []
     while len(leases) < limit:
         rows = _rows(raw, plan.sql["claim"], params)
         if not rows:
+            raw.execute(plan.sql["park_front"])
+            raw.execute(plan.sql["parked_front"])
             break
         leases.append(decode_lease(rows[0]))
     return leases

@@ -43,10 +43,10 @@ SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 4, "executions": 2}
 # (the events table, the lease floors, the index of leases by expiry, the index by status).
 _STATE_4 = "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'state'"
 
-# Queue 3 to 4: SQLITE_SCHEMA adds the parked table, its indexes and triggers (the _joins
-# trigger replaces _enters, which knew no parked tenants).
+# Queue 3 to 4: SQLITE_SCHEMA adds the parked table, its indexes and triggers; the _enters
+# trigger of version 3 (it knew no parked tenants) is replaced by version 4's, under its name.
 _QUEUE_FROM_3 = (
-    'DROP TRIGGER IF EXISTS "{work}_enters"; '
+    'DROP TRIGGER IF EXISTS "{work}_enters"; {create_enters}; '
     "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'queue'"
 )
 # Queue 2 to 4 (the indexes of ready items are version 2's).
@@ -83,7 +83,6 @@ class SqliteTables:
     events: str = "runyard_run_events"
     work: str = "runyard_work_items"
     turns: str = "runyard_tenant_turns"
-    turns_parked: str = "runyard_tenant_turns_parked"
     counters: str = "runyard_counters"
     schema_table: str = "runyard_schema"
     executions: str = "runyard_executions"
@@ -105,6 +104,21 @@ class SqliteTables:
                     "needs a name of its own"
                 )
             seen[name] = f.name
+        parked = check_table_name(
+            self.turns_parked,
+            "table name turns_parked (turns + '_parked')",
+            reserved_prefix="sqlite_",
+        )
+        if parked in seen:
+            raise ConfigurationError(
+                f"table name {seen[parked]} is {parked!r}, the parked tenants' table of turns "
+                f"{self.turns!r}: every table needs a name of its own"
+            )
+
+    @property
+    def turns_parked(self) -> str:
+        """The parked tenants' table (queue version 4), named after the rotation's."""
+        return self.turns + "_parked"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> SqliteTables:
@@ -119,7 +133,10 @@ class SqliteTables:
 
     def names(self) -> dict[str, str]:
         """The values that fill the braces of the schema and statement templates."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+            "turns_parked": self.turns_parked,
+        }
 
     def relations(self, component: str) -> tuple[str, ...]:
         """The tables ``component`` (state, queue or executions) needs, schema table first."""
@@ -176,6 +193,14 @@ def schema_sql(tables: SqliteTables | None = None) -> str:
     return _template().format_map((tables or SqliteTables()).names())
 
 
+def _enters_trigger() -> str:
+    """The schema's CREATE statement of the ``{work}_enters`` trigger (a template), which the
+    migration from queue version 3 runs after dropping version 3's."""
+    text = _template()
+    start = text.index('CREATE TRIGGER IF NOT EXISTS "{work}_enters"')
+    return text[start : text.index("END;", start) + len("END")]
+
+
 def create_script(tables: SqliteTables | None = None) -> str:
     """The schema DDL wrapped in one ``BEGIN IMMEDIATE`` transaction: all of it or nothing."""
     return f"BEGIN IMMEDIATE;\n{schema_sql(tables)}\nCOMMIT;\n"
@@ -204,7 +229,7 @@ def version_message(tables: SqliteTables, component: str, found: int | None, whe
             "migrate the file (runyard.sqlite.SQLITE_SCHEMA, see docs/sqlite.md) or install "
             "the matching runyard"
         )
-    sql = migration.format_map({k: v for k, v in tables.names().items()})
+    sql = migration.replace("{create_enters}", _enters_trigger()).format_map(tables.names())
     return head + (
         f"migrate the file: apply runyard.sqlite.SQLITE_SCHEMA, then run `{sql}` in one "
         "transaction (see docs/sqlite.md), or install the matching runyard"

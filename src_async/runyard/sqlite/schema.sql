@@ -159,7 +159,8 @@ END;
 -- work, so every tenant in front of it has none (its items delayed, leased or dead, or none
 -- left). The claim moves up to 64 of them here with their turns, so later claims do not probe
 -- them again: due_at is the tenant's first due time among its ready items, NULL without one.
--- Each claim first puts back the tenants whose due_at came (runyard.sqlite.queue_transactions);
+-- A claim that finds nothing due parks the first 64 of the rotation (none has due work). Each
+-- claim first puts back the tenants whose due_at came (runyard.sqlite.queue_transactions);
 -- an item becoming ready earlier puts its tenant back at once (the triggers below). A tenant is
 -- in the turns table or here, never both; prune walks both.
 CREATE TABLE IF NOT EXISTS "{turns_parked}" (
@@ -175,7 +176,7 @@ CREATE INDEX IF NOT EXISTS "{turns_parked}_by_turn" ON "{turns_parked}" (turn, t
 CREATE TRIGGER IF NOT EXISTS "{work}_parks" BEFORE UPDATE OF token ON "{work}"
 WHEN NEW.state = 'leased' AND OLD.state = 'ready'
 BEGIN
-    INSERT INTO "{turns_parked}" (tenant, turn, due_at)
+    INSERT OR REPLACE INTO "{turns_parked}" (tenant, turn, due_at)
     SELECT t.tenant, t.turn,
            (SELECT MIN(d.available_at) FROM "{work}" d WHERE d.tenant = t.tenant AND d.state = 'ready')
     FROM "{turns}" t
@@ -190,8 +191,10 @@ BEGIN
 END;
 -- An item entering ready (enqueue, retry, release, requeue) due before its parked tenant's
 -- due_at puts the tenant back with its turn. A new item of a tenant in neither table (a new
--- tenant, or one prune forgot) gives it the claim counter's current value as its turn.
-CREATE TRIGGER IF NOT EXISTS "{work}_joins" AFTER INSERT ON "{work}"
+-- tenant, or one prune forgot) gives it the claim counter's current value as its turn. (This
+-- trigger keeps the name of queue version 3's, which knew no parked tenants, so that an older
+-- runyard's schema script finds it and leaves it; the migration replaces the old one.)
+CREATE TRIGGER IF NOT EXISTS "{work}_enters" AFTER INSERT ON "{work}"
 BEGIN
     INSERT OR REPLACE INTO "{turns}" (tenant, turn)
     SELECT p.tenant, p.turn FROM "{turns_parked}" p

@@ -151,6 +151,18 @@ SELECT tenant, turn FROM {turns_parked} INDEXED BY {turns_parked_due}
 WHERE due_at IS NOT NULL AND due_at <= :now
 ORDER BY due_at, tenant
 LIMIT :limit""",
+    # A claim that found nothing due parks the first 64 tenants of the rotation (none has due
+    # work), as the schema's park trigger parks those a claim steps over.
+    "park_front": """
+INSERT OR REPLACE INTO {turns_parked} (tenant, turn, due_at)
+SELECT t.tenant, t.turn,
+       (SELECT MIN(d.available_at) FROM {work} d WHERE d.tenant = t.tenant AND d.state = 'ready')
+FROM {turns} t
+ORDER BY t.turn, t.tenant
+LIMIT 64""",
+    "parked_front": """
+DELETE FROM {turns} WHERE tenant IN (
+    SELECT t.tenant FROM {turns} t ORDER BY t.turn, t.tenant LIMIT 64)""",
     "unpark": """
 INSERT OR REPLACE INTO {turns} (tenant, turn) VALUES (:tenant, :turn)""",
     "unparked": """

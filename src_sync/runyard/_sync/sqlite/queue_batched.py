@@ -12,7 +12,6 @@ from runyard.keys import validate_identifier
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.queue_args import check_items, check_leases
 from runyard.sqlite.queue_transactions import (
-    MAX_UNPARK_ROUNDS,
     QueuePlan,
     claim_body,
     enqueue_body,
@@ -52,11 +51,10 @@ class _BatchedSqliteQueue(_SqliteAdapter):
         """claim_body's transactions: another one after each whole round of put-back parked
         tenants (each round commits, so no transaction holds the write lock for more)."""
         leases: list[Lease] | None = None
-        rounds = 0
-        while leases is None:  # the round MAX_UNPARK_ROUNDS claims whatever it put back
-            last = rounds == MAX_UNPARK_ROUNDS
-            leases = self._transact(claim_body, self._plan, self._now(), worker, limit, last)
-            rounds += 1
+        round_ = 0
+        while leases is None:  # round MAX_UNPARK_ROUNDS claims whatever it put back
+            leases = self._transact(claim_body, self._plan, self._now(), worker, limit, round_)
+            round_ += 1
         return leases
 
     def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
