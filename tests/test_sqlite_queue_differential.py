@@ -2,7 +2,8 @@
 enqueue and enqueue_many (delays, run_at, priorities), claim and claim_many, complete, fail,
 release, heartbeat, reap, requeue, cancel, purge_dead, prune, stats and clock ticks. Every call
 must give the same result, and after every call no tenant with an item is missing from both the
-rotation and the parked tenants, none is in both, and none with a ready item is parked past it.
+rotation and the parked tenants, none is in both, and none with a ready item is parked past it;
+after a claim call no parked tenant has due work.
 
 One lane runs the store's own constants; the other parks 2 tenants a claim and puts back 2 a
 round (the park trigger and the put-back round shrunk), so that partial parking, several rounds
@@ -100,6 +101,17 @@ def _broken_rotation(path: Path) -> list[Any]:
             " WHERE p.tenant = w.tenant)"
         ).fetchall()
     return [rows for rows in (hidden, twice, neither) if rows]
+
+
+def _parked_with_due_work(path: Path, now: float) -> list[Any]:
+    """Parked tenants holding a ready item due at ``now`` (a claim call leaves none)."""
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(
+            "SELECT DISTINCT p.tenant FROM runyard_tenant_turns_parked p"
+            " JOIN runyard_work_items w ON w.tenant = p.tenant"
+            " WHERE w.state = 'ready' AND w.available_at <= ?",
+            (now,),
+        ).fetchall()
 
 
 def _park_at_most(queue: SqliteWorkQueue, path: Path, n: int) -> None:
@@ -227,6 +239,8 @@ def _run(seed: int, steps: int, tenants: int, path: Path, park: int | None) -> N
             done.append(op)
             assert theirs == mine, (seed, len(done), done[-5:])
             assert _broken_rotation(path) == [], (seed, len(done), done[-5:])
+            if op in ("claim", "claim_many"):
+                assert _parked_with_due_work(path, sql_clock.now()) == [], (seed, len(done))
     finally:
         store.close()
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
-from runyard.sqlite import AsyncSqliteWorkQueue, SqliteTables
+from runyard.sqlite import AsyncSqliteStateStore, AsyncSqliteWorkQueue, SqliteTables
 from runyard.sqlite.queue_transactions import UNPARK_PER_CLAIM
+from runyard.sqlite.statements_queue import queue_statements
 
 from tests._async.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
 
@@ -414,3 +415,34 @@ async def test_an_older_schema_script_after_the_migration_changes_nothing(
         assert [tenant for tenant, _ in await _drain(queue)] == ["zz", "zz"]
     finally:
         await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_queue_file_at_version_three_parks_nothing_before_its_migration(
+    tmp_path: Path,
+) -> None:
+    """This runyard's schema script may reach a file of queue version 3 before its migration
+    (its state store applies it with create_schema=True and opens the file): the park trigger
+    it adds parks nothing until the version is 4, so a runyard of version 3 still claiming
+    from the file (which never puts tenants back) strands nobody."""
+    path, clock = tmp_path / "v3.db", ManualClock(T0)
+    queue = await _open(path, clock)
+    try:
+        await queue.enqueue("a", {"n": 0}, delay_seconds=60)
+        for n in range(2):
+            await queue.enqueue("b", {"n": n})
+    finally:
+        await queue.aclose()
+    with sqlite3.connect(path) as conn:  # what a runyard of queue version 3 had
+        for statement in AT_VERSION_3:
+            conn.execute(statement)
+        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
+    await (await AsyncSqliteStateStore.open(path, create_schema=True)).aclose()
+    claim = queue_statements(SqliteTables())["claim"]
+    params = {"worker": "old", "now": T0, "lease_seconds": 30.0, "max_lease": 3600.0}
+    with closing(sqlite3.connect(path)) as conn:  # a claim of version 3 (the same statement)
+        (row,) = conn.execute(claim, params).fetchall()
+        conn.commit()
+    assert row[0] == "b"
+    turns, parked = _tables(path)
+    assert parked == {} and set(turns) == {"a", "b"}

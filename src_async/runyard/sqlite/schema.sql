@@ -173,8 +173,12 @@ CREATE INDEX IF NOT EXISTS "{turns_parked}_due" ON "{turns_parked}" (due_at, ten
 CREATE INDEX IF NOT EXISTS "{turns_parked}_by_turn" ON "{turns_parked}" (turn, tenant);
 -- BEFORE the claimed row changes (and before the _claimed trigger moves the tenant's turn): the
 -- tenants in front of the claimed one, up to 64, oldest turn first.
+-- It parks nothing while the file's queue is at an older version: a runyard of version 3 still
+-- claiming from it would never put the parked tenants back (the script runs before a store
+-- checks the versions, so it may reach such a file before its migration).
 CREATE TRIGGER IF NOT EXISTS "{work}_parks" BEFORE UPDATE OF token ON "{work}"
 WHEN NEW.state = 'leased' AND OLD.state = 'ready'
+    AND (SELECT s.version FROM "{schema_table}" s WHERE s.component = 'queue') >= 4
 BEGIN
     INSERT OR REPLACE INTO "{turns_parked}" (tenant, turn, due_at)
     SELECT t.tenant, t.turn,

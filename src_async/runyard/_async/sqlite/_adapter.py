@@ -288,13 +288,19 @@ class _AsyncSqliteAdapter(AsyncClosing):
         where = self.connection.path
         tables_sql, versions_sql = verify_statements(self.tables)
         present = {row[0] for row in await self.connection.fetch(tables_sql)}
+        wanted, found = SCHEMA_VERSIONS[self._kind], None
+        if self.tables.schema_table in present:
+            # A file of another version is refused with its migration first, not for a table
+            # of this version it lacks (the migration's first step adds it).
+            versions = {str(r[0]): int(r[1]) for r in await self.connection.fetch(versions_sql)}
+            found = versions.get(self._kind)
+            if found is not None and found != wanted:
+                raise ConfigurationError(version_message(self.tables, self._kind, found, where))
         for name in self.tables.relations(self._kind):
             if name not in present:
                 raise ConfigurationError(
                     missing_schema_message(f"table {name} does not exist", where)
                 )
-        versions = {str(r[0]): int(r[1]) for r in await self.connection.fetch(versions_sql)}
-        found, wanted = versions.get(self._kind), SCHEMA_VERSIONS[self._kind]
         if found != wanted:
             raise ConfigurationError(version_message(self.tables, self._kind, found, where))
         self._verified = True
