@@ -23,19 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runyard import ManualClock, MemoryWorkQueue, QueuePolicy, RunyardError
+from runyard import ManualClock, MemoryWorkQueue, RunyardError
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.sqlite import SqliteWorkQueue, queue_transactions
 from runyard.sqlite.queue_transactions import QueuePlan
 
-POLICY = QueuePolicy(
-    lease_seconds=10,
-    max_attempts=3,
-    backoff_base=2,
-    backoff_cap=8,
-    max_lease_seconds=25,
-    random=lambda: 0.5,
-)
+from tests.support.queue_machine import MACHINE_POLICY
+
+POLICY = MACHINE_POLICY
 OPERATIONS = [
     "enqueue",
     "enqueue_many",

@@ -44,18 +44,19 @@ async def _open(path: Path, clock: ManualClock) -> AsyncSqliteWorkQueue:
     return await AsyncSqliteWorkQueue.open(path, create_schema=True, clock=clock, policy=POLICY)
 
 
-async def _both(
-    path: Path, script: Any
-) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]], AsyncSqliteWorkQueue, ManualClock]:
-    """Run ``script(queue, clock)`` on SQLite and on the memory backend; return what each
-    returned (the SQLite queue stays open for the caller to inspect and close)."""
+async def _served_as_memory(path: Path, script: Any) -> list[tuple[str, Any]]:
+    """Run ``script(queue, clock)`` on the memory backend and on a SQLite queue on ``path``:
+    both must return the same; return it (the file stays for the caller to inspect)."""
     mem_clock = ManualClock(T0)
-    memory = AsyncMemoryWorkQueue(clock=mem_clock, policy=POLICY)
-    expected = await script(memory, mem_clock)
+    expected = await script(AsyncMemoryWorkQueue(clock=mem_clock, policy=POLICY), mem_clock)
     clock = ManualClock(T0)
     queue = await _open(path, clock)
-    got = await script(queue, clock)
-    return got, expected, queue, clock
+    try:
+        got: list[tuple[str, Any]] = await script(queue, clock)
+    finally:
+        await queue.aclose()
+    assert got == expected
+    return got
 
 
 async def _drain(queue: Any, n: int | None = None) -> list[tuple[str, Any]]:
@@ -83,10 +84,7 @@ async def test_claims_park_the_tenants_they_step_over_and_serve_them_in_turn_whe
         clock.advance(70)
         return served + await _drain(queue)
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = await _both(path, script)
-    await queue.aclose()
-    assert got == expected
+    got = await _served_as_memory(tmp_path / "q.db", script)
     assert got[:2] == [("zz", {"n": 0}), ("zz", {"n": 1})]
     assert got[2] == ("idle-000", {"k": 0}) and len(got) == 104
 
@@ -143,14 +141,10 @@ async def test_more_tenants_due_at_once_than_one_round_puts_back_are_served_in_t
         return served + [(lease.tenant, lease.item.payload) for lease in leases]
 
     path = tmp_path / "q.db"
-    got, expected, queue, _ = await _both(path, script)
-    try:
-        assert got == expected
-        assert [tenant for tenant, _ in got[7:]] == [f"idle-{k:03d}" for k in range(5)]
-        turns, parked = _tables(path)
-        assert parked == {} and len(turns) == tenants + 1
-    finally:
-        await queue.aclose()
+    got = await _served_as_memory(path, script)
+    assert [tenant for tenant, _ in got[7:]] == [f"idle-{k:03d}" for k in range(5)]
+    turns, parked = _tables(path)
+    assert parked == {} and len(turns) == tenants + 1
 
 
 @pytest.mark.asyncio
@@ -169,10 +163,7 @@ async def test_an_item_ready_before_the_parked_due_time_puts_the_tenant_back_wit
         clock.advance(600)
         return served + await _drain(queue)
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = await _both(path, script)
-    await queue.aclose()
-    assert got == expected
+    got = await _served_as_memory(tmp_path / "q.db", script)
     assert got[:4] == [("zz", {"n": 0}), ("a", {"a": "now"}), ("zz", {"n": 1}), ("zz", {"n": 2})]
     assert got[4:] == [("b", {"b": "later"}), ("a", {"a": "later"})]  # a's turn is newer
 
@@ -222,10 +213,7 @@ async def test_tenants_parked_with_only_leased_work_come_back_with_their_turns(
         clock.advance(5)
         return served + await _drain(queue)  # a's turn (its claim) is older than zz's
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = await _both(path, script)
-    await queue.aclose()
-    assert got == expected
+    got = await _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "c", "b", "a", "zz", "zz"]
 
 
@@ -328,10 +316,7 @@ async def test_a_retry_due_before_the_parked_due_time_puts_the_tenant_back(
         clock.advance(5)
         return served + await _drain(queue)
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = await _both(path, script)
-    await queue.aclose()
-    assert got == expected
+    got = await _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "a", "zz", "zz", "zz"]
 
 
@@ -356,10 +341,7 @@ async def test_a_call_with_several_put_back_rounds_reclaims_as_one_claim(tmp_pat
         stats = await queue.stats()
         return [(lease.tenant, lease.item.payload), ("stats", stats)]
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = await _both(path, script)
-    await queue.aclose()
-    assert got == expected
+    got = await _served_as_memory(tmp_path / "q.db", script)
     assert got[0] == ("idle-000", {"k": 0}) and got[1][1].leased == 13  # 8 of 20 reclaimed
 
 

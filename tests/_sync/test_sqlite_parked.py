@@ -45,18 +45,19 @@ def _open(path: Path, clock: ManualClock) -> SqliteWorkQueue:
     return SqliteWorkQueue.open(path, create_schema=True, clock=clock, policy=POLICY)
 
 
-def _both(
-    path: Path, script: Any
-) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]], SqliteWorkQueue, ManualClock]:
-    """Run ``script(queue, clock)`` on SQLite and on the memory backend; return what each
-    returned (the SQLite queue stays open for the caller to inspect and close)."""
+def _served_as_memory(path: Path, script: Any) -> list[tuple[str, Any]]:
+    """Run ``script(queue, clock)`` on the memory backend and on a SQLite queue on ``path``:
+    both must return the same; return it (the file stays for the caller to inspect)."""
     mem_clock = ManualClock(T0)
-    memory = MemoryWorkQueue(clock=mem_clock, policy=POLICY)
-    expected = script(memory, mem_clock)
+    expected = script(MemoryWorkQueue(clock=mem_clock, policy=POLICY), mem_clock)
     clock = ManualClock(T0)
     queue = _open(path, clock)
-    got = script(queue, clock)
-    return got, expected, queue, clock
+    try:
+        got: list[tuple[str, Any]] = script(queue, clock)
+    finally:
+        queue.close()
+    assert got == expected
+    return got
 
 
 def _drain(queue: Any, n: int | None = None) -> list[tuple[str, Any]]:
@@ -83,10 +84,7 @@ def test_claims_park_the_tenants_they_step_over_and_serve_them_in_turn_when_due(
         clock.advance(70)
         return served + _drain(queue)
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = _both(path, script)
-    queue.close()
-    assert got == expected
+    got = _served_as_memory(tmp_path / "q.db", script)
     assert got[:2] == [("zz", {"n": 0}), ("zz", {"n": 1})]
     assert got[2] == ("idle-000", {"k": 0}) and len(got) == 104
 
@@ -141,14 +139,10 @@ def test_more_tenants_due_at_once_than_one_round_puts_back_are_served_in_turn_or
         return served + [(lease.tenant, lease.item.payload) for lease in leases]
 
     path = tmp_path / "q.db"
-    got, expected, queue, _ = _both(path, script)
-    try:
-        assert got == expected
-        assert [tenant for tenant, _ in got[7:]] == [f"idle-{k:03d}" for k in range(5)]
-        turns, parked = _tables(path)
-        assert parked == {} and len(turns) == tenants + 1
-    finally:
-        queue.close()
+    got = _served_as_memory(path, script)
+    assert [tenant for tenant, _ in got[7:]] == [f"idle-{k:03d}" for k in range(5)]
+    turns, parked = _tables(path)
+    assert parked == {} and len(turns) == tenants + 1
 
 
 def test_an_item_ready_before_the_parked_due_time_puts_the_tenant_back_with_its_turn(
@@ -166,10 +160,7 @@ def test_an_item_ready_before_the_parked_due_time_puts_the_tenant_back_with_its_
         clock.advance(600)
         return served + _drain(queue)
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = _both(path, script)
-    queue.close()
-    assert got == expected
+    got = _served_as_memory(tmp_path / "q.db", script)
     assert got[:4] == [("zz", {"n": 0}), ("a", {"a": "now"}), ("zz", {"n": 1}), ("zz", {"n": 2})]
     assert got[4:] == [("b", {"b": "later"}), ("a", {"a": "later"})]  # a's turn is newer
 
@@ -217,10 +208,7 @@ def test_tenants_parked_with_only_leased_work_come_back_with_their_turns(
         clock.advance(5)
         return served + _drain(queue)  # a's turn (its claim) is older than zz's
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = _both(path, script)
-    queue.close()
-    assert got == expected
+    got = _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "c", "b", "a", "zz", "zz"]
 
 
@@ -319,10 +307,7 @@ def test_a_retry_due_before_the_parked_due_time_puts_the_tenant_back(
         clock.advance(5)
         return served + _drain(queue)
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = _both(path, script)
-    queue.close()
-    assert got == expected
+    got = _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "a", "zz", "zz", "zz"]
 
 
@@ -346,10 +331,7 @@ def test_a_call_with_several_put_back_rounds_reclaims_as_one_claim(tmp_path: Pat
         stats = queue.stats()
         return [(lease.tenant, lease.item.payload), ("stats", stats)]
 
-    path = tmp_path / "q.db"
-    got, expected, queue, _ = _both(path, script)
-    queue.close()
-    assert got == expected
+    got = _served_as_memory(tmp_path / "q.db", script)
     assert got[0] == ("idle-000", {"k": 0}) and got[1][1].leased == 13  # 8 of 20 reclaimed
 
 
