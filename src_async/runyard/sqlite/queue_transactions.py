@@ -183,7 +183,8 @@ def claim_body(
     Returns None, having claimed nothing, when a whole round of UNPARK_PER_CLAIM tenants was
     put back and more may be due (unless ``round_`` is MAX_UNPARK_ROUNDS): the caller commits
     and calls again with the next round, so no transaction holds the write lock for more than
-    one bounded round, and a tenant still parked never loses its turn to a later one."""
+    one bounded round, and (short of that last round) a tenant still parked never loses its
+    turn to a later one."""
     if round_ == 0:
         _, now = _reclaim(raw, plan, now, RECLAIM_PER_CLAIM)
     now = _pin(raw, now)  # the put-back and every claim of this call agree on what is due
