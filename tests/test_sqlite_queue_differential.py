@@ -119,8 +119,7 @@ def _park_at_most(queue: SqliteWorkQueue, path: Path, n: int) -> None:
         conn.execute("DROP TRIGGER runyard_work_items_parks")
         conn.execute(text.replace("LIMIT 64", f"LIMIT {n}"))
     sql = dict(queue._plan.sql)
-    for name in ("park_front", "parked_front"):
-        sql[name] = sql[name].replace("LIMIT 64", f"LIMIT {n}")
+    sql["park_front"] = sql["park_front"].replace("LIMIT 64", f"LIMIT {n}")
     queue._plan = QueuePlan(sql, queue._plan.policy)
 
 

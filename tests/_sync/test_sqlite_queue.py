@@ -57,6 +57,7 @@ AT_VERSION_3 = (
     "DROP TRIGGER runyard_work_items_parks",
     "DROP TRIGGER runyard_work_items_enters",
     "DROP TRIGGER runyard_work_items_rejoins_ready",
+    "DROP TRIGGER runyard_tenant_turns_enters",
     "DROP TABLE runyard_tenant_turns_parked",
     """CREATE TRIGGER runyard_work_items_enters AFTER INSERT ON runyard_work_items
     BEGIN

@@ -156,14 +156,15 @@ def reap_body(
     return _reclaim(raw, plan, now, limit)[0]
 
 
-def _unpark(raw: sqlite3.Connection, plan: QueuePlan, now: float) -> int:
+def _unpark(raw: sqlite3.Connection, plan: QueuePlan, now: float | None) -> tuple[float, int]:
     """Put back, with their turns, up to UNPARK_PER_CLAIM parked tenants whose first due time
-    came, oldest due first; return how many."""
-    due = _rows(raw, plan.sql["parked_due"], {"now": now, "limit": UNPARK_PER_CLAIM})
+    came, oldest due first; return the time that judged it (``now``, or the database's, read
+    by the same statement) and how many were put back."""
+    rows = _rows(raw, plan.sql["parked_due"], {"now": now, "limit": UNPARK_PER_CLAIM})
+    due = [{"tenant": tenant, "turn": turn} for _, tenant, turn in rows if tenant is not None]
     if due:
-        raw.executemany(plan.sql["unpark"], [{"tenant": t, "turn": turn} for t, turn in due])
-        raw.executemany(plan.sql["unparked"], [{"tenant": t} for t, _ in due])
-    return len(due)
+        raw.executemany(plan.sql["unpark"], due)
+    return float(rows[0][0]), len(due)
 
 
 def claim_body(
@@ -187,16 +188,16 @@ def claim_body(
     turn to a later one."""
     if round_ == 0:
         _, now = _reclaim(raw, plan, now, RECLAIM_PER_CLAIM)
-    now = _pin(raw, now)  # the put-back and every claim of this call agree on what is due
-    if _unpark(raw, plan, now) == UNPARK_PER_CLAIM and round_ < MAX_UNPARK_ROUNDS:
+    # The put-back pins the time: it and every claim of this call agree on what is due.
+    pinned, woken = _unpark(raw, plan, now)
+    if woken == UNPARK_PER_CLAIM and round_ < MAX_UNPARK_ROUNDS:
         return None
-    params = {"worker": worker, "now": now, **plan.lease}
+    params = {"worker": worker, "now": pinned, **plan.lease}
     leases: list[Lease] = []
     while len(leases) < limit:
         rows = _rows(raw, plan.sql["claim"], params)
         if not rows:
             raw.execute(plan.sql["park_front"])
-            raw.execute(plan.sql["parked_front"])
             break
         leases.append(decode_lease(rows[0]))
     return leases

@@ -171,6 +171,16 @@ CREATE TABLE IF NOT EXISTS "{turns_parked}" (
 CREATE INDEX IF NOT EXISTS "{turns_parked}_due" ON "{turns_parked}" (due_at, tenant)
     WHERE due_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "{turns_parked}_by_turn" ON "{turns_parked}" (turn, tenant);
+-- A tenant entering either table leaves the other (so every statement that parks a tenant or
+-- puts one back is a single INSERT).
+CREATE TRIGGER IF NOT EXISTS "{turns_parked}_enters" AFTER INSERT ON "{turns_parked}"
+BEGIN
+    DELETE FROM "{turns}" WHERE tenant = NEW.tenant;
+END;
+CREATE TRIGGER IF NOT EXISTS "{turns}_enters" AFTER INSERT ON "{turns}"
+BEGIN
+    DELETE FROM "{turns_parked}" WHERE tenant = NEW.tenant;
+END;
 -- BEFORE the claimed row changes (and before the _claimed trigger moves the tenant's turn): the
 -- tenants in front of the claimed one, up to 64, oldest turn first.
 -- It parks nothing while the file's queue is at an older version: a runyard of version 3 still
@@ -187,11 +197,6 @@ BEGIN
     WHERE (t.turn, t.tenant) < ((SELECT x.turn FROM "{turns}" x WHERE x.tenant = NEW.tenant), NEW.tenant)
     ORDER BY t.turn, t.tenant
     LIMIT 64;
-    DELETE FROM "{turns}" WHERE tenant IN (
-        SELECT t.tenant FROM "{turns}" t
-        WHERE (t.turn, t.tenant) < ((SELECT x.turn FROM "{turns}" x WHERE x.tenant = NEW.tenant), NEW.tenant)
-        ORDER BY t.turn, t.tenant
-        LIMIT 64);
 END;
 -- An item entering ready (enqueue, retry, release, requeue) due before its parked tenant's
 -- due_at puts the tenant back with its turn. A new item of a tenant in neither table (a new
@@ -203,8 +208,6 @@ BEGIN
     INSERT OR REPLACE INTO "{turns}" (tenant, turn)
     SELECT p.tenant, p.turn FROM "{turns_parked}" p
     WHERE p.tenant = NEW.tenant AND (p.due_at IS NULL OR p.due_at > NEW.available_at);
-    DELETE FROM "{turns_parked}"
-    WHERE tenant = NEW.tenant AND (due_at IS NULL OR due_at > NEW.available_at);
     INSERT OR IGNORE INTO "{turns}" (tenant, turn)
     SELECT NEW.tenant, c.claims FROM "{counters}" c
     WHERE c.id = 1 AND NOT EXISTS (SELECT 1 FROM "{turns_parked}" p WHERE p.tenant = NEW.tenant);
@@ -215,8 +218,6 @@ BEGIN
     INSERT OR REPLACE INTO "{turns}" (tenant, turn)
     SELECT p.tenant, p.turn FROM "{turns_parked}" p
     WHERE p.tenant = NEW.tenant AND (p.due_at IS NULL OR p.due_at > NEW.available_at);
-    DELETE FROM "{turns_parked}"
-    WHERE tenant = NEW.tenant AND (due_at IS NULL OR due_at > NEW.available_at);
 END;
 
 -- Execution store ---------------------------------------------------------------------------

@@ -145,14 +145,18 @@ WHERE rowid IN (
     LIMIT :limit)
 RETURNING item_id""",
     # Every claim first puts back the parked tenants whose first due time came, oldest due
-    # first, a bounded round (runyard.sqlite.queue_transactions.claim_body).
+    # first, a bounded round (runyard.sqlite.queue_transactions.claim_body); the first column
+    # is the call's time, read here once (a row of it alone when none is due).
     "parked_due": """
-SELECT tenant, turn FROM {turns_parked} INDEXED BY {turns_parked_due}
-WHERE due_at IS NOT NULL AND due_at <= :now
-ORDER BY due_at, tenant
-LIMIT :limit""",
+WITH n(now) AS (SELECT :now)
+SELECT n.now, p.tenant, p.turn FROM n LEFT JOIN (
+    SELECT tenant, turn FROM {turns_parked} INDEXED BY {turns_parked_due}
+    WHERE due_at IS NOT NULL AND due_at <= (SELECT now FROM n)
+    ORDER BY due_at, tenant
+    LIMIT :limit) p""",
     # A claim that found nothing due parks the first 64 tenants of the rotation (none has due
-    # work), as the schema's park trigger parks those a claim steps over.
+    # work), as the schema's park trigger parks those a claim steps over (the parked table's
+    # trigger takes each out of the rotation).
     "park_front": """
 INSERT OR REPLACE INTO {turns_parked} (tenant, turn, due_at)
 SELECT t.tenant, t.turn,
@@ -160,13 +164,9 @@ SELECT t.tenant, t.turn,
 FROM {turns} t
 ORDER BY t.turn, t.tenant
 LIMIT 64""",
-    "parked_front": """
-DELETE FROM {turns} WHERE tenant IN (
-    SELECT t.tenant FROM {turns} t ORDER BY t.turn, t.tenant LIMIT 64)""",
+    # Back in the rotation with its turn (the turns table's trigger unparks it).
     "unpark": """
 INSERT OR REPLACE INTO {turns} (tenant, turn) VALUES (:tenant, :turn)""",
-    "unparked": """
-DELETE FROM {turns_parked} WHERE tenant = :tenant""",
     # prune walks the turns from a cursor, least recently served first, a bounded slice a call:
     # the rotation's and the parked tenants' (two index ranges merged).
     "turns_after": """
