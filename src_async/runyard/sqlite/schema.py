@@ -21,6 +21,7 @@ __all__ = [
     "create_script",
     "missing_schema_message",
     "render",
+    "schema_refusal",
     "schema_sql",
     "verify_statements",
     "version_message",
@@ -234,6 +235,30 @@ def version_message(tables: SqliteTables, component: str, found: int | None, whe
         f"migrate the file: apply runyard.sqlite.SQLITE_SCHEMA, then run `{sql}` in one "
         "transaction (see docs/sqlite.md), or install the matching runyard"
     )
+
+
+def schema_refusal(
+    tables: SqliteTables,
+    component: str,
+    present: set[str],
+    versions: Mapping[str, int] | None,
+    where: str,
+) -> str | None:
+    """Why ``component`` cannot use the file (the ConfigurationError text), or None.
+
+    ``present`` holds the file's tables; ``versions`` the schema table's rows (None without
+    it). A component at another version is refused with its migration first, before a table of
+    this version it lacks is named (the migration's first step adds it)."""
+    wanted = SCHEMA_VERSIONS[component]
+    found = None if versions is None else versions.get(component)
+    if found is not None and found != wanted:
+        return version_message(tables, component, found, where)
+    for name in tables.relations(component):
+        if name not in present:
+            return missing_schema_message(f"table {name} does not exist", where)
+    if found != wanted:
+        return version_message(tables, component, found, where)
+    return None
 
 
 def verify_statements(tables: SqliteTables) -> tuple[str, str]:

@@ -17,14 +17,7 @@ from runyard.clock import Clock
 from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, closed_error, map_error, open_error
 from runyard.sqlite.flavours import AsyncConnection, Body, Row, in_transaction
-from runyard.sqlite.schema import (
-    DATABASE_NOW,
-    SCHEMA_VERSIONS,
-    SqliteTables,
-    missing_schema_message,
-    verify_statements,
-    version_message,
-)
+from runyard.sqlite.schema import DATABASE_NOW, SqliteTables, schema_refusal, verify_statements
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
@@ -288,21 +281,12 @@ class _AsyncSqliteAdapter(AsyncClosing):
         where = self.connection.path
         tables_sql, versions_sql = verify_statements(self.tables)
         present = {row[0] for row in await self.connection.fetch(tables_sql)}
-        wanted, found = SCHEMA_VERSIONS[self._kind], None
+        versions = None
         if self.tables.schema_table in present:
-            # A file of another version is refused with its migration first, not for a table
-            # of this version it lacks (the migration's first step adds it).
             versions = {str(r[0]): int(r[1]) for r in await self.connection.fetch(versions_sql)}
-            found = versions.get(self._kind)
-            if found is not None and found != wanted:
-                raise ConfigurationError(version_message(self.tables, self._kind, found, where))
-        for name in self.tables.relations(self._kind):
-            if name not in present:
-                raise ConfigurationError(
-                    missing_schema_message(f"table {name} does not exist", where)
-                )
-        if found != wanted:
-            raise ConfigurationError(version_message(self.tables, self._kind, found, where))
+        refusal = schema_refusal(self.tables, self._kind, present, versions, where)
+        if refusal is not None:
+            raise ConfigurationError(refusal)
         self._verified = True
 
     # -- transactions ------------------------------------------------------------------------
