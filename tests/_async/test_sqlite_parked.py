@@ -2,8 +2,8 @@
 leased or dead, or none left) are parked out of the rotation with their turns, up to 64 a
 claim; a claim first puts back those whose first due time came (a bounded round a transaction),
 an item becoming ready earlier puts its tenant back at once, and prune forgets parked tenants
-without items. The order of service is the memory backend's; a file at queue version 3 is
-refused until the migration its error names has run."""
+without items. The order of service is the memory backend's. (Other versions and other
+tables: test_sqlite_parked_versions.py.)"""
 
 from __future__ import annotations
 
@@ -14,11 +14,8 @@ from typing import Any
 
 import pytest
 from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
-from runyard.sqlite import AsyncSqliteStateStore, AsyncSqliteWorkQueue, SqliteTables
+from runyard.sqlite import AsyncSqliteWorkQueue
 from runyard.sqlite.queue_transactions import UNPARK_PER_CLAIM
-from runyard.sqlite.statements_queue import queue_statements
-
-from tests._async.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
 
 T0 = 1_700_000_000.0
 PARK_PER_CLAIM = 64  # the schema's park trigger: LIMIT 64
@@ -27,7 +24,7 @@ POLICY = QueuePolicy(
 )
 
 
-def _tables(path: Path) -> tuple[dict[str, int], dict[str, tuple[int, float | None]]]:
+def tables_of(path: Path) -> tuple[dict[str, int], dict[str, tuple[int, float | None]]]:
     """{tenant: turn} of the rotation and {tenant: (turn, due_at)} of the parked."""
     with closing(sqlite3.connect(path)) as conn:
         turns = dict(conn.execute("SELECT tenant, turn FROM runyard_tenant_turns").fetchall())
@@ -40,7 +37,7 @@ def _tables(path: Path) -> tuple[dict[str, int], dict[str, tuple[int, float | No
     return turns, parked
 
 
-async def _open(path: Path, clock: ManualClock) -> AsyncSqliteWorkQueue:
+async def open_queue(path: Path, clock: ManualClock) -> AsyncSqliteWorkQueue:
     return await AsyncSqliteWorkQueue.open(path, create_schema=True, clock=clock, policy=POLICY)
 
 
@@ -50,7 +47,7 @@ async def _served_as_memory(path: Path, script: Any) -> list[tuple[str, Any]]:
     mem_clock = ManualClock(T0)
     expected = await script(AsyncMemoryWorkQueue(clock=mem_clock, policy=POLICY), mem_clock)
     clock = ManualClock(T0)
-    queue = await _open(path, clock)
+    queue = await open_queue(path, clock)
     try:
         got: list[tuple[str, Any]] = await script(queue, clock)
     finally:
@@ -59,7 +56,7 @@ async def _served_as_memory(path: Path, script: Any) -> list[tuple[str, Any]]:
     return got
 
 
-async def _drain(queue: Any, n: int | None = None) -> list[tuple[str, Any]]:
+async def drain(queue: Any, n: int | None = None) -> list[tuple[str, Any]]:
     """Claim and complete until nothing is due (or ``n`` claims): (tenant, payload) served."""
     served: list[tuple[str, Any]] = []
     while n is None or len(served) < n:
@@ -80,9 +77,9 @@ async def test_claims_park_the_tenants_they_step_over_and_serve_them_in_turn_whe
             await queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60 + k % 7)
         for n in range(4):
             await queue.enqueue("zz", {"n": n})
-        served = await _drain(queue, 2)
+        served = await drain(queue, 2)
         clock.advance(70)
-        return served + await _drain(queue)
+        return served + await drain(queue)
 
     got = await _served_as_memory(tmp_path / "q.db", script)
     assert got[:2] == [("zz", {"n": 0}), ("zz", {"n": 1})]
@@ -94,17 +91,17 @@ async def test_a_claim_parks_64_tenants_with_their_turns_and_first_due_times(
     tmp_path: Path,
 ) -> None:
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = await _open(path, clock)
+    queue = await open_queue(path, clock)
     try:
         for k in range(100):
             await queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60 + k)
             await queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=600)  # not the first
         await queue.enqueue("zz", {"n": 0})
         await queue.enqueue("zz", {"n": 1})
-        turns_before, _ = _tables(path)
+        turns_before, _ = tables_of(path)
         first = await queue.claim("w")
         assert first is not None and first.tenant == "zz"
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert sorted(parked) == [f"idle-{k:03d}" for k in range(PARK_PER_CLAIM)]
         for tenant, (turn, due) in parked.items():
             k = int(tenant.removeprefix("idle-"))
@@ -113,7 +110,7 @@ async def test_a_claim_parks_64_tenants_with_their_turns_and_first_due_times(
         await queue.complete(first)
         second = await queue.claim("w")  # steps over the other 36
         assert second is not None and second.tenant == "zz"
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert set(turns) == {"zz"} and len(parked) == 100
     finally:
         await queue.aclose()
@@ -130,10 +127,10 @@ async def test_more_tenants_due_at_once_than_one_round_puts_back_are_served_in_t
             await queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=600 - k)
         await queue.enqueue("zz", {"n": 0})
         await queue.enqueue("zz", {"n": 1})
-        served = await _drain(queue, 1)  # parks 64 a claim: 5 claims park them all
+        served = await drain(queue, 1)  # parks 64 a claim: 5 claims park them all
         for n in range(2, 8):
             await queue.enqueue("zz", {"n": n})
-        served += await _drain(queue, 6)
+        served += await drain(queue, 6)
         clock.advance(601)
         leases = await queue.claim_many("w", limit=5)  # several rounds of put-backs, one call
         for lease in leases:
@@ -143,7 +140,7 @@ async def test_more_tenants_due_at_once_than_one_round_puts_back_are_served_in_t
     path = tmp_path / "q.db"
     got = await _served_as_memory(path, script)
     assert [tenant for tenant, _ in got[7:]] == [f"idle-{k:03d}" for k in range(5)]
-    turns, parked = _tables(path)
+    turns, parked = tables_of(path)
     assert parked == {} and len(turns) == tenants + 1
 
 
@@ -156,12 +153,12 @@ async def test_an_item_ready_before_the_parked_due_time_puts_the_tenant_back_wit
         await queue.enqueue("b", {"b": "later"}, delay_seconds=600)
         for n in range(3):
             await queue.enqueue("zz", {"n": n})
-        served = await _drain(queue, 1)  # parks a and b
+        served = await drain(queue, 1)  # parks a and b
         await queue.enqueue("a", {"a": "now"})  # due now: a is back, ahead of zz
         await queue.enqueue("b", {"b": "even later"}, delay_seconds=900)  # b stays parked
-        served += await _drain(queue)
+        served += await drain(queue)
         clock.advance(600)
-        return served + await _drain(queue)
+        return served + await drain(queue)
 
     got = await _served_as_memory(tmp_path / "q.db", script)
     assert got[:4] == [("zz", {"n": 0}), ("a", {"a": "now"}), ("zz", {"n": 1}), ("zz", {"n": 2})]
@@ -171,17 +168,17 @@ async def test_an_item_ready_before_the_parked_due_time_puts_the_tenant_back_wit
 @pytest.mark.asyncio
 async def test_a_parked_enqueue_due_no_earlier_leaves_the_tenant_parked(tmp_path: Path) -> None:
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = await _open(path, clock)
+    queue = await open_queue(path, clock)
     try:
         await queue.enqueue("a", {"n": 0}, delay_seconds=60)
         await queue.enqueue("zz", {"n": 0})
         assert await queue.claim("w") is not None
-        _, parked = _tables(path)
+        _, parked = tables_of(path)
         await queue.enqueue("a", {"n": 1}, delay_seconds=60)  # due with the first: no change
         await queue.enqueue("a", {"n": 2}, delay_seconds=90)
-        assert _tables(path)[1] == parked == {"a": (parked["a"][0], T0 + 60)}
+        assert tables_of(path)[1] == parked == {"a": (parked["a"][0], T0 + 60)}
         await queue.enqueue("a", {"n": 3}, delay_seconds=30)  # earlier: back in the rotation
-        turns, after = _tables(path)
+        turns, after = tables_of(path)
         assert after == {} and turns["a"] == parked["a"][0]
     finally:
         await queue.aclose()
@@ -203,15 +200,15 @@ async def test_tenants_parked_with_only_leased_work_come_back_with_their_turns(
         await queue.fail(dead, error="no", retryable=False)
         for n in range(3):
             await queue.enqueue("zz", {"n": n})
-        served = await _drain(queue, 1)
+        served = await drain(queue, 1)
         await queue.enqueue("c", {"c": 1})
-        served += await _drain(queue, 1)  # c (a newer turn than zz's first claim)
+        served += await drain(queue, 1)  # c (a newer turn than zz's first claim)
         await queue.requeue("b", dead.item_id)
-        served += await _drain(queue, 1)  # b: its old turn is older than zz's
+        served += await drain(queue, 1)  # b: its old turn is older than zz's
         clock.advance(31)  # a's lease lapsed: retried after the backoff
         assert [item.tenant for item in await queue.reap()] == ["a"]
         clock.advance(5)
-        return served + await _drain(queue)  # a's turn (its claim) is older than zz's
+        return served + await drain(queue)  # a's turn (its claim) is older than zz's
 
     got = await _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "c", "b", "a", "zz", "zz"]
@@ -222,53 +219,22 @@ async def test_prune_forgets_parked_tenants_without_items_and_keeps_the_others(
     tmp_path: Path,
 ) -> None:
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = await _open(path, clock)
+    queue = await open_queue(path, clock)
     try:
         for k in range(10):  # drained tenants (their turns wait for prune)
             await queue.enqueue(f"done-{k}", {"k": k})
-        assert len(await _drain(queue)) == 10
+        assert len(await drain(queue)) == 10
         await queue.enqueue("delayed", {"n": 0}, delay_seconds=60)
         for n in range(2):
             await queue.enqueue("zz", {"n": n})
-        assert len(await _drain(queue, 1)) == 1  # parks the drained tenants and "delayed"
-        turns, parked = _tables(path)
+        assert len(await drain(queue, 1)) == 1  # parks the drained tenants and "delayed"
+        turns, parked = tables_of(path)
         assert len(parked) >= 10 and "delayed" in parked
         assert await queue.prune(limit=100) == 10
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert set(parked) | set(turns) == {"delayed", "zz"}
         clock.advance(60)
-        assert [tenant for tenant, _ in await _drain(queue)] == ["delayed", "zz"]
-    finally:
-        await queue.aclose()
-
-
-@pytest.mark.asyncio
-async def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) -> None:
-    path, clock = tmp_path / "v3.db", ManualClock(T0)
-    queue = await _open(path, clock)
-    try:
-        for k in range(80):
-            await queue.enqueue(f"idle-{k:02d}", {"k": k}, delay_seconds=60)
-        await queue.enqueue("zz", {"n": 0})
-    finally:
-        await queue.aclose()
-    with sqlite3.connect(path) as conn:  # what a runyard of queue version 3 had
-        for statement in AT_VERSION_3:
-            conn.execute(statement)
-        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
-    migration, names = await migrate_as_refused(path, 3)
-    assert migration.startswith('DROP TRIGGER IF EXISTS "runyard_work_items_enters"')
-    assert {"runyard_work_items_parks", "runyard_work_items_rejoins_ready"} <= names
-    queue = await _open(path, clock)
-    try:
-        lease = await queue.claim("w")
-        assert lease is not None and lease.tenant == "zz"
-        assert len(_tables(path)[1]) == PARK_PER_CLAIM
-        await queue.complete(lease)
-        await queue.enqueue("new", {"n": 0})  # a new tenant still joins the rotation
-        clock.advance(60)
-        served = [tenant for tenant, _ in await _drain(queue)]
-        assert served == [f"idle-{k:02d}" for k in range(80)] + ["new"]
+        assert [tenant for tenant, _ in await drain(queue)] == ["delayed", "zz"]
     finally:
         await queue.aclose()
 
@@ -280,19 +246,19 @@ async def test_a_claim_that_finds_nothing_due_parks_the_front_of_the_rotation(
     """An idle worker's polls park the tenants without due work too (64 a poll), so a poll
     does not probe them all again each time."""
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = await _open(path, clock)
+    queue = await open_queue(path, clock)
     try:
         for k in range(150):
             await queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60)
         assert await queue.claim("w") is None
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert sorted(parked) == [f"idle-{k:03d}" for k in range(PARK_PER_CLAIM)]
         assert await queue.claim_many("w", limit=3) == []
         assert await queue.claim("w") is None
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert turns == {} and len(parked) == 150
         clock.advance(60)
-        served = await _drain(queue)
+        served = await drain(queue)
         assert [tenant for tenant, _ in served] == [f"idle-{k:03d}" for k in range(150)]
     finally:
         await queue.aclose()
@@ -311,10 +277,10 @@ async def test_a_retry_due_before_the_parked_due_time_puts_the_tenant_back(
         held = await queue.claim("w")  # a's only due item: a holds only a delayed one now
         for n in range(4):
             await queue.enqueue("zz", {"n": n})
-        served = await _drain(queue, 1)  # steps over a: parked until 600 s
+        served = await drain(queue, 1)  # steps over a: parked until 600 s
         await queue.fail(held, error="flaky", retryable=True)  # retried after 5 s
         clock.advance(5)
-        return served + await _drain(queue)
+        return served + await drain(queue)
 
     got = await _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "a", "zz", "zz", "zz"]
@@ -335,7 +301,7 @@ async def test_a_call_with_several_put_back_rounds_reclaims_as_one_claim(tmp_pat
             await queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60)
         for n in range(6):
             await queue.enqueue("zz", {"n": n})
-        await _drain(queue, 6)  # the claims step over the idle tenants: 64 parked a claim
+        await drain(queue, 6)  # the claims step over the idle tenants: 64 parked a claim
         clock.advance(61)  # the 20 leases lapsed, the idle tenants are due
         lease = await queue.claim("w")
         stats = await queue.stats()
@@ -343,88 +309,3 @@ async def test_a_call_with_several_put_back_rounds_reclaims_as_one_claim(tmp_pat
 
     got = await _served_as_memory(tmp_path / "q.db", script)
     assert got[0] == ("idle-000", {"k": 0}) and got[1][1].leased == 13  # 8 of 20 reclaimed
-
-
-@pytest.mark.asyncio
-async def test_two_queues_in_one_file_park_their_tenants_apart(tmp_path: Path) -> None:
-    """The parked table is named after each queue's rotation table (turns + "_parked"), so
-    queues named table by table in one file never share it."""
-    path, clock = tmp_path / "q.db", ManualClock(T0)
-    names = {  # the rotation's table named, the parked one not
-        side: SqliteTables(work=f"{side}_work", turns=f"{side}_turns", counters=f"{side}_counters")
-        for side in ("a", "b")
-    }
-    queues = {}
-    for side, tables in names.items():
-        queues[side] = await AsyncSqliteWorkQueue.open(
-            path, create_schema=True, clock=clock, policy=POLICY, tables=tables
-        )
-    try:
-        assert names["a"].turns_parked == "a_turns_parked"
-        await queues["a"].enqueue("x", {"side": "a"}, delay_seconds=60)
-        await queues["a"].enqueue("zz", {"side": "a"})
-        assert await _drain(queues["a"], 1) == [("zz", {"side": "a"})]  # parks a's x
-        await queues["b"].enqueue("x", {"side": "b"})  # b's x, in b's rotation
-        clock.advance(61)
-        served = await _drain(queues["a"])
-        assert served == [("x", {"side": "a"})]
-        assert await _drain(queues["b"]) == [("x", {"side": "b"})]
-    finally:
-        for queue in queues.values():
-            await queue.aclose()
-
-
-@pytest.mark.asyncio
-async def test_an_older_schema_script_after_the_migration_changes_nothing(
-    tmp_path: Path,
-) -> None:
-    """An older runyard's schema script (its state store opened with create_schema=True)
-    finds version 4's _enters trigger under the name it knows and leaves it: a parked tenant's
-    enqueue due no earlier leaves it parked only, and claims go on."""
-    path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = await _open(path, clock)
-    try:
-        await queue.enqueue("a", {"n": 0}, delay_seconds=60)
-        for n in range(3):
-            await queue.enqueue("zz", {"n": n})
-        assert len(await _drain(queue, 1)) == 1  # parks a
-        with sqlite3.connect(path) as conn:  # version 3's trigger, as its script creates it
-            old_trigger = AT_VERSION_3[-1]
-            conn.execute(old_trigger.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS"))
-        await queue.enqueue("a", {"n": 1}, delay_seconds=90)
-        turns, parked = _tables(path)
-        assert "a" in parked and "a" not in turns
-        assert [tenant for tenant, _ in await _drain(queue)] == ["zz", "zz"]
-    finally:
-        await queue.aclose()
-
-
-@pytest.mark.asyncio
-async def test_a_queue_file_at_version_three_parks_nothing_before_its_migration(
-    tmp_path: Path,
-) -> None:
-    """This runyard's schema script may reach a file of queue version 3 before its migration
-    (its state store applies it with create_schema=True and opens the file): the park trigger
-    it adds parks nothing until the version is 4, so a runyard of version 3 still claiming
-    from the file (which never puts tenants back) strands nobody."""
-    path, clock = tmp_path / "v3.db", ManualClock(T0)
-    queue = await _open(path, clock)
-    try:
-        await queue.enqueue("a", {"n": 0}, delay_seconds=60)
-        for n in range(2):
-            await queue.enqueue("b", {"n": n})
-    finally:
-        await queue.aclose()
-    with sqlite3.connect(path) as conn:  # what a runyard of queue version 3 had
-        for statement in AT_VERSION_3:
-            conn.execute(statement)
-        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
-    await (await AsyncSqliteStateStore.open(path, create_schema=True)).aclose()
-    claim = queue_statements(SqliteTables())["claim"]
-    params = {"worker": "old", "now": T0, "lease_seconds": 30.0, "max_lease": 3600.0}
-    with closing(sqlite3.connect(path)) as conn:  # a claim of version 3 (the same statement)
-        (row,) = conn.execute(claim, params).fetchall()
-        conn.commit()
-    assert row[0] == "b"
-    turns, parked = _tables(path)
-    assert parked == {} and set(turns) == {"a", "b"}

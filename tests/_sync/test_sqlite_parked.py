@@ -4,8 +4,8 @@
 leased or dead, or none left) are parked out of the rotation with their turns, up to 64 a
 claim; a claim first puts back those whose first due time came (a bounded round a transaction),
 an item becoming ready earlier puts its tenant back at once, and prune forgets parked tenants
-without items. The order of service is the memory backend's; a file at queue version 3 is
-refused until the migration its error names has run."""
+without items. The order of service is the memory backend's. (Other versions and other
+tables: test_sqlite_parked_versions.py.)"""
 
 from __future__ import annotations
 
@@ -15,11 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from runyard import ManualClock, MemoryWorkQueue, QueuePolicy
-from runyard.sqlite import SqliteStateStore, SqliteTables, SqliteWorkQueue
+from runyard.sqlite import SqliteWorkQueue
 from runyard.sqlite.queue_transactions import UNPARK_PER_CLAIM
-from runyard.sqlite.statements_queue import queue_statements
-
-from tests._sync.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
 
 T0 = 1_700_000_000.0
 PARK_PER_CLAIM = 64  # the schema's park trigger: LIMIT 64
@@ -28,7 +25,7 @@ POLICY = QueuePolicy(
 )
 
 
-def _tables(path: Path) -> tuple[dict[str, int], dict[str, tuple[int, float | None]]]:
+def tables_of(path: Path) -> tuple[dict[str, int], dict[str, tuple[int, float | None]]]:
     """{tenant: turn} of the rotation and {tenant: (turn, due_at)} of the parked."""
     with closing(sqlite3.connect(path)) as conn:
         turns = dict(conn.execute("SELECT tenant, turn FROM runyard_tenant_turns").fetchall())
@@ -41,7 +38,7 @@ def _tables(path: Path) -> tuple[dict[str, int], dict[str, tuple[int, float | No
     return turns, parked
 
 
-def _open(path: Path, clock: ManualClock) -> SqliteWorkQueue:
+def open_queue(path: Path, clock: ManualClock) -> SqliteWorkQueue:
     return SqliteWorkQueue.open(path, create_schema=True, clock=clock, policy=POLICY)
 
 
@@ -51,7 +48,7 @@ def _served_as_memory(path: Path, script: Any) -> list[tuple[str, Any]]:
     mem_clock = ManualClock(T0)
     expected = script(MemoryWorkQueue(clock=mem_clock, policy=POLICY), mem_clock)
     clock = ManualClock(T0)
-    queue = _open(path, clock)
+    queue = open_queue(path, clock)
     try:
         got: list[tuple[str, Any]] = script(queue, clock)
     finally:
@@ -60,7 +57,7 @@ def _served_as_memory(path: Path, script: Any) -> list[tuple[str, Any]]:
     return got
 
 
-def _drain(queue: Any, n: int | None = None) -> list[tuple[str, Any]]:
+def drain(queue: Any, n: int | None = None) -> list[tuple[str, Any]]:
     """Claim and complete until nothing is due (or ``n`` claims): (tenant, payload) served."""
     served: list[tuple[str, Any]] = []
     while n is None or len(served) < n:
@@ -80,9 +77,9 @@ def test_claims_park_the_tenants_they_step_over_and_serve_them_in_turn_when_due(
             queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60 + k % 7)
         for n in range(4):
             queue.enqueue("zz", {"n": n})
-        served = _drain(queue, 2)
+        served = drain(queue, 2)
         clock.advance(70)
-        return served + _drain(queue)
+        return served + drain(queue)
 
     got = _served_as_memory(tmp_path / "q.db", script)
     assert got[:2] == [("zz", {"n": 0}), ("zz", {"n": 1})]
@@ -93,17 +90,17 @@ def test_a_claim_parks_64_tenants_with_their_turns_and_first_due_times(
     tmp_path: Path,
 ) -> None:
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = _open(path, clock)
+    queue = open_queue(path, clock)
     try:
         for k in range(100):
             queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60 + k)
             queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=600)  # not the first
         queue.enqueue("zz", {"n": 0})
         queue.enqueue("zz", {"n": 1})
-        turns_before, _ = _tables(path)
+        turns_before, _ = tables_of(path)
         first = queue.claim("w")
         assert first is not None and first.tenant == "zz"
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert sorted(parked) == [f"idle-{k:03d}" for k in range(PARK_PER_CLAIM)]
         for tenant, (turn, due) in parked.items():
             k = int(tenant.removeprefix("idle-"))
@@ -112,7 +109,7 @@ def test_a_claim_parks_64_tenants_with_their_turns_and_first_due_times(
         queue.complete(first)
         second = queue.claim("w")  # steps over the other 36
         assert second is not None and second.tenant == "zz"
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert set(turns) == {"zz"} and len(parked) == 100
     finally:
         queue.close()
@@ -128,10 +125,10 @@ def test_more_tenants_due_at_once_than_one_round_puts_back_are_served_in_turn_or
             queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=600 - k)
         queue.enqueue("zz", {"n": 0})
         queue.enqueue("zz", {"n": 1})
-        served = _drain(queue, 1)  # parks 64 a claim: 5 claims park them all
+        served = drain(queue, 1)  # parks 64 a claim: 5 claims park them all
         for n in range(2, 8):
             queue.enqueue("zz", {"n": n})
-        served += _drain(queue, 6)
+        served += drain(queue, 6)
         clock.advance(601)
         leases = queue.claim_many("w", limit=5)  # several rounds of put-backs, one call
         for lease in leases:
@@ -141,7 +138,7 @@ def test_more_tenants_due_at_once_than_one_round_puts_back_are_served_in_turn_or
     path = tmp_path / "q.db"
     got = _served_as_memory(path, script)
     assert [tenant for tenant, _ in got[7:]] == [f"idle-{k:03d}" for k in range(5)]
-    turns, parked = _tables(path)
+    turns, parked = tables_of(path)
     assert parked == {} and len(turns) == tenants + 1
 
 
@@ -153,12 +150,12 @@ def test_an_item_ready_before_the_parked_due_time_puts_the_tenant_back_with_its_
         queue.enqueue("b", {"b": "later"}, delay_seconds=600)
         for n in range(3):
             queue.enqueue("zz", {"n": n})
-        served = _drain(queue, 1)  # parks a and b
+        served = drain(queue, 1)  # parks a and b
         queue.enqueue("a", {"a": "now"})  # due now: a is back, ahead of zz
         queue.enqueue("b", {"b": "even later"}, delay_seconds=900)  # b stays parked
-        served += _drain(queue)
+        served += drain(queue)
         clock.advance(600)
-        return served + _drain(queue)
+        return served + drain(queue)
 
     got = _served_as_memory(tmp_path / "q.db", script)
     assert got[:4] == [("zz", {"n": 0}), ("a", {"a": "now"}), ("zz", {"n": 1}), ("zz", {"n": 2})]
@@ -167,17 +164,17 @@ def test_an_item_ready_before_the_parked_due_time_puts_the_tenant_back_with_its_
 
 def test_a_parked_enqueue_due_no_earlier_leaves_the_tenant_parked(tmp_path: Path) -> None:
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = _open(path, clock)
+    queue = open_queue(path, clock)
     try:
         queue.enqueue("a", {"n": 0}, delay_seconds=60)
         queue.enqueue("zz", {"n": 0})
         assert queue.claim("w") is not None
-        _, parked = _tables(path)
+        _, parked = tables_of(path)
         queue.enqueue("a", {"n": 1}, delay_seconds=60)  # due with the first: no change
         queue.enqueue("a", {"n": 2}, delay_seconds=90)
-        assert _tables(path)[1] == parked == {"a": (parked["a"][0], T0 + 60)}
+        assert tables_of(path)[1] == parked == {"a": (parked["a"][0], T0 + 60)}
         queue.enqueue("a", {"n": 3}, delay_seconds=30)  # earlier: back in the rotation
-        turns, after = _tables(path)
+        turns, after = tables_of(path)
         assert after == {} and turns["a"] == parked["a"][0]
     finally:
         queue.close()
@@ -198,15 +195,15 @@ def test_tenants_parked_with_only_leased_work_come_back_with_their_turns(
         queue.fail(dead, error="no", retryable=False)
         for n in range(3):
             queue.enqueue("zz", {"n": n})
-        served = _drain(queue, 1)
+        served = drain(queue, 1)
         queue.enqueue("c", {"c": 1})
-        served += _drain(queue, 1)  # c (a newer turn than zz's first claim)
+        served += drain(queue, 1)  # c (a newer turn than zz's first claim)
         queue.requeue("b", dead.item_id)
-        served += _drain(queue, 1)  # b: its old turn is older than zz's
+        served += drain(queue, 1)  # b: its old turn is older than zz's
         clock.advance(31)  # a's lease lapsed: retried after the backoff
         assert [item.tenant for item in queue.reap()] == ["a"]
         clock.advance(5)
-        return served + _drain(queue)  # a's turn (its claim) is older than zz's
+        return served + drain(queue)  # a's turn (its claim) is older than zz's
 
     got = _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "c", "b", "a", "zz", "zz"]
@@ -216,52 +213,22 @@ def test_prune_forgets_parked_tenants_without_items_and_keeps_the_others(
     tmp_path: Path,
 ) -> None:
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = _open(path, clock)
+    queue = open_queue(path, clock)
     try:
         for k in range(10):  # drained tenants (their turns wait for prune)
             queue.enqueue(f"done-{k}", {"k": k})
-        assert len(_drain(queue)) == 10
+        assert len(drain(queue)) == 10
         queue.enqueue("delayed", {"n": 0}, delay_seconds=60)
         for n in range(2):
             queue.enqueue("zz", {"n": n})
-        assert len(_drain(queue, 1)) == 1  # parks the drained tenants and "delayed"
-        turns, parked = _tables(path)
+        assert len(drain(queue, 1)) == 1  # parks the drained tenants and "delayed"
+        turns, parked = tables_of(path)
         assert len(parked) >= 10 and "delayed" in parked
         assert queue.prune(limit=100) == 10
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert set(parked) | set(turns) == {"delayed", "zz"}
         clock.advance(60)
-        assert [tenant for tenant, _ in _drain(queue)] == ["delayed", "zz"]
-    finally:
-        queue.close()
-
-
-def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) -> None:
-    path, clock = tmp_path / "v3.db", ManualClock(T0)
-    queue = _open(path, clock)
-    try:
-        for k in range(80):
-            queue.enqueue(f"idle-{k:02d}", {"k": k}, delay_seconds=60)
-        queue.enqueue("zz", {"n": 0})
-    finally:
-        queue.close()
-    with sqlite3.connect(path) as conn:  # what a runyard of queue version 3 had
-        for statement in AT_VERSION_3:
-            conn.execute(statement)
-        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
-    migration, names = migrate_as_refused(path, 3)
-    assert migration.startswith('DROP TRIGGER IF EXISTS "runyard_work_items_enters"')
-    assert {"runyard_work_items_parks", "runyard_work_items_rejoins_ready"} <= names
-    queue = _open(path, clock)
-    try:
-        lease = queue.claim("w")
-        assert lease is not None and lease.tenant == "zz"
-        assert len(_tables(path)[1]) == PARK_PER_CLAIM
-        queue.complete(lease)
-        queue.enqueue("new", {"n": 0})  # a new tenant still joins the rotation
-        clock.advance(60)
-        served = [tenant for tenant, _ in _drain(queue)]
-        assert served == [f"idle-{k:02d}" for k in range(80)] + ["new"]
+        assert [tenant for tenant, _ in drain(queue)] == ["delayed", "zz"]
     finally:
         queue.close()
 
@@ -272,19 +239,19 @@ def test_a_claim_that_finds_nothing_due_parks_the_front_of_the_rotation(
     """An idle worker's polls park the tenants without due work too (64 a poll), so a poll
     does not probe them all again each time."""
     path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = _open(path, clock)
+    queue = open_queue(path, clock)
     try:
         for k in range(150):
             queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60)
         assert queue.claim("w") is None
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert sorted(parked) == [f"idle-{k:03d}" for k in range(PARK_PER_CLAIM)]
         assert queue.claim_many("w", limit=3) == []
         assert queue.claim("w") is None
-        turns, parked = _tables(path)
+        turns, parked = tables_of(path)
         assert turns == {} and len(parked) == 150
         clock.advance(60)
-        served = _drain(queue)
+        served = drain(queue)
         assert [tenant for tenant, _ in served] == [f"idle-{k:03d}" for k in range(150)]
     finally:
         queue.close()
@@ -302,10 +269,10 @@ def test_a_retry_due_before_the_parked_due_time_puts_the_tenant_back(
         held = queue.claim("w")  # a's only due item: a holds only a delayed one now
         for n in range(4):
             queue.enqueue("zz", {"n": n})
-        served = _drain(queue, 1)  # steps over a: parked until 600 s
+        served = drain(queue, 1)  # steps over a: parked until 600 s
         queue.fail(held, error="flaky", retryable=True)  # retried after 5 s
         clock.advance(5)
-        return served + _drain(queue)
+        return served + drain(queue)
 
     got = _served_as_memory(tmp_path / "q.db", script)
     assert [tenant for tenant, _ in got] == ["zz", "a", "zz", "zz", "zz"]
@@ -325,7 +292,7 @@ def test_a_call_with_several_put_back_rounds_reclaims_as_one_claim(tmp_path: Pat
             queue.enqueue(f"idle-{k:03d}", {"k": k}, delay_seconds=60)
         for n in range(6):
             queue.enqueue("zz", {"n": n})
-        _drain(queue, 6)  # the claims step over the idle tenants: 64 parked a claim
+        drain(queue, 6)  # the claims step over the idle tenants: 64 parked a claim
         clock.advance(61)  # the 20 leases lapsed, the idle tenants are due
         lease = queue.claim("w")
         stats = queue.stats()
@@ -333,85 +300,3 @@ def test_a_call_with_several_put_back_rounds_reclaims_as_one_claim(tmp_path: Pat
 
     got = _served_as_memory(tmp_path / "q.db", script)
     assert got[0] == ("idle-000", {"k": 0}) and got[1][1].leased == 13  # 8 of 20 reclaimed
-
-
-def test_two_queues_in_one_file_park_their_tenants_apart(tmp_path: Path) -> None:
-    """The parked table is named after each queue's rotation table (turns + "_parked"), so
-    queues named table by table in one file never share it."""
-    path, clock = tmp_path / "q.db", ManualClock(T0)
-    names = {  # the rotation's table named, the parked one not
-        side: SqliteTables(work=f"{side}_work", turns=f"{side}_turns", counters=f"{side}_counters")
-        for side in ("a", "b")
-    }
-    queues = {}
-    for side, tables in names.items():
-        queues[side] = SqliteWorkQueue.open(
-            path, create_schema=True, clock=clock, policy=POLICY, tables=tables
-        )
-    try:
-        assert names["a"].turns_parked == "a_turns_parked"
-        queues["a"].enqueue("x", {"side": "a"}, delay_seconds=60)
-        queues["a"].enqueue("zz", {"side": "a"})
-        assert _drain(queues["a"], 1) == [("zz", {"side": "a"})]  # parks a's x
-        queues["b"].enqueue("x", {"side": "b"})  # b's x, in b's rotation
-        clock.advance(61)
-        served = _drain(queues["a"])
-        assert served == [("x", {"side": "a"})]
-        assert _drain(queues["b"]) == [("x", {"side": "b"})]
-    finally:
-        for queue in queues.values():
-            queue.close()
-
-
-def test_an_older_schema_script_after_the_migration_changes_nothing(
-    tmp_path: Path,
-) -> None:
-    """An older runyard's schema script (its state store opened with create_schema=True)
-    finds version 4's _enters trigger under the name it knows and leaves it: a parked tenant's
-    enqueue due no earlier leaves it parked only, and claims go on."""
-    path, clock = tmp_path / "q.db", ManualClock(T0)
-    queue = _open(path, clock)
-    try:
-        queue.enqueue("a", {"n": 0}, delay_seconds=60)
-        for n in range(3):
-            queue.enqueue("zz", {"n": n})
-        assert len(_drain(queue, 1)) == 1  # parks a
-        with sqlite3.connect(path) as conn:  # version 3's trigger, as its script creates it
-            old_trigger = AT_VERSION_3[-1]
-            conn.execute(old_trigger.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS"))
-        queue.enqueue("a", {"n": 1}, delay_seconds=90)
-        turns, parked = _tables(path)
-        assert "a" in parked and "a" not in turns
-        assert [tenant for tenant, _ in _drain(queue)] == ["zz", "zz"]
-    finally:
-        queue.close()
-
-
-def test_a_queue_file_at_version_three_parks_nothing_before_its_migration(
-    tmp_path: Path,
-) -> None:
-    """This runyard's schema script may reach a file of queue version 3 before its migration
-    (its state store applies it with create_schema=True and opens the file): the park trigger
-    it adds parks nothing until the version is 4, so a runyard of version 3 still claiming
-    from the file (which never puts tenants back) strands nobody."""
-    path, clock = tmp_path / "v3.db", ManualClock(T0)
-    queue = _open(path, clock)
-    try:
-        queue.enqueue("a", {"n": 0}, delay_seconds=60)
-        for n in range(2):
-            queue.enqueue("b", {"n": n})
-    finally:
-        queue.close()
-    with sqlite3.connect(path) as conn:  # what a runyard of queue version 3 had
-        for statement in AT_VERSION_3:
-            conn.execute(statement)
-        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
-    (SqliteStateStore.open(path, create_schema=True)).close()
-    claim = queue_statements(SqliteTables())["claim"]
-    params = {"worker": "old", "now": T0, "lease_seconds": 30.0, "max_lease": 3600.0}
-    with closing(sqlite3.connect(path)) as conn:  # a claim of version 3 (the same statement)
-        (row,) = conn.execute(claim, params).fetchall()
-        conn.commit()
-    assert row[0] == "b"
-    turns, parked = _tables(path)
-    assert parked == {} and set(turns) == {"a", "b"}

@@ -1,0 +1,134 @@
+"""SQLite queue version 4 beside other versions and other tables: a file at queue version 3
+migrates (the refusal's SQL) and parks; this runyard's schema script reaching such a file
+before its migration parks nothing for a runyard of version 3; version 3's trigger statement on
+a migrated file changes nothing; two queues named table by table in one file park apart."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from runyard import ManualClock
+from runyard.sqlite import AsyncSqliteStateStore, AsyncSqliteWorkQueue, SqliteTables
+from runyard.sqlite.statements_queue import queue_statements
+
+from tests._async.test_sqlite_parked import PARK_PER_CLAIM, POLICY, T0, drain, open_queue, tables_of
+from tests._async.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
+
+
+@pytest.mark.asyncio
+async def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) -> None:
+    path, clock = tmp_path / "v3.db", ManualClock(T0)
+    queue = await open_queue(path, clock)
+    try:
+        for k in range(80):
+            await queue.enqueue(f"idle-{k:02d}", {"k": k}, delay_seconds=60)
+        await queue.enqueue("zz", {"n": 0})
+    finally:
+        await queue.aclose()
+    with sqlite3.connect(path) as conn:  # what a runyard of queue version 3 had
+        for statement in AT_VERSION_3:
+            conn.execute(statement)
+        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
+    migration, names = await migrate_as_refused(path, 3)
+    assert migration.startswith('DROP TRIGGER IF EXISTS "runyard_work_items_enters"')
+    assert {"runyard_work_items_parks", "runyard_work_items_rejoins_ready"} <= names
+    queue = await open_queue(path, clock)
+    try:
+        lease = await queue.claim("w")
+        assert lease is not None and lease.tenant == "zz"
+        assert len(tables_of(path)[1]) == PARK_PER_CLAIM
+        await queue.complete(lease)
+        await queue.enqueue("new", {"n": 0})  # a new tenant still joins the rotation
+        clock.advance(60)
+        served = [tenant for tenant, _ in await drain(queue)]
+        assert served == [f"idle-{k:02d}" for k in range(80)] + ["new"]
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_two_queues_in_one_file_park_their_tenants_apart(tmp_path: Path) -> None:
+    """The parked table is named after each queue's rotation table (turns + "_parked"), so
+    queues named table by table in one file never share it."""
+    path, clock = tmp_path / "q.db", ManualClock(T0)
+    names = {  # the rotation's table named, the parked one not
+        side: SqliteTables(work=f"{side}_work", turns=f"{side}_turns", counters=f"{side}_counters")
+        for side in ("a", "b")
+    }
+    queues = {}
+    for side, tables in names.items():
+        queues[side] = await AsyncSqliteWorkQueue.open(
+            path, create_schema=True, clock=clock, policy=POLICY, tables=tables
+        )
+    try:
+        assert names["a"].turns_parked == "a_turns_parked"
+        await queues["a"].enqueue("x", {"side": "a"}, delay_seconds=60)
+        await queues["a"].enqueue("zz", {"side": "a"})
+        assert await drain(queues["a"], 1) == [("zz", {"side": "a"})]  # parks a's x
+        await queues["b"].enqueue("x", {"side": "b"})  # b's x, in b's rotation
+        clock.advance(61)
+        served = await drain(queues["a"])
+        assert served == [("x", {"side": "a"})]
+        assert await drain(queues["b"]) == [("x", {"side": "b"})]
+    finally:
+        for queue in queues.values():
+            await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_an_older_schema_script_after_the_migration_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """An older runyard's schema script (its state store opened with create_schema=True)
+    finds version 4's _enters trigger under the name it knows and leaves it: a parked tenant's
+    enqueue due no earlier leaves it parked only, and claims go on."""
+    path, clock = tmp_path / "q.db", ManualClock(T0)
+    queue = await open_queue(path, clock)
+    try:
+        await queue.enqueue("a", {"n": 0}, delay_seconds=60)
+        for n in range(3):
+            await queue.enqueue("zz", {"n": n})
+        assert len(await drain(queue, 1)) == 1  # parks a
+        with sqlite3.connect(path) as conn:  # version 3's trigger, as its script creates it
+            old_trigger = AT_VERSION_3[-1]
+            conn.execute(old_trigger.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS"))
+        await queue.enqueue("a", {"n": 1}, delay_seconds=90)
+        turns, parked = tables_of(path)
+        assert "a" in parked and "a" not in turns
+        assert [tenant for tenant, _ in await drain(queue)] == ["zz", "zz"]
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_queue_file_at_version_three_parks_nothing_before_its_migration(
+    tmp_path: Path,
+) -> None:
+    """This runyard's schema script may reach a file of queue version 3 before its migration
+    (its state store applies it with create_schema=True and opens the file): the park trigger
+    it adds parks nothing until the version is 4, so a runyard of version 3 still claiming
+    from the file (which never puts tenants back) strands nobody."""
+    path, clock = tmp_path / "v3.db", ManualClock(T0)
+    queue = await open_queue(path, clock)
+    try:
+        await queue.enqueue("a", {"n": 0}, delay_seconds=60)
+        for n in range(2):
+            await queue.enqueue("b", {"n": n})
+    finally:
+        await queue.aclose()
+    with sqlite3.connect(path) as conn:  # what a runyard of queue version 3 had
+        for statement in AT_VERSION_3:
+            conn.execute(statement)
+        conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
+    await (await AsyncSqliteStateStore.open(path, create_schema=True)).aclose()
+    claim = queue_statements(SqliteTables())["claim"]
+    params = {"worker": "old", "now": T0, "lease_seconds": 30.0, "max_lease": 3600.0}
+    with closing(sqlite3.connect(path)) as conn:  # a claim of version 3 (the same statement)
+        (row,) = conn.execute(claim, params).fetchall()
+        conn.commit()
+    assert row[0] == "b"
+    turns, parked = tables_of(path)
+    assert parked == {} and set(turns) == {"a", "b"}
