@@ -1,15 +1,14 @@
 """The SQLite queue against the memory backend, fed the same seeded scripts of operations:
 enqueue and enqueue_many (delays, run_at, priorities), claim and claim_many, complete, fail,
-release, heartbeat, reap, requeue, cancel, purge_dead, prune, stats and clock ticks. Every call
-must give the same result, and after every call no tenant with an item is missing from both the
+release, heartbeat, reap, adopt, requeue, cancel, purge_dead, prune, stats and clock ticks.
+Every call must give the same result, and after every call no tenant with an item is missing from both the
 rotation and the parked tenants, none is in both, and none with a ready item is parked past it;
 after a claim call no parked tenant has due work.
 
 One lane runs the store's own constants; the other parks 2 tenants a claim and puts back 2 a
 round (the park trigger and the put-back round shrunk), so that partial parking, several rounds
-of put-backs and the lapses reclaimed beside them come up in short scripts. ``adopt`` is left
-out: it takes fresh tokens from the claim counter, which sets the turn a tenant joining later
-gets, where the memory backend counts turns apart (an older difference of the two).
+of put-backs and the lapses reclaimed beside them come up in short scripts. ``adopt`` is in
+since queue version 5 (before it, its fresh tokens moved the turn a tenant joining later got).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ OPERATIONS = [
     "release",
     "heartbeat",
     "reap",
+    "adopt",
     "requeue",
     "cancel",
     "purge",
@@ -205,6 +205,12 @@ def _run(seed: int, steps: int, tenants: int, path: Path, park: int | None) -> N
             elif op == "reap":
                 mine = sorted(_plain(memory.reap(limit=100)))
                 theirs = sorted(_plain(store.reap(limit=100)))
+            elif op == "adopt":
+                worker = rng.choice(["w1", "w2"])
+                got_m, got_s = memory.adopt(worker), store.adopt(worker)
+                mine, theirs = _plain(got_m), _plain(got_s)
+                for x, y in zip(got_m, got_s, strict=False):
+                    held[(x.tenant, x.item_id)] = (x, y)
             elif op == "requeue":
                 tenant = rng.choice(names)
                 letters = memory.dead_letters(tenant, limit=100)

@@ -33,7 +33,8 @@ async def test_a_queue_file_at_version_three_migrates_and_parks(tmp_path: Path) 
             conn.execute(statement)
         conn.execute("UPDATE runyard_schema SET version = 3 WHERE component = 'queue'")
     migration, names = await migrate_as_refused(path, 3)
-    assert migration.startswith('DROP TRIGGER IF EXISTS "runyard_work_items_enters"')
+    assert migration.startswith('ALTER TABLE "runyard_counters" ADD COLUMN turns')
+    assert 'DROP TRIGGER IF EXISTS "runyard_work_items_enters"' in migration
     assert {"runyard_work_items_parks", "runyard_work_items_rejoins_ready"} <= names
     queue = await open_queue(path, clock)
     try:
@@ -83,7 +84,7 @@ async def test_an_older_schema_script_after_the_migration_changes_nothing(
     tmp_path: Path,
 ) -> None:
     """An older runyard's schema script (its state store opened with create_schema=True)
-    finds version 4's _enters trigger under the name it knows and leaves it: a parked tenant's
+    finds this runyard's _enters trigger under the name it knows and leaves it: a parked tenant's
     enqueue due no earlier leaves it parked only, and claims go on."""
     path, clock = tmp_path / "q.db", ManualClock(T0)
     queue = await open_queue(path, clock)

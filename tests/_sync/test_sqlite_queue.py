@@ -52,8 +52,32 @@ def test_a_queue_file_at_version_one_is_refused_with_the_migration(tmp_path: Pat
         queue.close()
 
 
+# What a runyard of queue version 4 had: no turn counter of its own (a claimed tenant's turn was
+# its token, a new tenant's the token counter's value), in the two triggers that give turns.
+AT_VERSION_4 = (
+    "DROP TRIGGER runyard_work_items_claimed",
+    "DROP TRIGGER runyard_work_items_enters",
+    "ALTER TABLE runyard_counters DROP COLUMN turns",
+    """CREATE TRIGGER runyard_work_items_claimed AFTER UPDATE OF token ON runyard_work_items
+    WHEN NEW.state = 'leased' AND OLD.state = 'ready'
+    BEGIN
+        UPDATE runyard_counters SET claims = NEW.token WHERE id = 1;
+        UPDATE runyard_tenant_turns SET turn = NEW.token WHERE tenant = NEW.tenant;
+    END""",
+    """CREATE TRIGGER runyard_work_items_enters AFTER INSERT ON runyard_work_items
+    BEGIN
+        INSERT OR REPLACE INTO runyard_tenant_turns (tenant, turn)
+        SELECT p.tenant, p.turn FROM runyard_tenant_turns_parked p
+        WHERE p.tenant = NEW.tenant AND (p.due_at IS NULL OR p.due_at > NEW.available_at);
+        INSERT OR IGNORE INTO runyard_tenant_turns (tenant, turn)
+        SELECT NEW.tenant, c.claims FROM runyard_counters c
+        WHERE c.id = 1 AND NOT EXISTS
+            (SELECT 1 FROM runyard_tenant_turns_parked p WHERE p.tenant = NEW.tenant);
+    END""",
+)
 # What a runyard of queue version 3 lacked: the parked tenants (their table and triggers).
 AT_VERSION_3 = (
+    *AT_VERSION_4,
     "DROP TRIGGER runyard_work_items_parks",
     "DROP TRIGGER runyard_work_items_enters",
     "DROP TRIGGER runyard_work_items_rejoins_ready",
@@ -77,11 +101,12 @@ def migrate_as_refused(path: Path, found: int) -> tuple[str, set[str]]:
     """Open the queue on ``path`` (its queue at version ``found``): it is refused naming both
     versions; run the repair the message names (SQLITE_SCHEMA, then its SQL in one
     transaction). Return the SQL and the names of the file's indexes and triggers after; the
-    ``_enters`` trigger is version 4's (it knows parked tenants)."""
+    ``_enters`` trigger is version 5's (it knows parked tenants and the turn counter), and the
+    turn counter starts at the token counter's value."""
     with pytest.raises(ConfigurationError) as refused:
         SqliteWorkQueue.open(path, create_schema=True)
     message = str(refused.value)
-    assert f"'queue' is at schema version {found}" in message and "version 4" in message
+    assert f"'queue' is at schema version {found}" in message and "version 5" in message
     migration = message.split("run `")[1].split("`")[0]
     with sqlite3.connect(path) as conn:  # the repair the message names
         conn.executescript(SQLITE_SCHEMA)
@@ -90,7 +115,9 @@ def migrate_as_refused(path: Path, found: int) -> tuple[str, set[str]]:
         (enters,) = conn.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'runyard_work_items_enters'"
         ).fetchone()
-    assert "runyard_tenant_turns_parked" in enters
+        counters = conn.execute("SELECT claims, turns FROM runyard_counters").fetchall()
+    assert "runyard_tenant_turns_parked" in enters and "c.turns" in enters
+    assert [(claims, turns) for claims, turns in counters if claims == turns] == counters
     return migration, names
 
 

@@ -38,19 +38,27 @@ __all__ = [
 # state 4: list_runs by status: the runs (tenant, status, seq) index.
 # queue 4: parked tenants (the turns_parked table, its indexes and three triggers): a claim no
 # longer probes, at every call, the tenants in front of the one it serves that have no due work.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 4, "executions": 2}
+# queue 5: the counters' turns column (a turn counter that only claims move; adopt's tokens no
+# longer change the turns of tenants that join after it), and the two triggers that use it.
+SCHEMA_VERSIONS: dict[str, int] = {"state": 4, "queue": 5, "executions": 2}
 
 # State 1, 2 or 3 to 4: SQLITE_SCHEMA adds every table and index of the state since version 1
 # (the events table, the lease floors, the index of leases by expiry, the index by status).
 _STATE_4 = "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'state'"
 
-# Queue 3 to 4: SQLITE_SCHEMA adds the parked table, its indexes and triggers; the _enters
-# trigger of version 3 (it knew no parked tenants) is replaced by version 4's, under its name.
-_QUEUE_FROM_3 = (
+# Queue 4 to 5: the turn counter starts where the claim counter is (every turn so far was a
+# token), and the two triggers that give turns are replaced by version 5's, under their names.
+_QUEUE_FROM_4 = (
+    'ALTER TABLE "{counters}" ADD COLUMN turns INTEGER NOT NULL DEFAULT 0; '
+    'UPDATE "{counters}" SET turns = claims WHERE id = 1; '
+    'DROP TRIGGER IF EXISTS "{work}_claimed"; {create_claimed}; '
     'DROP TRIGGER IF EXISTS "{work}_enters"; {create_enters}; '
-    "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'queue'"
+    "UPDATE \"{schema_table}\" SET version = 5 WHERE component = 'queue'"
 )
-# Queue 2 to 4 (the indexes of ready items are version 2's).
+# Queue 3 to 5: SQLITE_SCHEMA adds the parked table, its indexes and triggers (version 4); the
+# _enters trigger of version 3 (it knew no parked tenants) is replaced as from version 4.
+_QUEUE_FROM_3 = _QUEUE_FROM_4
+# Queue 2 to 5 (the indexes of ready items are version 2's).
 _QUEUE_FROM_2 = 'DROP INDEX IF EXISTS "{work}_by_worker"; ' + _QUEUE_FROM_3
 
 # How a file at an older version of a component reaches the current one: the SQL to run (after
@@ -63,6 +71,7 @@ _MIGRATIONS: dict[tuple[str, int], str] = {
     ),
     ("queue", 2): _QUEUE_FROM_2,
     ("queue", 3): _QUEUE_FROM_3,
+    ("queue", 4): _QUEUE_FROM_4,
     ("state", 1): _STATE_4,
     ("state", 2): _STATE_4,
     ("state", 3): _STATE_4,
@@ -194,11 +203,11 @@ def schema_sql(tables: SqliteTables | None = None) -> str:
     return _template().format_map((tables or SqliteTables()).names())
 
 
-def _enters_trigger() -> str:
-    """The schema's CREATE statement of the ``{work}_enters`` trigger (a template), which the
-    migration from queue version 3 runs after dropping version 3's."""
+def _trigger(suffix: str) -> str:
+    """The schema's CREATE statement of the ``{work}<suffix>`` trigger (a template), which a
+    queue migration runs after dropping the older version's."""
     text = _template()
-    start = text.index('CREATE TRIGGER IF NOT EXISTS "{work}_enters"')
+    start = text.index(f'CREATE TRIGGER IF NOT EXISTS "{{work}}{suffix}"')
     return text[start : text.index("END;", start) + len("END")]
 
 
@@ -230,7 +239,9 @@ def version_message(tables: SqliteTables, component: str, found: int | None, whe
             "migrate the file (runyard.sqlite.SQLITE_SCHEMA, see docs/sqlite.md) or install "
             "the matching runyard"
         )
-    sql = migration.replace("{create_enters}", _enters_trigger()).format_map(tables.names())
+    for suffix in ("_enters", "_claimed"):
+        migration = migration.replace(f"{{create{suffix}}}", _trigger(suffix))
+    sql = migration.format_map(tables.names())
     return head + (
         f"migrate the file: apply runyard.sqlite.SQLITE_SCHEMA, then run `{sql}` in one "
         "transaction (see docs/sqlite.md), or install the matching runyard"

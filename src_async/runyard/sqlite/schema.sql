@@ -1,6 +1,6 @@
 -- runyard's SQLite schema: state at version 4 (2: the run event logs; 3: lease pruning; 4: the
--- index of runs by status), queue at 4 (2: per-item max_attempts; 3: no index by worker;
--- 4: parked tenants),
+-- index of runs by status), queue at 5 (2: per-item max_attempts; 3: no index by worker;
+-- 4: parked tenants; 5: a turn counter of its own, which adopt does not move),
 -- executions at 2 (processed marks pruned oldest first).
 --
 -- Names in braces are filled in by runyard.sqlite.schema_sql(SqliteTables(...)). Every statement
@@ -131,16 +131,22 @@ CREATE INDEX IF NOT EXISTS "{work}_lapsing" ON "{work}" (lease_expires_at, token
     WHERE state = 'leased';
 CREATE INDEX IF NOT EXISTS "{work}_dead" ON "{work}" (tenant, dead_at, item_id) WHERE state = 'dead';
 
--- The claim counter: every claim takes the next value as its fencing token and as its
--- tenant's new turn (never reused, so a stale token can never match a later claim).
+-- The counters. claims: every claim, and every lease adopt re-tokens, takes the next value as
+-- its fencing token (never reused, so a stale token can never match a later one). turns
+-- (queue version 5): every claim, and only a claim, takes the next value as its tenant's new
+-- turn, so an adopt changes no tenant's place in the rotation (before version 5 the turn was
+-- the token, and an adopt between two claims moved the tenants that joined after it). The
+-- INSERT names no turns column: an older file that this script reaches before its migration
+-- has none (the migration adds it).
 CREATE TABLE IF NOT EXISTS "{counters}" (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
-    claims  INTEGER NOT NULL
+    claims  INTEGER NOT NULL,
+    turns   INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO "{counters}" (id, claims) VALUES (1, 0);
 
 -- A tenant's turn: claims serve the tenant with the oldest turn that has due work; a new
--- tenant's turn is the claim counter's current value, ties go by tenant name.
+-- tenant's turn is the turn counter's current value, ties go by tenant name.
 CREATE TABLE IF NOT EXISTS "{turns}" (
     tenant  TEXT PRIMARY KEY,
     turn    INTEGER NOT NULL
@@ -151,8 +157,9 @@ CREATE INDEX IF NOT EXISTS "{turns}_by_turn" ON "{turns}" (turn, tenant);
 CREATE TRIGGER IF NOT EXISTS "{work}_claimed" AFTER UPDATE OF token ON "{work}"
 WHEN NEW.state = 'leased' AND OLD.state = 'ready'
 BEGIN
-    UPDATE "{counters}" SET claims = NEW.token WHERE id = 1;
-    UPDATE "{turns}" SET turn = NEW.token WHERE tenant = NEW.tenant;
+    UPDATE "{counters}" SET claims = NEW.token, turns = turns + 1 WHERE id = 1;
+    UPDATE "{turns}" SET turn = (SELECT c.turns FROM "{counters}" c WHERE c.id = 1)
+    WHERE tenant = NEW.tenant;
 END;
 
 -- Parked tenants (queue version 4): a claim serves the tenant with the oldest turn that has due
@@ -200,16 +207,17 @@ BEGIN
 END;
 -- An item entering ready (enqueue, retry, release, requeue) due before its parked tenant's
 -- due_at puts the tenant back with its turn. A new item of a tenant in neither table (a new
--- tenant, or one prune forgot) gives it the claim counter's current value as its turn. (This
+-- tenant, or one prune forgot) gives it the turn counter's current value as its turn. (This
 -- trigger keeps the name of queue version 3's, which knew no parked tenants, so that an older
--- runyard's schema script finds it and leaves it; the migration replaces the old one.)
+-- runyard's schema script finds it and leaves it; the migrations replace the old one. Version
+-- 5's migration replaces the _claimed trigger the same way.)
 CREATE TRIGGER IF NOT EXISTS "{work}_enters" AFTER INSERT ON "{work}"
 BEGIN
     INSERT OR REPLACE INTO "{turns}" (tenant, turn)
     SELECT p.tenant, p.turn FROM "{turns_parked}" p
     WHERE p.tenant = NEW.tenant AND (p.due_at IS NULL OR p.due_at > NEW.available_at);
     INSERT OR IGNORE INTO "{turns}" (tenant, turn)
-    SELECT NEW.tenant, c.claims FROM "{counters}" c
+    SELECT NEW.tenant, c.turns FROM "{counters}" c
     WHERE c.id = 1 AND NOT EXISTS (SELECT 1 FROM "{turns_parked}" p WHERE p.tenant = NEW.tenant);
 END;
 CREATE TRIGGER IF NOT EXISTS "{work}_rejoins_ready" AFTER UPDATE OF state ON "{work}"
@@ -289,4 +297,4 @@ CREATE TABLE IF NOT EXISTS "{trace}" (
 );
 
 INSERT OR IGNORE INTO "{schema_table}" (component, version)
-VALUES ('state', 4), ('queue', 4), ('executions', 2);
+VALUES ('state', 4), ('queue', 5), ('executions', 2);

@@ -58,6 +58,20 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
             await queue.complete(first)
         await queue.complete(second)
 
+    @pytest.mark.asyncio
+    async def test_adopt_leaves_the_turns_as_they_were(self, queue: AsyncWorkQueue) -> None:
+        # adopt mints tokens but is not a claim: it moves no claim counter, so a tenant first
+        # seen after it joins with the same turn as without it. Here b was served by the first
+        # claim, and a, first seen after the adopt, ties with b (the counter's current value)
+        # and goes first by name, as it would with no adopt between.
+        await queue.enqueue("b", {}, item_id="b1")
+        await queue.enqueue("b", {}, item_id="b2")
+        assert (await self._lease(queue, "w1")).item_id == "b1"
+        assert [lease.item_id for lease in await queue.adopt("w1")] == ["b1"]
+        await queue.enqueue("a", {}, item_id="a1")
+        served = [(await self._lease(queue, "w2")).item_id for _ in range(2)]
+        assert served == ["a1", "b2"]
+
     # -- the lapse backoff --------------------------------------------------------------------
     @pytest.mark.asyncio
     async def test_a_reaped_lapse_is_not_claimable_before_its_backoff(
