@@ -1,9 +1,9 @@
 """The SQLite queue against the memory backend, fed the same seeded scripts of operations:
 enqueue and enqueue_many (delays, run_at, priorities), claim and claim_many, complete, fail,
 release, heartbeat, reap, adopt, requeue, cancel, purge_dead, prune, stats and clock ticks.
-Every call must give the same result, and after every call no tenant with an item is missing from both the
-rotation and the parked tenants, none is in both, and none with a ready item is parked past it;
-after a claim call no parked tenant has due work.
+Every call must give the same result, and after every call no tenant with an item is missing
+from both the rotation and the parked tenants, none is in both, and none with a ready item is
+parked past it; after a claim call no parked tenant has due work.
 
 One lane runs the store's own constants; the other parks 2 tenants a claim and puts back 2 a
 round (the park trigger and the put-back round shrunk), so that partial parking, several rounds
