@@ -81,7 +81,7 @@ def test_a_file_of_queue_version_four_before_and_after_its_migration(tmp_path: P
     """Version 4 gave a claimed tenant its token as its turn and a new tenant the token
     counter's value, so an adopt between claims moved the tenants that joined after it. The
     migration starts the turn counter at the token counter's value: the turns already given
-    stay, and an adopt after it moves none (a, joining after the adopt, ties with b and goes
+    stay, and an adopt after it moves none (aa, joining after the adopt, ties with b and goes
     first by name, as on every other backend)."""
     path = tmp_path / "v4.db"
     _version_3_file(path, version=4)

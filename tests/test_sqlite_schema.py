@@ -130,3 +130,20 @@ def test_a_state_3_file_is_refused_with_its_migration_and_opens_once_migrated(
         assert [r.run_id for r in store.list_runs("acme", status="done").items] == ["r"]
     finally:
         store.close()
+
+
+def test_a_refusal_names_the_schema_rendered_for_the_stores_table_names() -> None:
+    """SQLITE_SCHEMA holds the default names: for any other names a refusal's repair is
+    schema_sql(tables), else applying it literally would make a second set of tables."""
+    from runyard.sqlite.schema import schema_refusal
+
+    default, prefixed = SqliteTables(), SqliteTables.with_prefix("app_")
+    for versions, names in (
+        (None, "table app_schema does not exist"),
+        ({"queue": 4}, '"app_counters"'),
+    ):
+        plain = schema_refusal(default, "queue", set(), versions, "q.db") or ""
+        named = schema_refusal(prefixed, "queue", set(), versions, "q.db") or ""
+        assert "apply runyard.sqlite.SQLITE_SCHEMA" in plain and "schema_sql" not in plain
+        assert "apply runyard.sqlite.schema_sql(tables) for these table names" in named
+        assert names in named

@@ -10,12 +10,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from runyard import ManualClock
+from runyard import ConfigurationError, ManualClock
 from runyard.sqlite import AsyncSqliteStateStore, AsyncSqliteWorkQueue, SqliteTables
 from runyard.sqlite.statements_queue import queue_statements
 
 from tests._async.test_sqlite_parked import PARK_PER_CLAIM, POLICY, T0, drain, open_queue, tables_of
-from tests._async.test_sqlite_queue import AT_VERSION_3, migrate_as_refused
+from tests._async.test_sqlite_queue import AT_VERSION_3, AT_VERSION_4, migrate_as_refused
 
 
 @pytest.mark.asyncio
@@ -133,3 +133,76 @@ async def test_a_queue_file_at_version_three_parks_nothing_before_its_migration(
     assert row[0] == "b"
     turns, parked = tables_of(path)
     assert parked == {} and set(turns) == {"a", "b"}
+
+
+def _for_tables(statement: str, tables: SqliteTables) -> str:
+    """One of AT_VERSION_4's statements (default names) for ``tables``."""
+    for default, name in (
+        ("runyard_work_items", tables.work),
+        ("runyard_tenant_turns", tables.turns),
+        ("runyard_counters", tables.counters),
+    ):
+        statement = statement.replace(default, name)
+    return statement
+
+
+async def _refusal(path: Path, tables: SqliteTables) -> str:
+    with pytest.raises(ConfigurationError) as refused:
+        await AsyncSqliteWorkQueue.open(path, tables=tables)
+    return str(refused.value)
+
+
+@pytest.mark.asyncio
+async def test_each_set_of_queue_tables_sharing_the_schema_table_is_migrated(
+    tmp_path: Path,
+) -> None:
+    """Queues named table by table share the schema table's version row: the migration run for
+    one set of tables sets it for all. The other set, its triggers still version 4's, is
+    refused with the migration for its own tables (never served in version 4's order), and
+    serves as the memory backend does once it ran."""
+    path, clock = tmp_path / "q.db", ManualClock(T0)
+    names = {
+        side: SqliteTables(work=f"{side}_work", turns=f"{side}_turns", counters=f"{side}_counters")
+        for side in ("a", "b")
+    }
+    for tables in names.values():
+        await (await AsyncSqliteWorkQueue.open(path, create_schema=True, tables=tables)).aclose()
+    with sqlite3.connect(path) as conn:  # both sets as a runyard of queue version 4 left them
+        for tables in names.values():
+            for statement in AT_VERSION_4:
+                conn.execute(_for_tables(statement, tables))
+        conn.execute("UPDATE runyard_schema SET version = 4 WHERE component = 'queue'")
+    for side in ("a", "b"):
+        message = await _refusal(path, names[side])
+        if side == "a":
+            assert "'queue' is at schema version 4" in message
+        else:  # a's migration set the row to 5; b's triggers say otherwise
+            assert "still have version 4's trigger b_work_claimed" in message
+        migration = message.split("run `")[1].split("`")[0]
+        assert f'ALTER TABLE "{side}_counters" ADD COLUMN turns' in migration
+        with sqlite3.connect(path) as conn:
+            conn.executescript(f"BEGIN; {migration}; COMMIT;")
+    queue = await AsyncSqliteWorkQueue.open(path, clock=clock, policy=POLICY, tables=names["b"])
+    try:
+        await queue.enqueue("b", {}, item_id="b1")
+        await queue.enqueue("b", {}, item_id="b2")
+        first = await queue.claim("w1")
+        assert first is not None and first.item_id == "b1"
+        assert [lease.item_id for lease in await queue.adopt("w1")] == ["b1"]
+        await queue.enqueue("aa", {}, item_id="aa1")  # ties with b: first by name
+        served = [await queue.claim("w2") for _ in range(2)]
+        assert [lease and lease.item_id for lease in served] == ["aa1", "b2"]
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_queue_whose_tables_lack_a_trigger_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    await (await AsyncSqliteWorkQueue.open(path, create_schema=True)).aclose()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER runyard_work_items_claimed")
+    message = await _refusal(path, SqliteTables())
+    assert "trigger runyard_work_items_claimed does not exist" in message
+    assert "create_schema=True" in message
+    await (await AsyncSqliteWorkQueue.open(path, create_schema=True)).aclose()  # the repair

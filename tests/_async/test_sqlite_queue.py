@@ -118,7 +118,11 @@ async def migrate_as_refused(path: Path, found: int) -> tuple[str, set[str]]:
             "SELECT sql FROM sqlite_master WHERE name = 'runyard_work_items_enters'"
         ).fetchone()
         counters = conn.execute("SELECT claims, turns FROM runyard_counters").fetchall()
+        (claimed,) = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'runyard_work_items_claimed'"
+        ).fetchone()
     assert "runyard_tenant_turns_parked" in enters and "c.turns" in enters
+    assert "turns = turns + 1" in claimed
     assert [(claims, turns) for claims, turns in counters if claims == turns] == counters
     return migration, names
 

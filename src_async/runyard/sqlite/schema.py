@@ -211,17 +211,34 @@ def _trigger(suffix: str) -> str:
     return text[start : text.index("END;", start) + len("END")]
 
 
+def _rendered_migration(migration: str, tables: SqliteTables) -> str:
+    """A migration's SQL for ``tables``, the CREATE statements of its triggers filled in."""
+    for suffix in ("_enters", "_claimed"):
+        migration = migration.replace(f"{{create{suffix}}}", _trigger(suffix))
+    return migration.format_map(tables.names())
+
+
 def create_script(tables: SqliteTables | None = None) -> str:
     """The schema DDL wrapped in one ``BEGIN IMMEDIATE`` transaction: all of it or nothing."""
     return f"BEGIN IMMEDIATE;\n{schema_sql(tables)}\nCOMMIT;\n"
 
 
-def missing_schema_message(what: str, where: str) -> str:
+def _schema_named(tables: SqliteTables | None) -> str:
+    """How a message names the schema to apply: SQLITE_SCHEMA holds the default table names."""
+    if tables is None or tables == SqliteTables():
+        return "runyard.sqlite.SQLITE_SCHEMA"
+    return (
+        "runyard.sqlite.schema_sql(tables) for these table names (SQLITE_SCHEMA holds the "
+        "default names)"
+    )
+
+
+def missing_schema_message(what: str, where: str, tables: SqliteTables | None = None) -> str:
     """The ConfigurationError text for a database without runyard's schema, with the repair."""
     return (
         f"{what} in {where}: create runyard's schema first: open the store with "
         "create_schema=True, or call runyard.sqlite.create_schema(path), or apply "
-        "runyard.sqlite.SQLITE_SCHEMA with your migration tool (see docs/sqlite.md)"
+        f"{_schema_named(tables)} with your migration tool (see docs/sqlite.md)"
     )
 
 
@@ -236,16 +253,44 @@ def version_message(tables: SqliteTables, component: str, found: int | None, whe
     migration = None if found is None else _MIGRATIONS.get((component, found))
     if migration is None:
         return head + (
-            "migrate the file (runyard.sqlite.SQLITE_SCHEMA, see docs/sqlite.md) or install "
+            f"migrate the file ({_schema_named(tables)}, see docs/sqlite.md) or install "
             "the matching runyard"
         )
-    for suffix in ("_enters", "_claimed"):
-        migration = migration.replace(f"{{create{suffix}}}", _trigger(suffix))
-    sql = migration.format_map(tables.names())
+    sql = _rendered_migration(migration, tables)
     return head + (
-        f"migrate the file: apply runyard.sqlite.SQLITE_SCHEMA, then run `{sql}` in one "
+        f"migrate the file: apply {_schema_named(tables)}, then run `{sql}` in one "
         "transaction (see docs/sqlite.md), or install the matching runyard"
     )
+
+
+# The queue's triggers whose text changed with a version, each with what marks the current
+# text and the version before it. The schema table's row is one per component for the whole
+# file, while queues named table by table share the file: a migration run for one set of
+# tables sets the row for all, so each set's own triggers say whether it was migrated.
+# (Marks are looked for in the text with its runs of white space made single spaces.)
+_QUEUE_TRIGGER_MARKS = (("_enters", "{turns_parked}", 3), ("_claimed", "turns = turns + 1", 4))
+
+
+def _queue_trigger_refusal(
+    tables: SqliteTables, triggers: Mapping[str, str], where: str
+) -> str | None:
+    names = tables.names()
+    for suffix, mark, older in _QUEUE_TRIGGER_MARKS:
+        name = tables.work + suffix
+        sql = triggers.get(name)
+        if sql is None:
+            return missing_schema_message(f"trigger {name} does not exist", where, tables)
+        if mark.format_map(names) not in " ".join(sql.split()):
+            migration = _rendered_migration(_MIGRATIONS[("queue", older)], tables)
+            return (
+                f"{tables.schema_table} in {where} says component 'queue' is at schema version "
+                f"{SCHEMA_VERSIONS['queue']}, but the queue tables of {tables.work} still have "
+                f"version {older}'s trigger {name}: that row is shared by every set of queue "
+                "tables in the file, and each set is migrated on its own: migrate these tables: "
+                f"run `{migration}` in one transaction (see docs/sqlite.md), "
+                "or install the matching runyard"
+            )
+    return None
 
 
 def schema_refusal(
@@ -254,28 +299,35 @@ def schema_refusal(
     present: set[str],
     versions: Mapping[str, int] | None,
     where: str,
+    triggers: Mapping[str, str] | None = None,
 ) -> str | None:
     """Why ``component`` cannot use the file (the ConfigurationError text), or None.
 
     ``present`` holds the file's tables; ``versions`` the schema table's rows (None without
-    it). A component at another version is refused with its migration first, before a table of
-    this version it lacks is named (the migration's first step adds it)."""
+    it); ``triggers`` the file's triggers' CREATE statements by name (the queue's are checked
+    when given). A component at another version is refused with its migration first, before a
+    table of this version it lacks is named (the migration's first step adds it); a queue whose
+    own triggers are an older version's (another set of tables was migrated and set the shared
+    row) is refused with the migration for its tables."""
     wanted = SCHEMA_VERSIONS[component]
     found = None if versions is None else versions.get(component)
     if found is not None and found != wanted:
         return version_message(tables, component, found, where)
     for name in tables.relations(component):
         if name not in present:
-            return missing_schema_message(f"table {name} does not exist", where)
+            return missing_schema_message(f"table {name} does not exist", where, tables)
     if found != wanted:
         return version_message(tables, component, found, where)
+    if component == "queue" and triggers is not None:
+        return _queue_trigger_refusal(tables, triggers, where)
     return None
 
 
 def verify_statements(tables: SqliteTables) -> tuple[str, str]:
-    """The two reads of verify(): the tables that exist, and the schema table's versions."""
+    """The two reads of verify(): the tables and triggers that exist (type, name, CREATE
+    statement), and the schema table's versions."""
     return (
-        "SELECT name FROM sqlite_master WHERE type = 'table'",
+        "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'trigger')",
         f'SELECT component, version FROM "{tables.schema_table}"',
     )
 

@@ -153,7 +153,7 @@ CREATE TABLE IF NOT EXISTS "{turns}" (
 );
 CREATE INDEX IF NOT EXISTS "{turns}_by_turn" ON "{turns}" (turn, tenant);
 
--- The bookkeeping of turns and the counter runs inside the writing statement, as triggers.
+-- The bookkeeping of turns and the counters runs inside the writing statement, as triggers.
 CREATE TRIGGER IF NOT EXISTS "{work}_claimed" AFTER UPDATE OF token ON "{work}"
 WHEN NEW.state = 'leased' AND OLD.state = 'ready'
 BEGIN

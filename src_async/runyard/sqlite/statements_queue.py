@@ -1,7 +1,7 @@
 """Every SQL statement of the SQLite work queue, rendered once per SqliteTables (no I/O).
 
-Tenant turns and the claim counter are kept by the schema's triggers inside the writing
-statement (a new tenant's row on insert, its turn and the counter on claim), so enqueue and
+Tenant turns and the counters (tokens, turns) are kept by the schema's triggers inside the writing
+statement (a new tenant's row on insert, its turn and the counters on claim), so enqueue and
 claim are one statement each inside their ``BEGIN IMMEDIATE`` transaction.
 """
 
@@ -57,7 +57,7 @@ WHERE tenant = :tenant AND (item_id = :item_id OR dedupe_key = :dedupe_key)
 ORDER BY item_id = :item_id DESC
 LIMIT 1""",
     # The tenant with the oldest turn that has due work, its head item, claimed in one
-    # statement; the trigger advances the counter and the tenant's turn. The head is the first
+    # statement; the trigger advances the counters and the tenant's turn. The head is the first
     # due entry of the tenant's priority-first index, read in index order (no sort): INDEXED BY
     # holds the plan whatever the statistics say. It steps over the tenant's not-yet-due items
     # of a higher priority than the head's.

@@ -280,11 +280,13 @@ class _AsyncSqliteAdapter(AsyncClosing):
     async def _check_schema(self) -> None:
         where = self.connection.path
         tables_sql, versions_sql = verify_statements(self.tables)
-        present = {row[0] for row in await self.connection.fetch(tables_sql)}
+        objects = await self.connection.fetch(tables_sql)
+        present = {str(name) for kind, name, _ in objects if kind == "table"}
+        triggers = {str(name): str(sql) for kind, name, sql in objects if kind == "trigger"}
         versions = None
         if self.tables.schema_table in present:
             versions = {str(r[0]): int(r[1]) for r in await self.connection.fetch(versions_sql)}
-        refusal = schema_refusal(self.tables, self._kind, present, versions, where)
+        refusal = schema_refusal(self.tables, self._kind, present, versions, where, triggers)
         if refusal is not None:
             raise ConfigurationError(refusal)
         self._verified = True

@@ -118,7 +118,7 @@ async def connect_file(
     where = os.fspath(source)
     if not create and file_missing(where):
         raise ConfigurationError(
-            missing_schema_message(f"table {tables.schema_table} does not exist", where)
+            missing_schema_message(f"table {tables.schema_table} does not exist", where, tables)
         )
     return await _connect(
         source,
