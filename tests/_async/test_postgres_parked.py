@@ -330,3 +330,38 @@ async def test_cancel_of_a_parked_tenants_item_waits_on_no_open_transaction(
     finally:
         await queue.aclose()
         await impatient.aclose()
+
+
+async def _lapses_behind_a_put_back(queue: Any, clock: ManualClock, many: bool) -> list[int]:
+    """12 leases lapse while a parked tenant's item falls due; then one claim call, whose
+    first statement puts the tenant back (and is sent again): what is leased and delayed."""
+    for n in range(12):
+        await queue.enqueue("busy", {"n": n})
+    await queue.enqueue("late", {"n": 0}, delay_seconds=30)
+    for _ in range(12):  # the second claim steps over "late" (turn 0, nothing due): parked
+        assert await queue.claim("w1") is not None
+    clock.advance(31)  # every lease lapsed (10 s); "late" is due
+    got = await queue.claim_many("w2", limit=1) if many else [await queue.claim("w2")]
+    stats = await queue.stats()
+    return [len(got), stats.leased, stats.delayed, stats.ready]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("many", [False, True], ids=["claim", "claim_many"])
+async def test_a_claim_sent_again_after_a_put_back_takes_back_one_batch_of_lapses(
+    pg_tables: StateTables, many: bool
+) -> None:
+    """A claim call takes back at most RECLAIM_PER_CLAIM lapsed leases, as on every backend,
+    however many statements it sends: the statement sent again after a put-back round does
+    not look for lapses again (it looked again after a full batch, taking back 12 here)."""
+    policy = QueuePolicy(lease_seconds=10, max_attempts=5, backoff_base=1, random=lambda: 0.5)
+    memory_clock = ManualClock(T0)
+    memory = AsyncMemoryWorkQueue(clock=memory_clock, policy=policy)
+    expected = await _lapses_behind_a_put_back(memory, memory_clock, many)
+    assert expected == [1, 1 + 12 - 8, 8, 0]
+    clock = ManualClock(T0)
+    queue = await open_queue(pg_tables, clock, policy)
+    try:
+        assert await _lapses_behind_a_put_back(queue, clock, many) == expected
+    finally:
+        await queue.aclose()

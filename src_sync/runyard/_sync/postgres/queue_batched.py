@@ -94,7 +94,7 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
             drained = self._take_drained()
-            reclaim = self._reclaim_args(now)
+            reclaim = self._reclaim_args(now, first=not (woken or passed_over))
             name, args = claim_many_call(
                 (now, worker, expires, passed_over),
                 limit - len(leases),

@@ -163,7 +163,7 @@ class _PostgresQueueCore(_PostgresAdapter):
             now = self._now()
             expires = self.policy.lease_expiry(now, now)
             drained = self._take_drained()
-            reclaim = self._reclaim_args(now)
+            reclaim = self._reclaim_args(now, first=not (woken or passed_over))
             name, args = claim_call(
                 (now, worker, expires, passed_over), reclaim, drained, parking=not self._bound
             )
@@ -220,13 +220,17 @@ class _PostgresQueueCore(_PostgresAdapter):
         for tenant in tenants:
             self._retire(tenant)
 
-    def _reclaim_args(self, now: float) -> tuple[list[float] | None, float, float, int]:
+    def _reclaim_args(
+        self, now: float, *, first: bool
+    ) -> tuple[list[float] | None, float, float, int]:
         """What a claim needs to reclaim lapsed leases as reap does: one jitter draw per lease
         it may take back (RECLAIM_PER_CLAIM; None, none, until RECLAIM_EVERY_SECONDS after
-        this adapter's last look), the backoff's base and cap, the attempt budget."""
+        this adapter's last look, and in any statement but a call's ``first``: a claim call
+        takes back one batch however many statements it sends), the backoff's base and cap,
+        the attempt budget."""
         policy = self.policy
         jitter: list[float] | None = None
-        if now >= self._reclaim_at:
+        if first and now >= self._reclaim_at:
             self._reclaim_at = now + RECLAIM_EVERY_SECONDS
             jitter = [float(policy.random()) for _ in range(RECLAIM_PER_CLAIM)]
         return jitter, float(policy.backoff_base), float(policy.backoff_cap), policy.max_attempts
