@@ -147,3 +147,67 @@ def test_a_refusal_names_the_schema_rendered_for_the_stores_table_names() -> Non
         assert "apply runyard.sqlite.SQLITE_SCHEMA" in plain and "schema_sql" not in plain
         assert "apply runyard.sqlite.schema_sql(tables) for these table names" in named
         assert names in named
+
+
+def _objects(path: Path) -> dict[str, str]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT name, sql FROM sqlite_master").fetchall()
+    return {str(name): str(sql or "") for name, sql in rows}
+
+
+def _queue_file(path: Path, tables: SqliteTables, *statements: str) -> dict[str, str]:
+    """A file with this version's schema for ``tables``, then ``statements`` run on it."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript(schema_sql(tables))
+        for statement in statements:
+            conn.execute(statement)
+    return _objects(path)
+
+
+def test_each_set_of_queue_tables_is_judged_by_its_own_objects(tmp_path: Path) -> None:
+    """The schema row is shared by every set of queue tables in a file, so a queue's version
+    is read from its own tables, indexes and triggers: each case is refused (or not) for what
+    that set is at, with SQL that runs on it."""
+    from runyard.sqlite.schema import queue_set_version, schema_refusal
+
+    b = SqliteTables(work="b_work", turns="b_turns", counters="b_counters")
+    row5, row4 = {"queue": 5}, {"queue": 4}
+    present = set(b.relations("queue"))
+    # Current, however a migration tool wrote it (no quotes, no spaces): accepted.
+    current = _queue_file(tmp_path / "a.db", b)
+    squeezed = {name: sql.replace('"', "").replace(" = ", "=") for name, sql in current.items()}
+    for objects in (current, squeezed):
+        assert queue_set_version(b, objects) == 5
+        assert schema_refusal(b, "queue", present, row5, "f", objects) is None
+    # Current tables while the row says 4 (another set not migrated yet): only the row to set.
+    refusal = schema_refusal(b, "queue", present, row4, "f", current) or ""
+    assert "are already at version 5" in refusal
+    assert "UPDATE \"runyard_schema\" SET version = 5 WHERE component = 'queue'" in refusal
+    # An older _enters on current tables (a migration stopped half way): its triggers' SQL.
+    old_enters = (
+        "CREATE TRIGGER b_work_enters AFTER INSERT ON b_work BEGIN INSERT OR IGNORE INTO "
+        "b_turns (tenant, turn) SELECT NEW.tenant, c.claims FROM b_counters c WHERE c.id = 1; END"
+    )
+    half = _queue_file(tmp_path / "h.db", b, "DROP TRIGGER b_work_enters", old_enters)
+    refusal = schema_refusal(b, "queue", present, row5, "f", half) or ""
+    assert "older version's _claimed or _enters trigger" in refusal
+    sql = refusal.split("run `")[1].split("`")[0]
+    with sqlite3.connect(tmp_path / "h.db") as conn:
+        conn.executescript(f"BEGIN; {sql}; COMMIT;")
+    assert schema_refusal(b, "queue", present, row5, "f", _objects(tmp_path / "h.db")) is None
+    # A set at version 1 behind a row at 5: the migration from 1 (max_attempts comes back).
+    v1 = _queue_file(
+        tmp_path / "v1.db",
+        b,
+        "DROP TRIGGER b_work_claimed",
+        "DROP TRIGGER b_work_enters",
+        "ALTER TABLE b_counters DROP COLUMN turns",
+        "ALTER TABLE b_work DROP COLUMN max_attempts",
+    )
+    assert queue_set_version(b, v1) == 1
+    refusal = schema_refusal(b, "queue", present, row5, "f", v1) or ""
+    assert "are at version 1" in refusal and "ADD COLUMN max_attempts" in refusal
+    # A missing trigger of the queue is named.
+    gone = _queue_file(tmp_path / "g.db", b, "DROP TRIGGER b_work_rejoins_ready")
+    refusal = schema_refusal(b, "queue", present, row5, "f", gone) or ""
+    assert "trigger b_work_rejoins_ready does not exist" in refusal

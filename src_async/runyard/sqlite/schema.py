@@ -48,12 +48,15 @@ _STATE_4 = "UPDATE \"{schema_table}\" SET version = 4 WHERE component = 'state'"
 
 # Queue 4 to 5: the turn counter starts where the claim counter is (every turn so far was a
 # token), and the two triggers that give turns are replaced by version 5's, under their names.
+_QUEUE_TRIGGERS_5 = (
+    'DROP TRIGGER IF EXISTS "{work}_claimed"; {create_claimed}; '
+    'DROP TRIGGER IF EXISTS "{work}_enters"; {create_enters}'
+)
 _QUEUE_FROM_4 = (
     'ALTER TABLE "{counters}" ADD COLUMN turns INTEGER NOT NULL DEFAULT 0; '
     'UPDATE "{counters}" SET turns = claims WHERE id = 1; '
-    'DROP TRIGGER IF EXISTS "{work}_claimed"; {create_claimed}; '
-    'DROP TRIGGER IF EXISTS "{work}_enters"; {create_enters}; '
-    "UPDATE \"{schema_table}\" SET version = 5 WHERE component = 'queue'"
+    + _QUEUE_TRIGGERS_5
+    + "; UPDATE \"{schema_table}\" SET version = 5 WHERE component = 'queue'"
 )
 # Queue 3 to 5: SQLITE_SCHEMA adds the parked table, its indexes and triggers (version 4); the
 # _enters trigger of version 3 (it knew no parked tenants) is replaced as from version 4.
@@ -242,15 +245,25 @@ def missing_schema_message(what: str, where: str, tables: SqliteTables | None = 
     )
 
 
-def version_message(tables: SqliteTables, component: str, found: int | None, where: str) -> str:
+def version_message(
+    tables: SqliteTables,
+    component: str,
+    found: int | None,
+    where: str,
+    *,
+    migrate_from: int | None = None,
+) -> str:
     """The ConfigurationError text for a component at another schema version, with the repair:
-    the SQL that migrates the file when runyard knows it, else the matching runyard."""
+    the SQL that migrates the file when runyard knows it (from ``migrate_from``, the version
+    the component's own tables are at, when known; else from ``found``), else the matching
+    runyard."""
     wanted = SCHEMA_VERSIONS[component]
     head = (
         f"{tables.schema_table} in {where} says component {component!r} is at schema version "
         f"{found}, but this runyard was written for version {wanted}: "
     )
-    migration = None if found is None else _MIGRATIONS.get((component, found))
+    start = found if migrate_from is None else migrate_from
+    migration = None if start is None else _MIGRATIONS.get((component, start))
     if migration is None:
         return head + (
             f"migrate the file ({_schema_named(tables)}, see docs/sqlite.md) or install "
@@ -263,34 +276,89 @@ def version_message(tables: SqliteTables, component: str, found: int | None, whe
     )
 
 
-# The queue's triggers whose text changed with a version, each with what marks the current
-# text and the version before it. The schema table's row is one per component for the whole
-# file, while queues named table by table share the file: a migration run for one set of
-# tables sets the row for all, so each set's own triggers say whether it was migrated.
-# (Marks are looked for in the text with its runs of white space made single spaces.)
-_QUEUE_TRIGGER_MARKS = (("_enters", "{turns_parked}", 3), ("_claimed", "turns = turns + 1", 4))
+# The queue's triggers (each on the table named by the field, with this suffix).
+_QUEUE_TRIGGERS = (
+    ("work", "_claimed"),
+    ("work", "_parks"),
+    ("work", "_enters"),
+    ("work", "_rejoins_ready"),
+    ("turns", "_enters"),
+    ("turns_parked", "_enters"),
+)
 
 
-def _queue_trigger_refusal(
-    tables: SqliteTables, triggers: Mapping[str, str], where: str
-) -> str | None:
-    names = tables.names()
-    for suffix, mark, older in _QUEUE_TRIGGER_MARKS:
-        name = tables.work + suffix
-        sql = triggers.get(name)
-        if sql is None:
-            return missing_schema_message(f"trigger {name} does not exist", where, tables)
-        if mark.format_map(names) not in " ".join(sql.split()):
-            migration = _rendered_migration(_MIGRATIONS[("queue", older)], tables)
-            return (
-                f"{tables.schema_table} in {where} says component 'queue' is at schema version "
-                f"{SCHEMA_VERSIONS['queue']}, but the queue tables of {tables.work} still have "
-                f"version {older}'s trigger {name}: that row is shared by every set of queue "
-                "tables in the file, and each set is migrated on its own: migrate these tables: "
-                f"run `{migration}` in one transaction (see docs/sqlite.md), "
-                "or install the matching runyard"
+def _squeezed(sql: str) -> str:
+    """CREATE text without white space, quotes or brackets, lower-cased: what the marks of a
+    version are looked for in, however a migration tool wrote the statement."""
+    return re.sub(r"[\s\"`\[\]]", "", sql).lower()
+
+
+def queue_set_version(tables: SqliteTables, objects: Mapping[str, str]) -> int:
+    """The queue version (1 to 5) that the file's own objects for ``tables`` are at, read from
+    their CREATE texts (``objects``: name -> text, for tables, indexes and triggers). The
+    schema table's row is one per component for the whole file, while queues named table by
+    table share the file and are migrated set by set, so the row alone cannot say it."""
+    if "max_attemptsinteger" not in _squeezed(objects.get(tables.work, "")):
+        return 1
+    if f"{tables.work}_by_worker" in objects:
+        return 2
+    enters = _squeezed(objects.get(tables.work + "_enters", ""))
+    if "turnsinteger" not in _squeezed(objects.get(tables.counters, "")):
+        return 4 if f"from{tables.turns_parked}p" in enters else 3
+    return 5
+
+
+def _queue_set_refusal(tables: SqliteTables, objects: Mapping[str, str], where: str) -> str | None:
+    """Why a queue whose schema row says this version cannot use its own tables, or None."""
+    wanted = SCHEMA_VERSIONS["queue"]
+    at = queue_set_version(tables, objects)
+    shared = (
+        f"{tables.schema_table} in {where} says component 'queue' is at schema version "
+        f"{wanted}, but the queue tables of {tables.work} "
+    )
+    tail = (
+        "(that row is shared by every set of queue tables in the file, and each set is "
+        "migrated on its own): migrate these tables: "
+    )
+    if at != wanted:
+        sql = _rendered_migration(_MIGRATIONS[("queue", at)], tables)
+        return (
+            shared
+            + f"are at version {at} "
+            + tail
+            + (
+                f"apply {_schema_named(tables)}, then run `{sql}` in one transaction (see "
+                "docs/sqlite.md), or install the matching runyard"
             )
+        )
+    names = tables.names()
+    for field, suffix in _QUEUE_TRIGGERS:
+        name = names[field] + suffix
+        if name not in objects:
+            return missing_schema_message(f"trigger {name} does not exist", where, tables)
+    claimed = _squeezed(objects[tables.work + "_claimed"])
+    enters = _squeezed(objects[tables.work + "_enters"])
+    if "turns=turns+1" not in claimed or "c.turns" not in enters:
+        sql = _rendered_migration(_QUEUE_TRIGGERS_5, tables)
+        return (
+            shared
+            + "have an older version's _claimed or _enters trigger "
+            + tail
+            + (f"run `{sql}` in one transaction (see docs/sqlite.md)")
+        )
     return None
+
+
+def _already_current(tables: SqliteTables, found: int, where: str) -> str:
+    """The refusal of a queue whose tables are current while the shared row says ``found``."""
+    wanted = SCHEMA_VERSIONS["queue"]
+    return (
+        f"{tables.schema_table} in {where} says component 'queue' is at schema version "
+        f"{found}, but the queue tables of {tables.work} are already at version {wanted}: "
+        f"another set of queue tables in the file may still be at version {found} (its queue "
+        "refuses to open with the migration for it, which sets the row); with none left, run "
+        f"`UPDATE \"{tables.schema_table}\" SET version = {wanted} WHERE component = 'queue'`"
+    )
 
 
 def schema_refusal(
@@ -299,35 +367,42 @@ def schema_refusal(
     present: set[str],
     versions: Mapping[str, int] | None,
     where: str,
-    triggers: Mapping[str, str] | None = None,
+    objects: Mapping[str, str] | None = None,
 ) -> str | None:
     """Why ``component`` cannot use the file (the ConfigurationError text), or None.
 
     ``present`` holds the file's tables; ``versions`` the schema table's rows (None without
-    it); ``triggers`` the file's triggers' CREATE statements by name (the queue's are checked
-    when given). A component at another version is refused with its migration first, before a
-    table of this version it lacks is named (the migration's first step adds it); a queue whose
-    own triggers are an older version's (another set of tables was migrated and set the shared
-    row) is refused with the migration for its tables."""
+    it); ``objects`` the CREATE texts of the file's tables, indexes and triggers by name (a
+    queue's own tables are checked when given). A component at another version is refused
+    with its migration first, before a table of this version it lacks is named (the
+    migration's first step adds it). The schema row is shared by every set of queue tables
+    in the file, so a queue's migration is the one for the version its own tables are at, and
+    a queue whose own tables are behind the row (or ahead of it) is refused saying so."""
     wanted = SCHEMA_VERSIONS[component]
     found = None if versions is None else versions.get(component)
+    own = component == "queue" and objects is not None and tables.work in present
     if found is not None and found != wanted:
+        if own and objects is not None:
+            at = queue_set_version(tables, objects)
+            if at == wanted:
+                return _already_current(tables, found, where)
+            return version_message(tables, component, found, where, migrate_from=at)
         return version_message(tables, component, found, where)
     for name in tables.relations(component):
         if name not in present:
             return missing_schema_message(f"table {name} does not exist", where, tables)
     if found != wanted:
         return version_message(tables, component, found, where)
-    if component == "queue" and triggers is not None:
-        return _queue_trigger_refusal(tables, triggers, where)
+    if own and objects is not None:
+        return _queue_set_refusal(tables, objects, where)
     return None
 
 
 def verify_statements(tables: SqliteTables) -> tuple[str, str]:
-    """The two reads of verify(): the tables and triggers that exist (type, name, CREATE
+    """The two reads of verify(): the file's tables, indexes and triggers (type, name, CREATE
     statement), and the schema table's versions."""
     return (
-        "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'trigger')",
+        "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')",
         f'SELECT component, version FROM "{tables.schema_table}"',
     )
 

@@ -283,11 +283,11 @@ class _SqliteAdapter(Closing):
         tables_sql, versions_sql = verify_statements(self.tables)
         objects = self.connection.fetch(tables_sql)
         present = {str(name) for kind, name, _ in objects if kind == "table"}
-        triggers = {str(name): str(sql) for kind, name, sql in objects if kind == "trigger"}
+        texts = {str(name): str(sql or "") for _, name, sql in objects}
         versions = None
         if self.tables.schema_table in present:
             versions = {str(r[0]): int(r[1]) for r in self.connection.fetch(versions_sql)}
-        refusal = schema_refusal(self.tables, self._kind, present, versions, where, triggers)
+        refusal = schema_refusal(self.tables, self._kind, present, versions, where, texts)
         if refusal is not None:
             raise ConfigurationError(refusal)
         self._verified = True
