@@ -149,13 +149,13 @@ def test_a_refusal_names_the_schema_rendered_for_the_stores_table_names() -> Non
         assert names in named
 
 
-def _objects(path: Path) -> dict[str, str]:
+def _objects(path: Path) -> dict[tuple[str, str], str]:
     with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT name, sql FROM sqlite_master").fetchall()
-    return {str(name): str(sql or "") for name, sql in rows}
+        rows = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    return {(str(kind), str(name)): str(sql or "") for kind, name, sql in rows}
 
 
-def _queue_file(path: Path, tables: SqliteTables, *statements: str) -> dict[str, str]:
+def _queue_file(path: Path, tables: SqliteTables, *statements: str) -> dict[tuple[str, str], str]:
     """A file with this version's schema for ``tables``, then ``statements`` run on it."""
     with sqlite3.connect(path) as conn:
         conn.executescript(schema_sql(tables))
@@ -211,3 +211,31 @@ def test_each_set_of_queue_tables_is_judged_by_its_own_objects(tmp_path: Path) -
     gone = _queue_file(tmp_path / "g.db", b, "DROP TRIGGER b_work_rejoins_ready")
     refusal = schema_refusal(b, "queue", present, row5, "f", gone) or ""
     assert "trigger b_work_rejoins_ready does not exist" in refusal
+
+
+def test_a_current_set_stays_current_whatever_else_the_file_holds(tmp_path: Path) -> None:
+    """Review cases: an older runyard's index put back on a current set, a table named like
+    another set's trigger or index, a column's type spelled otherwise: still current; a row
+    ahead of this runyard is never told to go back."""
+    from runyard.sqlite.schema import queue_set_version, schema_refusal
+
+    jobs = SqliteTables(work="jobs", turns="jobs_turns", counters="jobs_counters")
+    present = set(jobs.relations("queue"))
+    by_worker = "CREATE INDEX IF NOT EXISTS jobs_by_worker ON jobs (worker, token)"
+    objects = _queue_file(tmp_path / "a.db", jobs, by_worker)  # a version 2 script ran again
+    assert queue_set_version(jobs, objects) == 5
+    assert schema_refusal(jobs, "queue", present, {"queue": 5}, "f", objects) is None
+    other = SqliteTables(work="jobs_enters", turns="o_turns", counters="o_counters")
+    with sqlite3.connect(tmp_path / "b.db") as conn:  # a table named like jobs' trigger
+        conn.executescript(schema_sql(jobs) + schema_sql(other))
+    objects = _objects(tmp_path / "b.db")
+    assert schema_refusal(jobs, "queue", present, {"queue": 5}, "f", objects) is None
+    typed = {
+        key: sql.replace("turns   INTEGER NOT NULL DEFAULT 0", "turns INT DEFAULT 0")
+        for key, sql in _queue_file(tmp_path / "c.db", jobs).items()
+    }
+    assert "turns INT DEFAULT 0" in typed[("table", "jobs_counters")]
+    assert queue_set_version(jobs, typed) == 5
+    ahead = schema_refusal(jobs, "queue", present, {"queue": 6}, "f", typed) or ""
+    assert "is at schema version 6" in ahead and "install the matching runyard" in ahead
+    assert "SET version = 5" not in ahead

@@ -293,22 +293,33 @@ def _squeezed(sql: str) -> str:
     return re.sub(r"[\s\"`\[\]]", "", sql).lower()
 
 
-def queue_set_version(tables: SqliteTables, objects: Mapping[str, str]) -> int:
+Objects = Mapping[tuple[str, str], str]  # (type, name) -> CREATE text, from sqlite_master
+
+
+def _has_column(objects: Objects, table: str, column: str) -> bool:
+    """Whether ``table``'s CREATE text defines ``column`` (whatever its type is spelled)."""
+    text = re.sub(r"[\"`\[\]]", "", objects.get(("table", table), "")).lower()
+    return re.search(rf"[,(]\s*{column}\b", text) is not None
+
+
+def queue_set_version(tables: SqliteTables, objects: Objects) -> int:
     """The queue version (1 to 5) that the file's own objects for ``tables`` are at, read from
-    their CREATE texts (``objects``: name -> text, for tables, indexes and triggers). The
-    schema table's row is one per component for the whole file, while queues named table by
-    table share the file and are migrated set by set, so the row alone cannot say it."""
-    if "max_attemptsinteger" not in _squeezed(objects.get(tables.work, "")):
+    their CREATE texts, newest mark first (``objects``: (type, name) -> text, for tables,
+    indexes and triggers; an older runyard's schema script may have put an older index back
+    on a current set). The schema table's row is one per component for the whole file, while
+    queues named table by table share the file and are migrated set by set, so the row alone
+    cannot say it."""
+    if _has_column(objects, tables.counters, "turns"):
+        return 5
+    enters = _squeezed(objects.get(("trigger", tables.work + "_enters"), ""))
+    if f"from{tables.turns_parked}p" in enters:
+        return 4
+    if not _has_column(objects, tables.work, "max_attempts"):
         return 1
-    if f"{tables.work}_by_worker" in objects:
-        return 2
-    enters = _squeezed(objects.get(tables.work + "_enters", ""))
-    if "turnsinteger" not in _squeezed(objects.get(tables.counters, "")):
-        return 4 if f"from{tables.turns_parked}p" in enters else 3
-    return 5
+    return 2 if ("index", f"{tables.work}_by_worker") in objects else 3
 
 
-def _queue_set_refusal(tables: SqliteTables, objects: Mapping[str, str], where: str) -> str | None:
+def _queue_set_refusal(tables: SqliteTables, objects: Objects, where: str) -> str | None:
     """Why a queue whose schema row says this version cannot use its own tables, or None."""
     wanted = SCHEMA_VERSIONS["queue"]
     at = queue_set_version(tables, objects)
@@ -334,10 +345,10 @@ def _queue_set_refusal(tables: SqliteTables, objects: Mapping[str, str], where: 
     names = tables.names()
     for field, suffix in _QUEUE_TRIGGERS:
         name = names[field] + suffix
-        if name not in objects:
+        if ("trigger", name) not in objects:
             return missing_schema_message(f"trigger {name} does not exist", where, tables)
-    claimed = _squeezed(objects[tables.work + "_claimed"])
-    enters = _squeezed(objects[tables.work + "_enters"])
+    claimed = _squeezed(objects[("trigger", tables.work + "_claimed")])
+    enters = _squeezed(objects[("trigger", tables.work + "_enters")])
     if "turns=turns+1" not in claimed or "c.turns" not in enters:
         sql = _rendered_migration(_QUEUE_TRIGGERS_5, tables)
         return (
@@ -367,13 +378,13 @@ def schema_refusal(
     present: set[str],
     versions: Mapping[str, int] | None,
     where: str,
-    objects: Mapping[str, str] | None = None,
+    objects: Objects | None = None,
 ) -> str | None:
     """Why ``component`` cannot use the file (the ConfigurationError text), or None.
 
     ``present`` holds the file's tables; ``versions`` the schema table's rows (None without
-    it); ``objects`` the CREATE texts of the file's tables, indexes and triggers by name (a
-    queue's own tables are checked when given). A component at another version is refused
+    it); ``objects`` the CREATE texts of the file's tables, indexes and triggers by (type,
+    name) (a queue's own tables are checked when given). A component at another version is refused
     with its migration first, before a table of this version it lacks is named (the
     migration's first step adds it). The schema row is shared by every set of queue tables
     in the file, so a queue's migration is the one for the version its own tables are at, and
@@ -382,7 +393,7 @@ def schema_refusal(
     found = None if versions is None else versions.get(component)
     own = component == "queue" and objects is not None and tables.work in present
     if found is not None and found != wanted:
-        if own and objects is not None:
+        if found < wanted and own and objects is not None:
             at = queue_set_version(tables, objects)
             if at == wanted:
                 return _already_current(tables, found, where)

@@ -283,7 +283,7 @@ class _SqliteAdapter(Closing):
         tables_sql, versions_sql = verify_statements(self.tables)
         objects = self.connection.fetch(tables_sql)
         present = {str(name) for kind, name, _ in objects if kind == "table"}
-        texts = {str(name): str(sql or "") for _, name, sql in objects}
+        texts = {(str(kind), str(name)): str(sql or "") for kind, name, sql in objects}
         versions = None
         if self.tables.schema_table in present:
             versions = {str(r[0]): int(r[1]) for r in self.connection.fetch(versions_sql)}
