@@ -236,6 +236,12 @@ def test_a_current_set_stays_current_whatever_else_the_file_holds(tmp_path: Path
     }
     assert "turns INT DEFAULT 0" in typed[("table", "jobs_counters")]
     assert queue_set_version(jobs, typed) == 5
+    for comment in ("-- the turn counter\n", "/* the turn counter */ "):
+        noted = dict(typed)
+        noted[("table", "jobs_counters")] = typed[("table", "jobs_counters")].replace(
+            "turns INT", comment + "turns INT"
+        )
+        assert queue_set_version(jobs, noted) == 5
     ahead = schema_refusal(jobs, "queue", present, {"queue": 6}, "f", typed) or ""
     assert "is at schema version 6" in ahead and "install the matching runyard" in ahead
     assert "SET version = 5" not in ahead

@@ -287,10 +287,15 @@ _QUEUE_TRIGGERS = (
 )
 
 
+def _uncommented(sql: str) -> str:
+    """CREATE text without its SQL comments (a migration tool or an edited copy may add some)."""
+    return re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.DOTALL)
+
+
 def _squeezed(sql: str) -> str:
     """CREATE text without white space, quotes or brackets, lower-cased: what the marks of a
     version are looked for in, however a migration tool wrote the statement."""
-    return re.sub(r"[\s\"`\[\]]", "", sql).lower()
+    return re.sub(r"[\s\"`\[\]]", "", _uncommented(sql)).lower()
 
 
 Objects = Mapping[tuple[str, str], str]  # (type, name) -> CREATE text, from sqlite_master
@@ -298,7 +303,7 @@ Objects = Mapping[tuple[str, str], str]  # (type, name) -> CREATE text, from sql
 
 def _has_column(objects: Objects, table: str, column: str) -> bool:
     """Whether ``table``'s CREATE text defines ``column`` (whatever its type is spelled)."""
-    text = re.sub(r"[\"`\[\]]", "", objects.get(("table", table), "")).lower()
+    text = re.sub(r"[\"`\[\]]", "", _uncommented(objects.get(("table", table), ""))).lower()
     return re.search(rf"[,(]\s*{column}\b", text) is not None
 
 
