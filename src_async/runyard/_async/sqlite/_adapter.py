@@ -17,7 +17,8 @@ from runyard.clock import Clock
 from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, closed_error, map_error, open_error
 from runyard.sqlite.flavours import AsyncConnection, Body, Row, in_transaction
-from runyard.sqlite.schema import DATABASE_NOW, SqliteTables, schema_refusal, verify_statements
+from runyard.sqlite.schema import DATABASE_NOW, SqliteTables
+from runyard.sqlite.schema_checks import schema_refusal, verify_statements
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,

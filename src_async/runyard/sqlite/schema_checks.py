@@ -1,0 +1,167 @@
+"""What a SQLite store checks of the file's schema when it opens (no I/O): the tables it
+needs, the versions in the schema table, and, for a queue, the version its own tables are at
+(read from their CREATE texts: the schema row is shared by every set of queue tables in a file,
+and each set is migrated on its own)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from runyard.sqlite.schema import (
+    SCHEMA_VERSIONS,
+    SqliteTables,
+    migration_sql,
+    missing_schema_message,
+    queue_triggers_sql,
+    schema_named,
+    version_message,
+)
+
+__all__ = ["Objects", "queue_set_version", "schema_refusal", "verify_statements"]
+
+# The queue's triggers (each on the table named by the field, with this suffix).
+_QUEUE_TRIGGERS = (
+    ("work", "_claimed"),
+    ("work", "_parks"),
+    ("work", "_enters"),
+    ("work", "_rejoins_ready"),
+    ("turns", "_enters"),
+    ("turns_parked", "_enters"),
+)
+
+
+def _uncommented(sql: str) -> str:
+    """CREATE text without its SQL comments (a migration tool or an edited copy may add some)."""
+    return re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.DOTALL)
+
+
+def _squeezed(sql: str) -> str:
+    """CREATE text without white space, quotes or brackets, lower-cased: what the marks of a
+    version are looked for in, however a migration tool wrote the statement."""
+    return re.sub(r"[\s\"`\[\]]", "", _uncommented(sql)).lower()
+
+
+Objects = Mapping[tuple[str, str], str]  # (type, name) -> CREATE text, from sqlite_master
+
+
+def _has_column(objects: Objects, table: str, column: str) -> bool:
+    """Whether ``table``'s CREATE text defines ``column`` (whatever its type is spelled)."""
+    text = re.sub(r"[\"`\[\]]", "", _uncommented(objects.get(("table", table), ""))).lower()
+    return re.search(rf"[,(]\s*{column}\b", text) is not None
+
+
+def queue_set_version(tables: SqliteTables, objects: Objects) -> int:
+    """The queue version (1 to 5) that the file's own objects for ``tables`` are at, read from
+    their CREATE texts, newest mark first (``objects``: (type, name) -> text, for tables,
+    indexes and triggers; an older runyard's schema script may have put an older index back
+    on a current set). The schema table's row is one per component for the whole file, while
+    queues named table by table share the file and are migrated set by set, so the row alone
+    cannot say it."""
+    if _has_column(objects, tables.counters, "turns"):
+        return 5
+    enters = _squeezed(objects.get(("trigger", tables.work + "_enters"), ""))
+    if f"from{tables.turns_parked}p" in enters:
+        return 4
+    if not _has_column(objects, tables.work, "max_attempts"):
+        return 1
+    return 2 if ("index", f"{tables.work}_by_worker") in objects else 3
+
+
+def _queue_set_refusal(tables: SqliteTables, objects: Objects, where: str) -> str | None:
+    """Why a queue whose schema row says this version cannot use its own tables, or None."""
+    wanted = SCHEMA_VERSIONS["queue"]
+    at = queue_set_version(tables, objects)
+    shared = (
+        f"{tables.schema_table} in {where} says component 'queue' is at schema version "
+        f"{wanted}, but the queue tables of {tables.work} "
+    )
+    tail = (
+        "(that row is shared by every set of queue tables in the file, and each set is "
+        "migrated on its own): migrate these tables: "
+    )
+    if at != wanted:
+        sql = migration_sql("queue", at, tables)
+        return (
+            shared
+            + f"are at version {at} "
+            + tail
+            + (
+                f"apply {schema_named(tables)}, then run `{sql}` in one transaction (see "
+                "docs/sqlite.md), or install the matching runyard"
+            )
+        )
+    names = tables.names()
+    for field, suffix in _QUEUE_TRIGGERS:
+        name = names[field] + suffix
+        if ("trigger", name) not in objects:
+            return missing_schema_message(f"trigger {name} does not exist", where, tables)
+    claimed = _squeezed(objects[("trigger", tables.work + "_claimed")])
+    enters = _squeezed(objects[("trigger", tables.work + "_enters")])
+    if "turns=turns+1" not in claimed or "c.turns" not in enters:
+        sql = queue_triggers_sql(tables)
+        return (
+            shared
+            + "have an older version's _claimed or _enters trigger "
+            + tail
+            + (f"run `{sql}` in one transaction (see docs/sqlite.md)")
+        )
+    return None
+
+
+def _already_current(tables: SqliteTables, found: int, where: str) -> str:
+    """The refusal of a queue whose tables are current while the shared row says ``found``."""
+    wanted = SCHEMA_VERSIONS["queue"]
+    return (
+        f"{tables.schema_table} in {where} says component 'queue' is at schema version "
+        f"{found}, but the queue tables of {tables.work} are already at version {wanted}: "
+        f"another set of queue tables in the file may still be at version {found} (its queue "
+        "refuses to open with the migration for it, which sets the row); with none left, run "
+        f"`UPDATE \"{tables.schema_table}\" SET version = {wanted} WHERE component = 'queue'`"
+    )
+
+
+def schema_refusal(
+    tables: SqliteTables,
+    component: str,
+    present: set[str],
+    versions: Mapping[str, int] | None,
+    where: str,
+    objects: Objects | None = None,
+) -> str | None:
+    """Why ``component`` cannot use the file (the ConfigurationError text), or None.
+
+    ``present`` holds the file's tables; ``versions`` the schema table's rows (None without
+    it); ``objects`` the CREATE texts of the file's tables, indexes and triggers by (type,
+    name) (a queue's own tables are checked when given). A component at another version is refused
+    with its migration first, before a table of this version it lacks is named (the
+    migration's first step adds it). The schema row is shared by every set of queue tables
+    in the file, so a queue's migration is the one for the version its own tables are at, and
+    a queue whose own tables are behind the row (or ahead of it) is refused saying so."""
+    wanted = SCHEMA_VERSIONS[component]
+    found = None if versions is None else versions.get(component)
+    own = component == "queue" and objects is not None and tables.work in present
+    if found is not None and found != wanted:
+        if found < wanted and own and objects is not None:
+            at = queue_set_version(tables, objects)
+            if at == wanted:
+                return _already_current(tables, found, where)
+            return version_message(tables, component, found, where, migrate_from=at)
+        return version_message(tables, component, found, where)
+    for name in tables.relations(component):
+        if name not in present:
+            return missing_schema_message(f"table {name} does not exist", where, tables)
+    if found != wanted:
+        return version_message(tables, component, found, where)
+    if own and objects is not None:
+        return _queue_set_refusal(tables, objects, where)
+    return None
+
+
+def verify_statements(tables: SqliteTables) -> tuple[str, str]:
+    """The two reads of verify(): the file's tables, indexes and triggers (type, name, CREATE
+    statement), and the schema table's versions."""
+    return (
+        "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')",
+        f'SELECT component, version FROM "{tables.schema_table}"',
+    )
