@@ -245,3 +245,32 @@ def test_a_current_set_stays_current_whatever_else_the_file_holds(tmp_path: Path
     ahead = schema_refusal(jobs, "queue", present, {"queue": 6}, "f", typed) or ""
     assert "is at schema version 6" in ahead and "install the matching runyard" in ahead
     assert "SET version = 5" not in ahead
+
+
+def test_a_migration_stopped_after_its_alter_is_finished_by_the_refusals_sql(
+    tmp_path: Path,
+) -> None:
+    """A version 4 file whose migration ran its ALTER and stopped (the message says one
+    transaction): the turns column is there, with 0, and the triggers are version 4's. The
+    refusal's SQL starts the turn counter at the token counter, as the whole migration does
+    (else a new tenant would join ahead of every tenant served so far), and replaces them."""
+    from runyard.sqlite.schema_checks import schema_refusal
+
+    from tests._async.test_sqlite_queue import AT_VERSION_4
+
+    tables, path = SqliteTables(), tmp_path / "half.db"
+    present = set(tables.relations("queue"))
+    alter = "ALTER TABLE runyard_counters ADD COLUMN turns INTEGER NOT NULL DEFAULT 0"
+    settled = "UPDATE runyard_counters SET claims = 3 WHERE id = 1"
+    for row in ({"queue": 4}, {"queue": 5}):
+        path.unlink(missing_ok=True)
+        objects = _queue_file(path, tables, *AT_VERSION_4, settled, alter)
+        refusal = schema_refusal(tables, "queue", present, row, "f", objects) or ""
+        assert "_claimed or _enters trigger" in refusal, refusal
+        sql = refusal.split("run `")[1].split("`")[0]
+        with sqlite3.connect(path) as conn:
+            conn.executescript(f"BEGIN; {sql}; COMMIT;")
+            counters = conn.execute("SELECT claims, turns FROM runyard_counters").fetchone()
+        assert counters == (3, 3)
+        after = _objects(path)
+        assert schema_refusal(tables, "queue", present, {"queue": 5}, "f", after) is None

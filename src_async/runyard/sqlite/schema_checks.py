@@ -96,28 +96,52 @@ def _queue_set_refusal(tables: SqliteTables, objects: Objects, where: str) -> st
         name = names[field] + suffix
         if ("trigger", name) not in objects:
             return missing_schema_message(f"trigger {name} does not exist", where, tables)
-    claimed = _squeezed(objects[("trigger", tables.work + "_claimed")])
-    enters = _squeezed(objects[("trigger", tables.work + "_enters")])
-    if "turns=turns+1" not in claimed or "c.turns" not in enters:
-        sql = queue_triggers_sql(tables)
+    repair = _trigger_repair(tables, objects)
+    if repair is not None:
         return (
             shared
             + "have an older version's _claimed or _enters trigger "
             + tail
-            + (f"run `{sql}` in one transaction (see docs/sqlite.md)")
+            + (f"run `{repair}` in one transaction (see docs/sqlite.md)")
         )
     return None
 
 
-def _already_current(tables: SqliteTables, found: int, where: str) -> str:
-    """The refusal of a queue whose tables are current while the shared row says ``found``."""
+def _trigger_repair(tables: SqliteTables, objects: Objects) -> str | None:
+    """The SQL that finishes a migration to version 5 stopped after its ALTER (the turns
+    column there, an older _claimed or _enters trigger, or none), or None. An older _claimed
+    never moved the turn counter (it gave turns from the tokens), so it starts at the token
+    counter, as the whole migration starts it."""
+    claimed = _squeezed(objects.get(("trigger", tables.work + "_claimed"), ""))
+    enters = _squeezed(objects.get(("trigger", tables.work + "_enters"), ""))
+    if "turns=turns+1" in claimed and "c.turns" in enters:
+        return None
+    restart = (
+        ""
+        if "turns=turns+1" in claimed
+        else (f'UPDATE "{tables.counters}" SET turns = claims WHERE id = 1; ')
+    )
+    return restart + queue_triggers_sql(tables)
+
+
+def _already_current(tables: SqliteTables, found: int, where: str, repair: str | None) -> str:
+    """The refusal of a queue whose tables are current while the shared row says ``found``
+    (``repair``: the SQL finishing their migration, when it stopped half way)."""
     wanted = SCHEMA_VERSIONS["queue"]
+    row = f"UPDATE \"{tables.schema_table}\" SET version = {wanted} WHERE component = 'queue'"
+    if repair is not None:
+        return (
+            f"{tables.schema_table} in {where} says component 'queue' is at schema version "
+            f"{found}, and the queue tables of {tables.work} have version {wanted}'s turns "
+            "column but an older _claimed or _enters trigger (a migration stopped half way): "
+            f"run `{repair}; {row}` in one transaction (see docs/sqlite.md)"
+        )
     return (
         f"{tables.schema_table} in {where} says component 'queue' is at schema version "
         f"{found}, but the queue tables of {tables.work} are already at version {wanted}: "
         f"another set of queue tables in the file may still be at version {found} (its queue "
         "refuses to open with the migration for it, which sets the row); with none left, run "
-        f"`UPDATE \"{tables.schema_table}\" SET version = {wanted} WHERE component = 'queue'`"
+        f"`{row}`"
     )
 
 
@@ -145,7 +169,7 @@ def schema_refusal(
         if found < wanted and own and objects is not None:
             at = queue_set_version(tables, objects)
             if at == wanted:
-                return _already_current(tables, found, where)
+                return _already_current(tables, found, where, _trigger_repair(tables, objects))
             return version_message(tables, component, found, where, migrate_from=at)
         return version_message(tables, component, found, where)
     for name in tables.relations(component):
