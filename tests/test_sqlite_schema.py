@@ -16,6 +16,9 @@ from runyard.sqlite import (
     create_schema,
     schema_sql,
 )
+from runyard.sqlite.schema_checks import queue_set_version, schema_refusal
+
+from tests._async.test_sqlite_queue import AT_VERSION_4
 
 
 @pytest.mark.parametrize(
@@ -135,8 +138,6 @@ def test_a_state_3_file_is_refused_with_its_migration_and_opens_once_migrated(
 def test_a_refusal_names_the_schema_rendered_for_the_stores_table_names() -> None:
     """SQLITE_SCHEMA holds the default names: for any other names a refusal's repair is
     schema_sql(tables), else applying it literally would make a second set of tables."""
-    from runyard.sqlite.schema_checks import schema_refusal
-
     default, prefixed = SqliteTables(), SqliteTables.with_prefix("app_")
     for versions, names in (
         (None, "table app_schema does not exist"),
@@ -168,8 +169,6 @@ def test_each_set_of_queue_tables_is_judged_by_its_own_objects(tmp_path: Path) -
     """The schema row is shared by every set of queue tables in a file, so a queue's version
     is read from its own tables, indexes and triggers: each case is refused (or not) for what
     that set is at, with SQL that runs on it."""
-    from runyard.sqlite.schema_checks import queue_set_version, schema_refusal
-
     b = SqliteTables(work="b_work", turns="b_turns", counters="b_counters")
     row5, row4 = {"queue": 5}, {"queue": 4}
     present = set(b.relations("queue"))
@@ -217,8 +216,6 @@ def test_a_current_set_stays_current_whatever_else_the_file_holds(tmp_path: Path
     """Review cases: an older runyard's index put back on a current set, a table named like
     another set's trigger or index, a column's type spelled otherwise: still current; a row
     ahead of this runyard is never told to go back."""
-    from runyard.sqlite.schema_checks import queue_set_version, schema_refusal
-
     jobs = SqliteTables(work="jobs", turns="jobs_turns", counters="jobs_counters")
     present = set(jobs.relations("queue"))
     by_worker = "CREATE INDEX IF NOT EXISTS jobs_by_worker ON jobs (worker, token)"
@@ -254,10 +251,6 @@ def test_a_migration_stopped_after_its_alter_is_finished_by_the_refusals_sql(
     transaction): the turns column is there, with 0, and the triggers are version 4's. The
     refusal's SQL starts the turn counter at the token counter, as the whole migration does
     (else a new tenant would join ahead of every tenant served so far), and replaces them."""
-    from runyard.sqlite.schema_checks import schema_refusal
-
-    from tests._async.test_sqlite_queue import AT_VERSION_4
-
     tables, path = SqliteTables(), tmp_path / "half.db"
     present = set(tables.relations("queue"))
     alter = "ALTER TABLE runyard_counters ADD COLUMN turns INTEGER NOT NULL DEFAULT 0"

@@ -20,6 +20,7 @@ __all__ = [
     "check_table_prefix",
     "create_script",
     "migration_sql",
+    "migration_steps",
     "missing_schema_message",
     "queue_triggers_sql",
     "render",
@@ -281,10 +282,18 @@ def version_message(
             f"migrate the file ({schema_named(tables)}, see docs/sqlite.md) or install "
             "the matching runyard"
         )
-    sql = _rendered_migration(migration, tables)
-    return head + (
-        f"migrate the file: apply {schema_named(tables)}, then run `{sql}` in one "
-        "transaction (see docs/sqlite.md), or install the matching runyard"
+    return (
+        head
+        + "migrate the file: "
+        + migration_steps(_rendered_migration(migration, tables), tables)
+    )
+
+
+def migration_steps(sql: str, tables: SqliteTables) -> str:
+    """The repair a refusal gives: the schema for ``tables``, then ``sql`` in one transaction."""
+    return (
+        f"apply {schema_named(tables)}, then run `{sql}` in one transaction (see "
+        "docs/sqlite.md), or install the matching runyard"
     )
 
 

@@ -12,9 +12,9 @@ from runyard.sqlite.schema import (
     SCHEMA_VERSIONS,
     SqliteTables,
     migration_sql,
+    migration_steps,
     missing_schema_message,
     queue_triggers_sql,
-    schema_named,
     version_message,
 )
 
@@ -43,6 +43,11 @@ def _squeezed(sql: str) -> str:
 
 
 Objects = Mapping[tuple[str, str], str]  # (type, name) -> CREATE text, from sqlite_master
+
+# What marks version 5's _claimed and _enters triggers (in their squeezed text): the turn
+# counter moved by a claim, and read for a tenant first seen.
+_CLAIMED_5 = "turns=turns+1"
+_ENTERS_5 = "c.turns"
 
 
 def _has_column(objects: Objects, table: str, column: str) -> bool:
@@ -81,16 +86,8 @@ def _queue_set_refusal(tables: SqliteTables, objects: Objects, where: str) -> st
         "migrated on its own): migrate these tables: "
     )
     if at != wanted:
-        sql = migration_sql("queue", at, tables)
-        return (
-            shared
-            + f"are at version {at} "
-            + tail
-            + (
-                f"apply {schema_named(tables)}, then run `{sql}` in one transaction (see "
-                "docs/sqlite.md), or install the matching runyard"
-            )
-        )
+        steps = migration_steps(migration_sql("queue", at, tables), tables)
+        return shared + f"are at version {at} " + tail + steps
     names = tables.names()
     for field, suffix in _QUEUE_TRIGGERS:
         name = names[field] + suffix
@@ -112,15 +109,11 @@ def _trigger_repair(tables: SqliteTables, objects: Objects) -> str | None:
     column there, an older _claimed or _enters trigger, or none), or None. An older _claimed
     never moved the turn counter (it gave turns from the tokens), so it starts at the token
     counter, as the whole migration starts it."""
-    claimed = _squeezed(objects.get(("trigger", tables.work + "_claimed"), ""))
-    enters = _squeezed(objects.get(("trigger", tables.work + "_enters"), ""))
-    if "turns=turns+1" in claimed and "c.turns" in enters:
+    claimed = _CLAIMED_5 in _squeezed(objects.get(("trigger", tables.work + "_claimed"), ""))
+    enters = _ENTERS_5 in _squeezed(objects.get(("trigger", tables.work + "_enters"), ""))
+    if claimed and enters:
         return None
-    restart = (
-        ""
-        if "turns=turns+1" in claimed
-        else (f'UPDATE "{tables.counters}" SET turns = claims WHERE id = 1; ')
-    )
+    restart = "" if claimed else f'UPDATE "{tables.counters}" SET turns = claims WHERE id = 1; '
     return restart + queue_triggers_sql(tables)
 
 
@@ -164,12 +157,12 @@ def schema_refusal(
     a queue whose own tables are behind the row (or ahead of it) is refused saying so."""
     wanted = SCHEMA_VERSIONS[component]
     found = None if versions is None else versions.get(component)
-    own = component == "queue" and objects is not None and tables.work in present
+    own = objects if component == "queue" and tables.work in present else None
     if found is not None and found != wanted:
-        if found < wanted and own and objects is not None:
-            at = queue_set_version(tables, objects)
+        if found < wanted and own is not None:
+            at = queue_set_version(tables, own)
             if at == wanted:
-                return _already_current(tables, found, where, _trigger_repair(tables, objects))
+                return _already_current(tables, found, where, _trigger_repair(tables, own))
             return version_message(tables, component, found, where, migrate_from=at)
         return version_message(tables, component, found, where)
     for name in tables.relations(component):
@@ -177,8 +170,8 @@ def schema_refusal(
             return missing_schema_message(f"table {name} does not exist", where, tables)
     if found != wanted:
         return version_message(tables, component, found, where)
-    if own and objects is not None:
-        return _queue_set_refusal(tables, objects, where)
+    if own is not None:
+        return _queue_set_refusal(tables, own, where)
     return None
 
 
