@@ -6,7 +6,7 @@ and each set is migrated on its own)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from runyard.sqlite.schema import (
     SCHEMA_VERSIONS,
@@ -18,7 +18,7 @@ from runyard.sqlite.schema import (
     version_message,
 )
 
-__all__ = ["Objects", "queue_set_version", "schema_refusal", "verify_statements"]
+__all__ = ["Objects", "queue_set_version", "read_objects", "schema_refusal", "verify_statements"]
 
 # The queue's triggers (each on the table named by the field, with this suffix).
 _QUEUE_TRIGGERS = (
@@ -173,6 +173,13 @@ def schema_refusal(
     if own is not None:
         return _queue_set_refusal(tables, own, where)
     return None
+
+
+def read_objects(rows: Sequence[Sequence[object]]) -> tuple[set[str], Objects]:
+    """The file's tables, and every object's CREATE text by (type, name), from the rows of
+    verify_statements' first read."""
+    present = {str(name) for kind, name, _ in rows if kind == "table"}
+    return present, {(str(kind), str(name)): str(sql or "") for kind, name, sql in rows}
 
 
 def verify_statements(tables: SqliteTables) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, closed_error, map_error, open_error
 from runyard.sqlite.flavours import Body, Connection, Row, in_transaction
 from runyard.sqlite.schema import DATABASE_NOW, SqliteTables
-from runyard.sqlite.schema_checks import schema_refusal, verify_statements
+from runyard.sqlite.schema_checks import read_objects, schema_refusal, verify_statements
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
@@ -282,9 +282,7 @@ class _SqliteAdapter(Closing):
     def _check_schema(self) -> None:
         where = self.connection.path
         tables_sql, versions_sql = verify_statements(self.tables)
-        objects = self.connection.fetch(tables_sql)
-        present = {str(name) for kind, name, _ in objects if kind == "table"}
-        texts = {(str(kind), str(name)): str(sql or "") for kind, name, sql in objects}
+        present, texts = read_objects(self.connection.fetch(tables_sql))
         versions = None
         if self.tables.schema_table in present:
             versions = {str(r[0]): int(r[1]) for r in self.connection.fetch(versions_sql)}
