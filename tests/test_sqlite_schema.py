@@ -10,6 +10,7 @@ from runyard import ConfigurationError, RunKey, StatePersistenceError
 from runyard.sqlite import (
     SQLITE_SCHEMA,
     SqliteStateStore,
+    SqliteStore,
     SqliteStoreSettings,
     SqliteTables,
     SqliteWorkQueue,
@@ -242,6 +243,28 @@ def test_a_current_set_stays_current_whatever_else_the_file_holds(tmp_path: Path
     ahead = schema_refusal(jobs, "queue", present, {"queue": 6}, "f", typed) or ""
     assert "is at schema version 6" in ahead and "install the matching runyard" in ahead
     assert "SET version = 5" not in ahead
+
+
+def test_a_schema_written_with_upper_case_names_is_runyards(tmp_path: Path) -> None:
+    """SQLite's names are case-insensitive: a file whose tables, indexes and triggers a
+    migration tool created as ``RUNYARD_...`` is runyard's schema. It was refused as missing
+    ``runyard_schema`` (the names read from the catalog were compared as written)."""
+    path = tmp_path / "upper.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(schema_sql().replace('"runyard_', '"RUNYARD_'))
+        assert conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name GLOB 'runyard_*'"
+        ).fetchone() == (0,)
+    with SqliteStateStore.open(path) as state:
+        assert state.put_run(RunKey("t", "r"), {"a": 1}, expected_version=0).version == 1
+    with SqliteStore.open(path) as store:
+        assert store.load("nothing") is None
+    with SqliteWorkQueue.open(path) as queue:
+        queue.enqueue("b", {"i": 1})
+        lease = queue.claim("w")
+        assert lease is not None and lease.tenant == "b"
+        queue.complete(lease)
+        assert queue.stats().ready == 0
 
 
 def test_a_migration_stopped_after_its_alter_is_finished_by_the_refusals_sql(

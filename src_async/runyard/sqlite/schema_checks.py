@@ -177,9 +177,11 @@ def schema_refusal(
 
 def read_objects(rows: Sequence[Sequence[object]]) -> tuple[set[str], Objects]:
     """The file's tables, and every object's CREATE text by (type, name), from the rows of
-    verify_statements' first read."""
-    present = {str(name) for kind, name, _ in rows if kind == "table"}
-    return present, {(str(kind), str(name)): str(sql or "") for kind, name, sql in rows}
+    verify_statements' first read. Names are lower-cased: SQLite's are case-insensitive (a
+    table a migration tool created as ``RUNYARD_RUNS`` is runyard's ``runyard_runs``), and
+    runyard's own are lower-case."""
+    present = {str(name).lower() for kind, name, _ in rows if kind == "table"}
+    return present, {(str(kind), str(name).lower()): str(sql or "") for kind, name, sql in rows}
 
 
 def verify_statements(tables: SqliteTables) -> tuple[str, str]:
