@@ -62,6 +62,30 @@ async def test_a_table_dropped_under_an_open_queue_is_a_configuration_error(
 
 
 @pytest.mark.asyncio
+async def test_a_table_dropped_under_a_store_with_its_own_names_names_their_schema(
+    tmp_path: Path,
+) -> None:
+    # SQLITE_SCHEMA holds the default names: applied as the repair for tables named otherwise,
+    # it would make a second set of runyard_* tables. The message named it (and "the
+    # database") for every store until the mapped error was given the store's tables and file.
+    path = tmp_path / "own.db"
+    tables = SqliteTables.with_prefix("app_")
+    queue = await AsyncSqliteWorkQueue.open(path, create_schema=True, tables=tables)
+    try:
+        await queue.enqueue("acme", {})
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TABLE app_work_items")
+        with pytest.raises(ConfigurationError) as caught:
+            await queue.claim("w")
+        message = str(caught.value)
+        assert f"no such table: app_work_items in {path}" in message
+        assert "runyard.sqlite.schema_sql(tables) for these table names" in message
+        assert "SQLITE_SCHEMA with" not in message
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.asyncio
 async def test_a_store_built_on_a_bare_connection_refuses_its_first_operation(
     tmp_path: Path,
 ) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from runyard.errors import (
     ConfigurationError,
@@ -11,6 +11,9 @@ from runyard.errors import (
     RunyardError,
     StatePersistenceError,
 )
+
+if TYPE_CHECKING:
+    from runyard.sqlite.schema import SqliteTables
 
 __all__ = ["LOOP_ENDED_MESSAGE", "Kind", "StoreClosed", "closed_error", "map_error", "open_error"]
 
@@ -50,15 +53,22 @@ def closed_error(kind: Kind, *, loop_ended: bool = False) -> RunyardError:
     return StatePersistenceError(message, reason="unavailable")
 
 
-def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> RunyardError | None:
+def map_error(
+    exc: BaseException,
+    kind: Kind,
+    busy_timeout_seconds: float,
+    *,
+    tables: SqliteTables | None = None,
+    where: str = "the database",
+) -> RunyardError | None:
     """Return the runyard error for a driver error, or None when it is not a driver error.
 
     A call on a closed connection (StoreClosed, or sqlite3's "closed database") is
     ``closed_error``; a write lock not obtained within the busy timeout is retryable
     ("contended" for state and executions, QueueUnavailableError for a queue); a missing table
     or column (the schema gone from under a running store) is a ConfigurationError naming the
-    repair; a full disk or an I/O error is "unavailable"; anything else the driver raises is
-    not retryable ("invalid").
+    repair (the schema for the store's ``tables``, in the file ``where``); a full disk or an
+    I/O error is "unavailable"; anything else the driver raises is not retryable ("invalid").
     """
     if isinstance(exc, StoreClosed):
         return closed_error(kind, loop_ended=exc.loop_ended)
@@ -82,7 +92,7 @@ def map_error(exc: BaseException, kind: Kind, busy_timeout_seconds: float) -> Ru
         # a configuration error, as PostgreSQL's missing relation is.
         from runyard.sqlite.schema import missing_schema_message
 
-        return ConfigurationError(missing_schema_message(text, "the database"))
+        return ConfigurationError(missing_schema_message(text, where, tables))
     if isinstance(exc, sqlite3.OperationalError) and ("disk" in text or "I/O" in text):
         if kind == "queue":
             return QueueUnavailableError(f"SQLite could not write: {text}")

@@ -14,7 +14,7 @@ from runyard._sync.closing import Closing
 from runyard._sync.sqlite.connecting import connect_file, create_tables
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
-from runyard.errors import ConfigurationError
+from runyard.errors import ConfigurationError, RunyardError
 from runyard.sqlite.errors import Kind, closed_error, map_error, open_error
 from runyard.sqlite.flavours import Body, Connection, Row, in_transaction
 from runyard.sqlite.schema import DATABASE_NOW, SqliteTables
@@ -85,9 +85,7 @@ class _Transaction:
                     # waited for even when this task is cancelled (see the connection's end()).
                     self._connection.end(exc is None and not self._pending)
                 except Exception as driver_error:
-                    error = map_error(
-                        driver_error, self._adapter._kind, self._adapter.busy_timeout_seconds
-                    )
+                    error = self._adapter._mapped(driver_error)
                     if error is None:
                         raise
                     raise error from driver_error
@@ -107,7 +105,7 @@ class _Transaction:
                 rows = self._connection.fetch(sql, params)
         except Exception as exc:
             self._pending = False  # the driver ran it and answered with this error
-            error = map_error(exc, self._adapter._kind, self._adapter.busy_timeout_seconds)
+            error = self._adapter._mapped(exc)
             if error is None:
                 raise
             raise error from exc
@@ -321,10 +319,20 @@ class _SqliteAdapter(Closing):
             try:
                 return self.connection.call(body, *args)
             except Exception as exc:
-                error = map_error(exc, self._kind, self.busy_timeout_seconds)
+                error = self._mapped(exc)
                 if error is None:
                     raise
                 raise error from exc
+
+    def _mapped(self, exc: BaseException) -> RunyardError | None:
+        """``map_error`` for this store: its kind, busy timeout, tables and file."""
+        return map_error(
+            exc,
+            self._kind,
+            self.busy_timeout_seconds,
+            tables=self.tables,
+            where=self.connection.path,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
