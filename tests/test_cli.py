@@ -109,7 +109,8 @@ def test_worker_refuses_a_lease_longer_than_its_cap_naming_both() -> None:
     result = CliRunner().invoke(app, ["worker", spec, *options])
     said = " ".join(result.output.split())
     assert result.exit_code == 2, (result.output, result.exception)
-    assert "max_lease_seconds must be at least lease_seconds" in said, said
+    assert "max_lease_seconds is below lease_seconds 4000" in said, said
+    assert "lease_seconds <= max_lease_seconds" in said, said
 
 
 def test_worker_with_a_handler_module_that_raises_on_import_exits_2_with_its_traceback(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from runyard.errors import InvalidArgumentError
 from runyard.policy import QueuePolicy
 from runyard.redis.items import retry_table
 
@@ -78,6 +80,37 @@ def test_lease_expiry_never_passes_max_lease() -> None:
 def test_settings_out_of_range_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         QueuePolicy(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "setting, bad",
+    [
+        (setting, bad)
+        for setting in ("lease_seconds", "max_lease_seconds", "backoff_base", "backoff_cap")
+        for bad in (math.nan, math.inf, -math.inf, True, "30", None, 10 * 365 * 86_400 + 1)
+    ]
+    + [("max_attempts", bad) for bad in (0, 10_001, 2**31, 1.5, True, None, math.nan)],
+    ids=repr,
+)
+def test_a_setting_that_is_not_a_number_in_range_is_refused_naming_it(
+    setting: str, bad: object
+) -> None:
+    """NaN compares false with everything, so it passed the range checks: memory and
+    PostgreSQL then granted leases that never lapse, SQLite raised a raw TypeError, and Redis
+    left an item half claimed (its script failed after its first writes)."""
+    with pytest.raises(InvalidArgumentError) as caught:
+        QueuePolicy(**{setting: bad})  # type: ignore[arg-type]
+    assert caught.value.argument == setting
+    assert setting in str(caught.value) and caught.value.limit in str(caught.value)
+
+
+def test_the_policy_limits_are_accepted() -> None:
+    ten_years = 10 * 365 * 86_400
+    policy = QueuePolicy(
+        lease_seconds=ten_years, max_lease_seconds=ten_years, backoff_cap=ten_years
+    )
+    assert policy.max_lease_seconds == ten_years
+    assert QueuePolicy(max_attempts=10_000, backoff_base=0, backoff_cap=0).max_attempts == 10_000
 
 
 def test_the_redis_retry_table_draws_what_backoff_draws_row_by_row() -> None:

@@ -2,16 +2,51 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
+
+from runyard.errors import InvalidArgumentError
+from runyard.validation import MAX_DELAY_SECONDS, MAX_ITEM_ATTEMPTS
 
 __all__ = ["RECLAIM_PER_CLAIM", "FailureDecision", "QueuePolicy"]
 
 RECLAIM_PER_CLAIM = 8
 """Lapsed leases a ``claim`` or ``claim_many`` takes back (as ``reap`` would) before it claims:
 a small, fixed bound, so recovery needs no reaper under load and a claim stays cheap."""
+
+
+# The policy's times (seconds), and whether each must be above 0 (else from 0).
+_SECONDS = (
+    ("lease_seconds", True),
+    ("max_lease_seconds", True),
+    ("backoff_base", False),
+    ("backoff_cap", False),
+)
+_ATTEMPTS_RULE = f"an int from 1 to {MAX_ITEM_ATTEMPTS}"
+
+
+def _refused(setting: str, problem: str, rule: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"QueuePolicy {setting} {problem} ({rule})", argument=setting, limit=rule
+    )
+
+
+def _check_seconds(setting: str, value: object, positive: bool) -> None:
+    """Refuse a policy time that is not a finite number of seconds in range: NaN compares
+    false with everything, so it passed the range checks and every backend then did something
+    else with it (a lease that never lapsed, a raw driver error, a lost item on Redis)."""
+    bound = "above 0" if positive else "from 0"
+    rule = f"a finite number of seconds {bound} up to {MAX_DELAY_SECONDS}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _refused(setting, f"must be a number, not {type(value).__name__}", rule)
+    if not math.isfinite(value):
+        raise _refused(setting, f"is {value!r}, not finite", rule)
+    low = value > 0 if positive else value >= 0
+    if not low or value > MAX_DELAY_SECONDS:
+        raise _refused(setting, f"is {value!r}, out of range", rule)
 
 
 @dataclass(frozen=True)
@@ -28,7 +63,11 @@ class QueuePolicy:
     """Lease length, attempt budget and capped exponential backoff with full jitter.
 
     ``random`` is the jitter source (a float in [0, 1)); inject one for deterministic tests.
-    Raises ValueError for a setting outside its range.
+    Raises InvalidArgumentError (a ValueError) naming the setting and its rule for one outside
+    its range: the times are finite numbers of seconds up to ten years (``lease_seconds`` and
+    ``max_lease_seconds`` above 0, the backoff from 0), ``max_attempts`` an int from 1 to
+    10,000 (the per-item limit), ``lease_seconds <= max_lease_seconds`` and
+    ``backoff_base <= backoff_cap``.
     """
 
     lease_seconds: float = 30.0
@@ -39,14 +78,22 @@ class QueuePolicy:
     random: Callable[[], float] = field(default=random.random, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.lease_seconds <= 0:
-            raise ValueError("lease_seconds must be positive")
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        if self.backoff_base < 0 or self.backoff_cap < self.backoff_base:
-            raise ValueError("backoff needs 0 <= backoff_base <= backoff_cap")
+        for name, positive in _SECONDS:
+            _check_seconds(name, getattr(self, name), positive)
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int):
+            kind = type(attempts).__name__
+            raise _refused("max_attempts", f"must be an int, not {kind}", _ATTEMPTS_RULE)
+        if not 1 <= attempts <= MAX_ITEM_ATTEMPTS:
+            raise _refused("max_attempts", f"is {attempts}, out of range", _ATTEMPTS_RULE)
+        if self.backoff_cap < self.backoff_base:
+            rule = "0 <= backoff_base <= backoff_cap"
+            raise _refused("backoff_cap", f"is below backoff_base {self.backoff_base}", rule)
         if self.max_lease_seconds < self.lease_seconds:
-            raise ValueError("max_lease_seconds must be at least lease_seconds")
+            rule = "lease_seconds <= max_lease_seconds"
+            raise _refused(
+                "max_lease_seconds", f"is below lease_seconds {self.lease_seconds}", rule
+            )
 
     def backoff_ceiling(self, attempts: int) -> float:
         """The longest wait ``backoff(attempts)`` can draw: min(cap, base * 2^(n-1))."""

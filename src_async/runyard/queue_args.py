@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runyard._json import dump_json
+from runyard.errors import InvalidArgumentError
 from runyard.keys import validate_identifier
 from runyard.validation import (
     check_limit,
@@ -94,8 +95,7 @@ def check_items(tenant: str, items: Sequence[NewItem], max_bytes: int) -> list[C
     """Check an ``enqueue_many``: the tenant, at most 10,000 items, then every item as
     ``check_item`` does, before any is written. Raises as ``check_item`` does."""
     validate_identifier(tenant, "tenant")
-    if items:
-        check_limit(len(items), "items")
+    _check_batch(items, "items", "NewItem")
     return [
         _check(
             spec.payload,
@@ -116,6 +116,29 @@ def check_leases(leases: Sequence[Lease]) -> list[tuple[str, str, int]]:
 
     Raises InvalidArgumentError before anything is sent.
     """
-    if leases:
-        check_limit(len(leases), "leases")
+    _check_batch(leases, "leases", "Lease")
     return [settle_target(lease, None, None) for lease in leases]
+
+
+def _check_batch(batch: object, argument: str, kind: str) -> None:
+    """Refuse ``batch`` unless it is a sequence (a list, a tuple) of at most 10,000 ``kind``
+    models: an iterator would be used up by the check, a dict or a bare model is no batch."""
+    from runyard.models import Lease, NewItem
+
+    model = NewItem if kind == "NewItem" else Lease
+    rule = f"a sequence (list, tuple) of 0 to 10000 {kind}"
+    if not isinstance(batch, Sequence) or isinstance(batch, (str, bytes)):
+        raise InvalidArgumentError(
+            f"{argument} must be a sequence of {kind}, not {type(batch).__name__} ({rule})",
+            argument=argument,
+            limit=rule,
+        )
+    if batch:
+        check_limit(len(batch), argument)
+    for position, element in enumerate(batch):
+        if not isinstance(element, model):
+            raise InvalidArgumentError(
+                f"{argument}[{position}] is a {type(element).__name__}, not a {kind} ({rule})",
+                argument=argument,
+                limit=rule,
+            )

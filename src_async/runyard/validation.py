@@ -277,7 +277,15 @@ def settle_target(
                 "was passed with a different item_id or token",
                 "pass a Lease alone, or tenant, item_id and token=",
             )
-        return lease.tenant, lease.item_id, lease.token
+        # A Lease is a plain model anyone can build: its fields are checked as the same
+        # arguments passed alone are (no backend is sent a token past a bigint, or an id
+        # memory would refuse).
+        check_version_number(lease.token, "token")
+        return (
+            validate_identifier(lease.tenant, "tenant"),
+            validate_identifier(lease.item_id, "item_id"),
+            lease.token,
+        )
     if item_id is None or token is None:
         raise _refuse(
             "item_id" if item_id is None else "token",

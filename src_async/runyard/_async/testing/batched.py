@@ -5,6 +5,8 @@ A queue that does not declare the capability skips them, saying so.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncWorkQueue
@@ -226,6 +228,56 @@ class AsyncBatchedQueueCases(AsyncQueueKitBase):
             got = await batched.get_item("acme", item_id)
             assert got is not None and got.payload == {"n": n}
         assert (await batched.stats()).ready == len({item_id for item_id, _ in expected})
+
+    @pytest.mark.asyncio
+    async def test_settles_many_check_every_lease_before_settling_any(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # Memory completed the first lease, then refused the second's empty tenant; the
+        # others answered "no work item" for it (PostgreSQL sent a token past a bigint).
+        batched = self._batched(queue)
+        await batched.enqueue("acme", {}, item_id="a")
+        await batched.enqueue("acme", {}, item_id="b")
+        first, second = await batched.claim_many("w", limit=2)
+        bad_tenant = second.model_copy(
+            update={"item": second.item.model_copy(update={"tenant": ""})}
+        )
+        bad_token = second.model_copy(update={"token": 2**63})
+        for bad, argument in ((bad_tenant, "tenant"), (bad_token, "token")):
+            for settle in (batched.complete_many, batched.heartbeat_many, batched.release_many):
+                with pytest.raises(InvalidArgumentError) as caught:
+                    await settle([first, bad])
+                assert caught.value.argument == argument
+        for item_id in ("a", "b"):
+            held = await batched.get_item("acme", item_id)
+            assert held is not None and held.state == "leased"
+        assert await batched.complete_many([first, second]) == [None, None]
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("shape", ["none", "dict", "iterator", "model", "str"])
+    async def test_batched_calls_refuse_what_is_not_a_sequence_of_models(
+        self, queue: AsyncWorkQueue, shape: str
+    ) -> None:
+        batched = self._batched(queue)
+        item = NewItem(payload={"n": 1})
+        items: Any = {
+            "none": None,
+            "dict": [{"payload": 1}],
+            "iterator": iter([item]),
+            "model": item,
+            "str": "ab",
+        }[shape]
+        with pytest.raises(InvalidArgumentError) as caught:
+            await batched.enqueue_many("acme", items)
+        assert caught.value.argument == "items"
+        leases: Any = {"none": None, "dict": [{}], "iterator": iter([]), "model": item}.get(
+            shape, ["x"]
+        )
+        for settle in (batched.complete_many, batched.heartbeat_many, batched.release_many):
+            with pytest.raises(InvalidArgumentError) as caught:
+                await settle(leases)
+            assert caught.value.argument == "leases"
+        assert (await batched.stats()).ready == 0
 
     @pytest.mark.asyncio
     async def test_enqueue_many_checks_every_item_before_adding_any(

@@ -148,6 +148,41 @@ class AsyncQueueValidationCases(AsyncQueueKitBase):
         await queue.complete(lease)
 
     @pytest.mark.asyncio
+    @pytest.mark.parametrize(
+        "field, bad",
+        [
+            ("token", -1),
+            ("token", 2**63),
+            ("token", 2**64),
+            ("tenant", ""),
+            ("item_id", ""),
+            ("tenant", "a\x00b"),
+            ("item_id", "x" * 257),
+            ("item_id", "\ud800"),
+        ],
+        ids=repr,
+    )
+    async def test_validation_a_lease_with_bad_fields_is_refused_before_sending(
+        self, queue: AsyncWorkQueue, field: str, bad: Any
+    ) -> None:
+        # A Lease is a plain model anyone can build: memory refused bad identifiers in one,
+        # SQLite raised a raw OverflowError for a token past a bigint, PostgreSQL a driver
+        # error after sending, Redis and SQLite answered "no work item".
+        await queue.enqueue("acme", {}, item_id="i")
+        lease = await self._lease(queue)
+        if field == "token":
+            forged = lease.model_copy(update={"token": bad})
+        else:
+            forged = lease.model_copy(update={"item": lease.item.model_copy(update={field: bad})})
+        for settle in (queue.complete, queue.heartbeat, queue.fail):
+            with pytest.raises(InvalidArgumentError) as caught:
+                await settle(forged)
+            assert caught.value.argument == field
+        held = await queue.get_item("acme", "i")
+        assert held is not None and (held.state, held.attempts) == ("leased", 1)
+        await queue.complete(lease)
+
+    @pytest.mark.asyncio
     @pytest.mark.parametrize("call", ["dedupe_key", "get_item", "claim"])
     async def test_validation_empty_identifiers_are_refused(
         self, queue: AsyncWorkQueue, call: str

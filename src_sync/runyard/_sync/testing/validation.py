@@ -141,6 +141,40 @@ class QueueValidationCases(QueueKitBase):
             assert caught.value.argument == "token"
         queue.complete(lease)
 
+    @pytest.mark.parametrize(
+        "field, bad",
+        [
+            ("token", -1),
+            ("token", 2**63),
+            ("token", 2**64),
+            ("tenant", ""),
+            ("item_id", ""),
+            ("tenant", "a\x00b"),
+            ("item_id", "x" * 257),
+            ("item_id", "\ud800"),
+        ],
+        ids=repr,
+    )
+    def test_validation_a_lease_with_bad_fields_is_refused_before_sending(
+        self, queue: WorkQueue, field: str, bad: Any
+    ) -> None:
+        # A Lease is a plain model anyone can build: memory refused bad identifiers in one,
+        # SQLite raised a raw OverflowError for a token past a bigint, PostgreSQL a driver
+        # error after sending, Redis and SQLite answered "no work item".
+        queue.enqueue("acme", {}, item_id="i")
+        lease = self._lease(queue)
+        if field == "token":
+            forged = lease.model_copy(update={"token": bad})
+        else:
+            forged = lease.model_copy(update={"item": lease.item.model_copy(update={field: bad})})
+        for settle in (queue.complete, queue.heartbeat, queue.fail):
+            with pytest.raises(InvalidArgumentError) as caught:
+                settle(forged)
+            assert caught.value.argument == field
+        held = queue.get_item("acme", "i")
+        assert held is not None and (held.state, held.attempts) == ("leased", 1)
+        queue.complete(lease)
+
     @pytest.mark.parametrize("call", ["dedupe_key", "get_item", "claim"])
     def test_validation_empty_identifiers_are_refused(self, queue: WorkQueue, call: str) -> None:
         with pytest.raises(InvalidArgumentError):
