@@ -3,12 +3,16 @@ SQLite file, a worker process killed mid-run and another worker finishing its it
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from runyard._async.pager import AsyncRunPager
+from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.worker import AsyncWorker
+from runyard._async.worker.wakeup import wakeup_for
 from runyard._async.yard import AsyncYard
 from runyard._flavours import async_gather, async_sleep
 from runyard.cli.crash import (
@@ -23,11 +27,53 @@ from runyard.cli.crash import (
     start_doomed_worker,
 )
 from runyard.cli.demo import DemoPlan, DemoResult
-from runyard.models import CounterDelta, RunKey
+from runyard.models import CounterDelta, Lease, RunKey
 from runyard.worker.job import Job
 from runyard.worker.outcomes import WorkerStats
 
-__all__ = ["run_demo"]
+__all__ = ["AsyncDemoQueue", "run_demo"]
+
+# The tenants demos make: "<name>~<8 hex digits>", one id per run of the demo.
+DEMO_TENANT = re.compile(r"(noisy|quiet-[0-9]+|crash)~[0-9a-f]{8}")
+# Claims a demo worker's claim sends, at most, to get past other tenants' items.
+PASSES = 64
+
+
+class AsyncDemoQueue:
+    """The queue as the demo's workers see it: an item of a tenant no demo made (the default
+    file may hold the user's work) is handed back at once, its attempt not counted, as the
+    killed worker's claims hand it back; the demo's handler never runs on it. A claim sends
+    up to PASSES claims to get past such items (each one moves its tenant's turn on, as a
+    claim does); every other call goes to the queue."""
+
+    def __init__(self, queue: AsyncWorkQueue) -> None:
+        self.queue = queue
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.queue, name)
+
+    async def claim(self, worker: str) -> Lease | None:
+        own = await self._own(worker, 1)
+        return own[0] if own else None
+
+    async def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        return await self._own(worker, limit)
+
+    async def _own(self, worker: str, limit: int) -> list[Lease]:
+        batched: Any = self.queue
+        for _ in range(PASSES):
+            if limit == 1:
+                lease = await self.queue.claim(worker)
+                leases = [] if lease is None else [lease]
+            else:
+                leases = await batched.claim_many(worker, limit=limit)
+            own = [lease for lease in leases if DEMO_TENANT.fullmatch(lease.tenant)]
+            if len(own) < len(leases):
+                others = [lease for lease in leases if lease not in own]
+                await batched.release_many(others)
+            if own or len(leases) < limit:
+                return own
+        return []
 
 
 async def run_demo(
@@ -47,6 +93,7 @@ async def run_demo(
     demo_id = uuid.uuid4().hex[:8]
     yard = await AsyncYard.from_url(url, policy=DEMO_POLICY)
     store, queue = yard.state, yard.queue
+    mine = AsyncDemoQueue(queue)
     for tenant, items in plan.tenants:
         for n in range(items):
             run_id = f"run-{n}"
@@ -58,6 +105,7 @@ async def run_demo(
     claimed: list[tuple[int, str]] = []  # (fencing token, tenant): tokens count the claims
 
     async def handle(job: Job) -> None:
+        # An item of a tenant no demo made never gets here: the demo queue hands it back.
         lease = job.lease
         name, _, owner = lease.tenant.rpartition("~")
         await async_sleep(plan.work_seconds)
@@ -73,7 +121,10 @@ async def run_demo(
             on_served(name)
 
     async def serve() -> list[WorkerStats]:
-        workers = [AsyncWorker(queue, handle, name=f"worker-{n}") for n in range(plan.workers)]
+        workers = [
+            AsyncWorker(mine, handle, name=f"worker-{n}", wakeup=wakeup_for(queue))
+            for n in range(plan.workers)
+        ]
         return await async_gather([partial(w.run_until_idle) for w in workers])
 
     reports = await serve()

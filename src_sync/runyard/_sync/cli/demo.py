@@ -5,13 +5,17 @@ SQLite file, a worker process killed mid-run and another worker finishing its it
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from runyard._flavours import gather, sleep
 from runyard._sync.pager import RunPager
+from runyard._sync.protocols import WorkQueue
 from runyard._sync.worker import Worker
+from runyard._sync.worker.wakeup import wakeup_for
 from runyard._sync.yard import Yard
 from runyard.cli.crash import (
     CRASH_ITEMS,
@@ -25,11 +29,53 @@ from runyard.cli.crash import (
     start_doomed_worker,
 )
 from runyard.cli.demo import DemoPlan, DemoResult
-from runyard.models import CounterDelta, RunKey
+from runyard.models import CounterDelta, Lease, RunKey
 from runyard.worker.job import Job
 from runyard.worker.outcomes import WorkerStats
 
-__all__ = ["run_demo"]
+__all__ = ["DemoQueue", "run_demo"]
+
+# The tenants demos make: "<name>~<8 hex digits>", one id per run of the demo.
+DEMO_TENANT = re.compile(r"(noisy|quiet-[0-9]+|crash)~[0-9a-f]{8}")
+# Claims a demo worker's claim sends, at most, to get past other tenants' items.
+PASSES = 64
+
+
+class DemoQueue:
+    """The queue as the demo's workers see it: an item of a tenant no demo made (the default
+    file may hold the user's work) is handed back at once, its attempt not counted, as the
+    killed worker's claims hand it back; the demo's handler never runs on it. A claim sends
+    up to PASSES claims to get past such items (each one moves its tenant's turn on, as a
+    claim does); every other call goes to the queue."""
+
+    def __init__(self, queue: WorkQueue) -> None:
+        self.queue = queue
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.queue, name)
+
+    def claim(self, worker: str) -> Lease | None:
+        own = self._own(worker, 1)
+        return own[0] if own else None
+
+    def claim_many(self, worker: str, *, limit: int) -> list[Lease]:
+        return self._own(worker, limit)
+
+    def _own(self, worker: str, limit: int) -> list[Lease]:
+        batched: Any = self.queue
+        for _ in range(PASSES):
+            if limit == 1:
+                lease = self.queue.claim(worker)
+                leases = [] if lease is None else [lease]
+            else:
+                leases = batched.claim_many(worker, limit=limit)
+            own = [lease for lease in leases if DEMO_TENANT.fullmatch(lease.tenant)]
+            if len(own) < len(leases):
+                others = [lease for lease in leases if lease not in own]
+                batched.release_many(others)
+            if own or len(leases) < limit:
+                return own
+        return []
 
 
 def run_demo(
@@ -49,6 +95,7 @@ def run_demo(
     demo_id = uuid.uuid4().hex[:8]
     yard = Yard.from_url(url, policy=DEMO_POLICY)
     store, queue = yard.state, yard.queue
+    mine = DemoQueue(queue)
     for tenant, items in plan.tenants:
         for n in range(items):
             run_id = f"run-{n}"
@@ -60,6 +107,7 @@ def run_demo(
     claimed: list[tuple[int, str]] = []  # (fencing token, tenant): tokens count the claims
 
     def handle(job: Job) -> None:
+        # An item of a tenant no demo made never gets here: the demo queue hands it back.
         lease = job.lease
         name, _, owner = lease.tenant.rpartition("~")
         sleep(plan.work_seconds)
@@ -75,7 +123,10 @@ def run_demo(
             on_served(name)
 
     def serve() -> list[WorkerStats]:
-        workers = [Worker(queue, handle, name=f"worker-{n}") for n in range(plan.workers)]
+        workers = [
+            Worker(mine, handle, name=f"worker-{n}", wakeup=wakeup_for(queue))
+            for n in range(plan.workers)
+        ]
         return gather([partial(w.run_until_idle) for w in workers])
 
     reports = serve()
