@@ -18,6 +18,7 @@ EXTRA_NAMES: dict[str, str] = {
     "_async": "_sync",
     "async_sleep": "sleep",
     "async_gather": "gather",
+    "async_run_handler": "run_handler",
     "pytest_asyncio": "pytest",
 }
 # `AsyncX` -> `X`, `_AsyncX` -> `_X`; unasync's fallback gives `SyncX` (and leaves `_AsyncX`).

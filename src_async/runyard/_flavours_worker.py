@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 __all__ = [
     "AsyncCondition",
@@ -22,9 +24,39 @@ __all__ = [
     "Guard",
     "JobHandle",
     "JobRunner",
+    "async_run_handler",
+    "run_handler",
 ]
 
 log = logging.getLogger("runyard.worker")
+
+
+async def async_run_handler(handler: Callable[[Any], Any], job: object) -> None:
+    """Run an async worker's handler on ``job``: a handler that returned no awaitable (a plain
+    function given to AsyncWorker) fails the job saying so, not with "object NoneType can't
+    be used in 'await' expression"."""
+    result = handler(job)
+    if not inspect.isawaitable(result):
+        raise TypeError(
+            f"the handler returned {type(result).__name__}, not an awaitable: AsyncWorker runs "
+            "async handlers; run a plain function with Worker (the CLI's --sync)"
+        )
+    await result
+
+
+def run_handler(handler: Callable[[Any], Any], job: object) -> None:
+    """Run a thread worker's handler on ``job``: one that returned an awaitable (an object
+    with ``async def __call__``, a wrapper of a coroutine function) did not run its work, so
+    the job fails saying so; it was completed as done before, the work lost."""
+    result = handler(job)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited: no "was never awaited" warning
+        raise TypeError(
+            f"the handler returned {type(result).__name__}, an awaitable, so its work did not "
+            "run: Worker runs plain functions; serve an async handler with AsyncWorker (the "
+            "CLI without --sync)"
+        )
 
 
 class AsyncCondition:

@@ -38,29 +38,60 @@ class _Stoppable(Protocol):
 
 
 def load_handler(spec: str, *, sync: bool) -> Callable[[Job], Any]:
-    """Import ``module:attribute``; a coroutine function for the async twin, a plain function
-    for ``--sync``. Raises ConfigurationError saying what to fix."""
+    """Import ``module:attribute`` (the working directory on the import path, as arq, rq,
+    dramatiq and celery put it); a coroutine function (or an object whose ``__call__`` is
+    one, or a wrapper of one) for the async twin, a plain function for ``--sync``. Raises
+    ConfigurationError saying what to fix; a module that failed while importing (an import
+    or attribute error inside it included) is named with its traceback."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ConfigurationError(f"handler {spec!r} must be written module:function")
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
     try:
-        handler = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"cannot load handler {spec!r}: {exc}") from None
-    except Exception as exc:  # the module itself failed: its traceback says where
-        trace = "".join(traceback.format_exception(exc)).rstrip()
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise _import_failed(spec, module_name, here, exc) from None
+    try:
+        handler = getattr(module, attribute)
+    except AttributeError:
         raise ConfigurationError(
-            f"cannot load handler {spec!r}: importing {module_name} raised "
-            f"{type(exc).__name__}: {exc}\n{trace}"
+            f"cannot load handler {spec!r}: module {module_name} has no attribute {attribute!r}"
         ) from None
     if not callable(handler):
         raise ConfigurationError(f"handler {spec!r} is not callable")
-    coroutine = inspect.iscoroutinefunction(handler)
+    coroutine = _is_async(handler)
     if sync and coroutine:
         raise ConfigurationError(f"handler {spec!r} is async: drop --sync, or pass a function")
     if not sync and not coroutine:
         raise ConfigurationError(f"handler {spec!r} is not async: pass --sync to run it on threads")
     return handler  # type: ignore[no-any-return]
+
+
+def _import_failed(spec: str, module_name: str, here: str, exc: Exception) -> ConfigurationError:
+    """The refusal of a handler whose module did not import: one line when the module (or a
+    package of its path) is not there; else what the module raised, with its traceback."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing is not None and (module_name == missing or module_name.startswith(missing + ".")):
+        return ConfigurationError(
+            f"cannot load handler {spec!r}: no module named {missing!r} on the import path "
+            f"(the working directory {here} is on it; install the module, or run from the "
+            "directory that holds it)"
+        )
+    trace = "".join(traceback.format_exception(exc)).rstrip()
+    return ConfigurationError(
+        f"cannot load handler {spec!r}: importing {module_name} raised "
+        f"{type(exc).__name__}: {exc}\n{trace}"
+    )
+
+
+def _is_async(handler: Callable[..., Any]) -> bool:
+    """Whether ``handler`` is a coroutine function, wraps one (``functools.wraps``), or is an
+    object whose ``__call__`` is one."""
+    call = inspect.getattr_static(type(handler), "__call__", None)
+    candidates = (handler, inspect.unwrap(handler), call)
+    return any(inspect.iscoroutinefunction(c) for c in candidates if c is not None)
 
 
 class _Signals:

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from runyard._async.worker.rounds import AsyncWorkerRounds
 from runyard._async.worker.store import WorkerAborted
 from runyard._flavours import AsyncEvent
+from runyard._flavours_worker import async_run_handler
 from runyard.models import Lease
 from runyard.worker.job import DONE, Job
 from runyard.worker.slot import SETTLED, Settled, Slot
@@ -45,7 +46,7 @@ class AsyncWorkerJobs(AsyncWorkerRounds):
         (the job given up) ends the job without an outcome."""
         successor = None
         try:
-            await self.handler(slot.job)
+            await async_run_handler(self.handler, slot.job)
         except BaseException as exc:
             if slot.job.cancelled:
                 return None  # given up (timeout, lost lease, shutdown): the loop settled it

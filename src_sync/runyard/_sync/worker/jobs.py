@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 
 from runyard._flavours import Event
+from runyard._flavours_worker import run_handler
 from runyard._sync.worker.rounds import WorkerRounds
 from runyard._sync.worker.store import WorkerAborted
 from runyard.models import Lease
@@ -47,7 +48,7 @@ class WorkerJobs(WorkerRounds):
         (the job given up) ends the job without an outcome."""
         successor = None
         try:
-            self.handler(slot.job)
+            run_handler(self.handler, slot.job)
         except BaseException as exc:
             if slot.job.cancelled:
                 return None  # given up (timeout, lost lease, shutdown): the loop settled it

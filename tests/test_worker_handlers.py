@@ -1,0 +1,107 @@
+"""What kind of handler each twin runs: the thread twin never completes an item whose handler
+returned an awaitable (its work never ran), the async twin fails a plain function's job
+saying why; the CLI tells async callables (objects, wrappers) from plain ones and loads a
+handler module from the working directory."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runyard import AsyncMemoryWorkQueue, ManualClock, MemoryWorkQueue, QueuePolicy
+from runyard._async.worker import AsyncWorker
+from runyard._sync.worker import Worker
+from runyard.cli.worker import load_handler
+from runyard.errors import ConfigurationError
+from runyard.worker import Job
+
+POLICY = QueuePolicy(max_attempts=1)
+
+
+class AsyncCallable:
+    def __init__(self) -> None:
+        self.ran = 0
+
+    async def __call__(self, job: Job) -> None:
+        self.ran += 1
+
+
+def test_the_thread_twin_fails_a_job_whose_handler_returned_a_coroutine() -> None:
+    # It completed the item as done, the coroutine never awaited: the work was lost.
+    queue = MemoryWorkQueue(policy=POLICY, clock=ManualClock())
+    queue.enqueue("acme", {}, item_id="i")
+    handler = AsyncCallable()
+    with warnings.catch_warnings(record=True) as warned:  # no "was never awaited"
+        warnings.simplefilter("always")
+        stats = Worker(queue, handler).run_until_idle()
+        gc.collect()
+    assert [str(w.message) for w in warned if "never awaited" in str(w.message)] == []
+    assert (stats.completed, stats.dead, handler.ran) == (0, 1, 0)
+    (dead,) = queue.dead_letters("acme")
+    assert dead.item.last_error is not None
+    assert "TypeError: the handler returned coroutine, an awaitable" in dead.item.last_error
+
+
+@pytest.mark.asyncio
+async def test_the_async_twin_fails_a_plain_functions_job_saying_why() -> None:
+    queue = AsyncMemoryWorkQueue(policy=POLICY, clock=ManualClock())
+    await queue.enqueue("acme", {}, item_id="i")
+    plain: Any = lambda job: None  # noqa: E731
+    stats = await asyncio.wait_for(AsyncWorker(queue, plain).run_until_idle(), 30)
+    assert (stats.completed, stats.dead) == (0, 1)
+    (dead,) = await queue.dead_letters("acme")
+    assert dead.item.last_error is not None
+    assert "the handler returned NoneType, not an awaitable" in dead.item.last_error
+
+
+async def _inner(job: Job) -> None:
+    pass
+
+
+def _wraps(function: Any) -> Any:
+    @functools.wraps(function)
+    def wrapper(job: Job) -> Any:
+        return function(job)
+
+    return wrapper
+
+
+@pytest.mark.parametrize("handler", [AsyncCallable(), _wraps(_inner)], ids=["object", "wrapper"])
+def test_the_cli_tells_an_async_callable_from_a_function(
+    handler: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tests.support.worker_jobs.probe", handler, raising=False)
+    with pytest.raises(ConfigurationError, match="is async: drop --sync"):
+        load_handler("tests.support.worker_jobs:probe", sync=True)
+    assert load_handler("tests.support.worker_jobs:probe", sync=False) is handler
+
+
+def test_the_cli_loads_a_handler_module_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The console script's sys.path starts with its own bin directory, not the working one.
+    (tmp_path / "app_handlers_here.py").write_text("async def send(job):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", ".")])
+    assert load_handler("app_handlers_here:send", sync=False).__name__ == "send"
+
+
+def test_the_cli_shows_the_traceback_of_an_import_error_inside_the_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_import_here.py").write_text(
+        "import no_such_module_in_here\n\nasync def h(job):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigurationError) as caught:
+        load_handler("broken_import_here:h", sync=False)
+    said = str(caught.value)
+    assert "importing broken_import_here raised ModuleNotFoundError" in said
+    assert 'broken_import_here.py", line 1' in said
+    with pytest.raises(ConfigurationError, match="no module named 'not_there_at_all'"):
+        load_handler("not_there_at_all:h", sync=False)
