@@ -82,6 +82,8 @@ def test_a_worker_serves_the_redis_namespace_its_url_names(
         ("redis://127.0.0.1:1/0?socket_timeout=soon", "socket_timeout"),
         ("redis://127.0.0.1:1/0?table_prefix=app_", "table_prefix"),
         ("redis+cluster://:S3CRET@127.0.0.1:1/3", "only database 0"),
+        # redis-py read it as database 0: the wrong database, served without a word.
+        ("redis://:S3CRET@127.0.0.1:1/abc", "names database 'abc'"),
     ],
 )
 def test_a_bad_option_in_a_server_url_is_a_configuration_error_naming_it(
@@ -97,3 +99,27 @@ def test_a_bad_option_in_a_server_url_is_a_configuration_error_naming_it(
     assert result.returncode == 2, result.stderr
     assert named in result.stderr and "Traceback" not in result.stderr
     assert "S3CRET" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [
+        ("redis://{host}:{port}/99", "DB index is out of range"),
+        ("redis+cluster://{host}:{port}", "Cluster mode is not enabled"),
+    ],
+)
+def test_a_url_the_redis_server_refuses_is_a_configuration_error(
+    local_redis_target: RedisTarget, path: str, named: str
+) -> None:
+    # Both came out of the driver unmapped: exit 1 and a traceback of some 230 lines (the
+    # cluster one never reached the retry policy: redis-py's RedisClusterException is not a
+    # RedisError).
+    url = path.format(host=local_redis_target.host, port=local_redis_target.port)
+    command = [sys.executable, "-c", "from runyard.cli.app import app; app()", "worker"]
+    command += ["tests.support.worker_jobs:gated", "--url", url + "?durable=false"]
+    result = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=SAFETY, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    said = " ".join(result.stderr.split())
+    assert named in said and "not retried" in said and "Traceback" not in said, said

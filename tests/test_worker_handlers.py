@@ -105,3 +105,28 @@ def test_the_cli_shows_the_traceback_of_an_import_error_inside_the_module(
     assert 'broken_import_here.py", line 1' in said
     with pytest.raises(ConfigurationError, match="no module named 'not_there_at_all'"):
         load_handler("not_there_at_all:h", sync=False)
+
+
+@pytest.mark.asyncio
+async def test_a_failures_log_line_is_one_bounded_line(caplog: pytest.LogCaptureFixture) -> None:
+    # The line carried the exception's whole repr: a 100,000-character message made a log
+    # line of 100,101 characters (the stored error is cut to 1,000).
+    queue = AsyncMemoryWorkQueue(
+        policy=QueuePolicy(max_attempts=2, backoff_base=0), clock=ManualClock()
+    )
+    await queue.enqueue("acme", {}, item_id="i")
+
+    async def handler(job: Job) -> None:
+        raise ValueError("x" * 100_000 + "\nsecond line")
+
+    with caplog.at_level("WARNING", logger="runyard.worker"):
+        stats = await asyncio.wait_for(AsyncWorker(queue, handler).run_until_idle(), 30)
+    assert (stats.retried, stats.dead) == (1, 1)
+    lines = [r.getMessage() for r in caplog.records if "item i" in r.getMessage()]
+    assert [line.split(":")[0] for line in lines] == [
+        "item i failed on attempt 1, will retry",
+        "dead-lettered item i after attempt 2",
+    ]
+    for line in lines:
+        assert "\n" not in line and len(line) < 400, len(line)
+        assert "ValueError('xxx" in line and "more characters)" in line

@@ -250,6 +250,12 @@ def redis_settings(url: YardURL) -> tuple[str, RedisStoreSettings, bool]:
     )
     dsn, options = url.split(known, scheme=scheme)
     database = urlsplit(dsn).path.strip("/")
+    if database and not (database.isascii() and database.isdigit()):
+        # redis-py reads a path that is not a number as database 0: the wrong database, served.
+        raise ConfigurationError(
+            f"{url.redacted}: the path names database {database!r}, not a number: give the "
+            "database as /0, /1, ... (or leave the path empty for 0)"
+        )
     if cluster and database not in ("", "0"):
         raise ConfigurationError(
             f"{url.redacted}: a Redis Cluster has only database 0; leave the path empty or /0"

@@ -74,6 +74,9 @@ _NOT_APPLIED_PREFIXES = (
     "OOM",
     "BUSY ",
 )
+# What a reply no retry can change says: the URL names a database the server does not have
+# (SELECT at connect), or a cluster client met a server not in cluster mode.
+_CONFIGURATION_MARKS = ("DB index is out of range", "Cluster mode is not enabled")
 
 
 class ReplyLost(RunyardError):
@@ -86,8 +89,9 @@ def classify(exc: BaseException) -> Failure:
     ``not_applied``: the server certainly did not run it (refused connection, loading, failover
     in progress), so it is safe to send again. ``ambiguous``: it may have run (the connection
     died or timed out after sending). ``pool``: no connection was free. ``fatal``: anything
-    else (a script error), never retried. ``configuration``: the server refused the credentials
-    or the user's permissions; sending again cannot help.
+    else (a script error), never retried. ``configuration``: the server refused the credentials,
+    the user's permissions, the URL's database number, or a cluster client on a server not in
+    cluster mode; sending again cannot help.
     """
     if isinstance(
         exc,
@@ -118,6 +122,10 @@ def classify(exc: BaseException) -> Failure:
     # maxmemory with noeviction refused the command, or a script at its start, before it ran.
     if isinstance(exc, (ClusterDownError, TryAgainError, ReadOnlyError, OutOfMemoryError)):
         return "not_applied"
+    if isinstance(exc, (ResponseError, RedisClusterException)) and any(
+        marker in str(exc) for marker in _CONFIGURATION_MARKS
+    ):
+        return "configuration"
     if isinstance(exc, ResponseError):
         return "not_applied" if str(exc).startswith(_NOT_APPLIED_PREFIXES) else "fatal"
     if isinstance(exc, RedisClusterException):

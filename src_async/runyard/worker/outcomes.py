@@ -13,6 +13,7 @@ from runyard.validation import MAX_ERROR_BYTES, storable_error_tail, storable_er
 from runyard.worker.job import Job
 
 __all__ = [
+    "MAX_LOGGED_CHARS",
     "MAX_MESSAGE_CHARS",
     "MAX_TRACEBACK_CHARS",
     "JobTimeoutError",
@@ -21,8 +22,12 @@ __all__ = [
     "WorkerStats",
     "describe_failure",
     "is_permanent",
+    "logged_failure",
 ]
 
+MAX_LOGGED_CHARS = 300
+"""A failure's log line shows at most this many characters of the exception (see
+``logged_failure``)."""
 MAX_TRACEBACK_CHARS = 4000
 """The stored traceback keeps its last this many characters (the frames nearest the raise)."""
 MAX_MESSAGE_CHARS = 1000
@@ -106,6 +111,16 @@ def describe_failure(exc: BaseException) -> str:
     # Its end in what the head leaves (in UTF-8 a character takes up to 4 bytes): the frames
     # nearest the raise are there.
     return head + storable_error_tail(trace, MAX_ERROR_BYTES - len(head.encode()))
+
+
+def logged_failure(exc: BaseException) -> str:
+    """What a log line shows of ``exc``: its ``repr`` on one line, cut to MAX_LOGGED_CHARS
+    (the stored error keeps more; a 100,000-character message made one log line that long)."""
+    try:
+        text = repr(exc)
+    except Exception:
+        text = f"<{type(exc).__name__} repr() failed>"
+    return _cut(" ".join(text.splitlines()), MAX_LOGGED_CHARS)
 
 
 def _cut(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:

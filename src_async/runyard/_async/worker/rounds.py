@@ -12,7 +12,7 @@ from runyard.errors import RunyardError
 from runyard.models import Lease, WorkItem
 from runyard.worker.bookkeeping import WorkerBookkeeping
 from runyard.worker.job import DONE
-from runyard.worker.outcomes import describe_failure, is_permanent
+from runyard.worker.outcomes import describe_failure, is_permanent, logged_failure
 from runyard.worker.slot import Slot
 
 __all__ = ["AsyncWorkerRounds"]
@@ -110,10 +110,10 @@ class AsyncWorkerRounds(WorkerBookkeeping):
         elif result.state == "dead":
             self._stats.dead += 1
             log.error(
-                "dead-lettered item %s after attempt %d: %r",
+                "dead-lettered item %s after attempt %d: %s",
                 slot.lease.item_id,
                 slot.job.attempt,
-                exc,
+                logged_failure(exc),
                 extra=self._extra(slot, "dead"),
             )
             self._hook(self.hooks.on_dead, slot.job, exc)
@@ -122,10 +122,10 @@ class AsyncWorkerRounds(WorkerBookkeeping):
             self._stats.retried += 1
             self._due_at(result)  # due again once its backoff passes
             log.warning(
-                "item %s failed on attempt %d, will retry: %r",
+                "item %s failed on attempt %d, will retry: %s",
                 slot.lease.item_id,
                 slot.job.attempt,
-                exc,
+                logged_failure(exc),
                 extra=self._extra(slot, "retried"),
             )
             self._hook(self.hooks.on_job_end, slot.job, "retried")

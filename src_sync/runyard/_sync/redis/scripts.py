@@ -30,6 +30,7 @@ from runyard.redis.flavours import (
     Redis,
     RedisClient,
     RedisCluster,
+    RedisClusterException,
     RedisError,
     ResponseError,
     Retry,
@@ -125,7 +126,7 @@ class ScriptRunner:
                     ClientStartup.ready(self.client)
                     self._started = True
                 return operation()
-            except (RedisError, OSError) as exc:
+            except (RedisError, RedisClusterException, OSError) as exc:
                 kind = classify(exc)
                 if kind == "pool":
                     raise PoolExhaustedError(
@@ -134,8 +135,9 @@ class ScriptRunner:
                     ) from exc
                 if kind == "configuration":
                     raise ConfigurationError(
-                        f"Redis refused this client: {exc}; check the username, password and "
-                        "ACL permissions in the URL or client (not retried)"
+                        f"Redis refused this client: {exc}; check the URL's database number "
+                        "and scheme (redis+cluster:// for a cluster only), the username, password "
+                        "and ACL permissions in the URL or client (not retried)"
                     ) from exc
                 if kind == "fatal" or kind == "noscript":
                     raise
