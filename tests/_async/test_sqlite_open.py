@@ -20,6 +20,7 @@ from runyard.sqlite import (
     AsyncSqliteWorkQueue,
     SqliteStoreSettings,
     create_schema,
+    schema_sql,
 )
 
 STORES: list[Any] = [AsyncSqliteStateStore, AsyncSqliteWorkQueue, AsyncSqliteStore]
@@ -169,7 +170,7 @@ async def test_a_file_that_does_not_take_wal_is_refused_naming_it_and_the_mode(
 ) -> None:
     path = tmp_path / "frozen.db"
     with sqlite3.connect(path) as conn:  # a rollback-journal file, opened immutable below
-        conn.execute("CREATE TABLE someone_elses (x)")
+        conn.executescript(schema_sql())  # runyard's schema: a file without it is refused first
     conn.close()
     with pytest.raises(ConfigurationError, match="did not switch to WAL") as caught:
         await AsyncSqliteStateStore.open(f"file:{path}?immutable=1")

@@ -49,6 +49,27 @@ async def test_an_existing_file_without_the_schema_is_refused_naming_the_repair(
 
 
 @pytest.mark.asyncio
+async def test_another_applications_database_is_refused_without_a_byte_written(
+    tmp_path: Path,
+) -> None:
+    # It was switched to WAL (its header rewritten, -wal and -shm files made) and only then
+    # refused, by the yard and by a store's open.
+    path = tmp_path / "theirs.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE someone_elses (x)")
+        conn.commit()
+    before = path.read_bytes()
+    with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
+        await AsyncYard.from_url(f"sqlite:///{path}")
+    with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
+        await AsyncSqliteWorkQueue.open(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+@pytest.mark.asyncio
 async def test_without_a_url_the_yard_opens_runyard_url(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,6 +84,23 @@ def test_a_table_dropped_under_a_store_with_its_own_names_names_their_schema(
         queue.close()
 
 
+def test_a_file_sqlite_cannot_write_is_refused_at_open_naming_the_repair(
+    tmp_path: Path,
+) -> None:
+    # A file in WAL answers "wal" even when it cannot be written: it was opened, and every
+    # write then failed as a non-retryable "invalid" StatePersistenceError.
+    path = tmp_path / "ro.db"
+    (SqliteWorkQueue.open(path, create_schema=True)).close()
+    read_only = f"file:{path}?mode=ro"
+    for store_class in (SqliteStateStore, SqliteWorkQueue, SqliteStore):
+        with pytest.raises(ConfigurationError) as caught:
+            store_class.open(read_only)
+        message = str(caught.value)
+        assert f"{read_only} cannot be written" in message, message
+        assert "attempt to write a readonly database" in message
+        assert "drop mode=ro" in message
+
+
 def test_a_store_built_on_a_bare_connection_refuses_its_first_operation(
     tmp_path: Path,
 ) -> None:

@@ -161,20 +161,21 @@ async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
         AsyncSqliteStateStore,
         AsyncSqliteStore,
         AsyncSqliteWorkQueue,
-        connect,
         create_schema,
     )
+    from runyard._async.sqlite.connecting import connect_yard
     from runyard.sqlite.errors import open_error
     from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS
 
     path = sqlite_path(url)
     durable, live, tables = sqlite_options(url)
     try:
-        connection = await connect(path, durable=durable)
+        # A new (empty) database is taken; one holding other tables must have the schema,
+        # else it is refused before anything is written (WAL included).
+        connection = await connect_yard(str(path), tables, durable=durable)
     except sqlite3.Error as exc:  # a path that cannot be opened, a file that is no database
         raise open_error(exc, str(path), DEFAULT_BUSY_TIMEOUT_SECONDS) from None
     try:
-        # A new (empty) database gets the schema; one holding other tables must have it.
         if not (await connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
             await create_schema(connection, tables)
         state = await AsyncSqliteStateStore.open(

@@ -93,6 +93,14 @@ def map_error(
         from runyard.sqlite.schema import missing_schema_message
 
         return ConfigurationError(missing_schema_message(text, where, tables))
+    if isinstance(exc, sqlite3.OperationalError) and "readonly database" in text:
+        # The file (or its directory, or the URI's mode=ro/immutable=1) cannot be written:
+        # no retry changes that.
+        return ConfigurationError(
+            f"the SQLite database {where} cannot be written ({text}): make the file and its "
+            "directory writable by this process (and drop mode=ro or immutable=1 from a URI); "
+            "runyard writes on every claim and settle"
+        )
     if isinstance(exc, sqlite3.OperationalError) and ("disk" in text or "I/O" in text):
         if kind == "queue":
             return QueueUnavailableError(f"SQLite could not write: {text}")

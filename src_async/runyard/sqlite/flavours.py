@@ -112,6 +112,17 @@ def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> lis
     return rows
 
 
+def probe_write(raw: sqlite3.Connection, sql: str) -> None:
+    """Run the write ``sql`` (one that changes no row) and roll back: it fails on a file
+    SQLite cannot write (read-only, immutable, ``mode=ro``), which ``journal_mode`` does not
+    tell once the file is in WAL."""
+    try:
+        raw.execute(sql)
+    finally:
+        if raw.in_transaction:
+            raw.rollback()
+
+
 def _change_then_read(raw: sqlite3.Connection, sql: str, read: str, params: Params) -> list[Row]:
     if raw.execute(sql, params).rowcount < 1:
         return []

@@ -159,20 +159,21 @@ def _open_sqlite(url: YardURL, options: YardOptions) -> Yard:
         SqliteStateStore,
         SqliteStore,
         SqliteWorkQueue,
-        connect,
         create_schema,
     )
+    from runyard._sync.sqlite.connecting import connect_yard
     from runyard.sqlite.errors import open_error
     from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS
 
     path = sqlite_path(url)
     durable, live, tables = sqlite_options(url)
     try:
-        connection = connect(path, durable=durable)
+        # A new (empty) database is taken; one holding other tables must have the schema,
+        # else it is refused before anything is written (WAL included).
+        connection = connect_yard(str(path), tables, durable=durable)
     except sqlite3.Error as exc:  # a path that cannot be opened, a file that is no database
         raise open_error(exc, str(path), DEFAULT_BUSY_TIMEOUT_SECONDS) from None
     try:
-        # A new (empty) database gets the schema; one holding other tables must have it.
         if not (connection.fetch("SELECT count(*) FROM sqlite_master"))[0][0]:
             create_schema(connection, tables)
         state = SqliteStateStore.open(

@@ -19,7 +19,7 @@ from runyard.sqlite.settings import (
     check_wal,
 )
 
-__all__ = ["connect", "connect_file", "create_schema", "create_tables"]
+__all__ = ["connect", "connect_file", "connect_yard", "create_schema", "create_tables"]
 
 
 def connect(
@@ -54,8 +54,13 @@ def _connect(
     busy_timeout_seconds: float,
     create: bool,
     kind: Kind,
+    schema: SqliteTables | None = None,
+    empty_ok: bool = False,
 ) -> Connection:
-    """``connect``, raising ``kind``'s retryable error for a locked file."""
+    """``connect``, raising ``kind``'s retryable error for a locked file. With ``schema``, a
+    database without its schema table (unless it has no object at all and ``empty_ok``) is
+    refused before WAL is set: switching another application's database to WAL rewrites its
+    header and leaves -wal and -shm files beside it."""
     busy = check_busy_timeout(busy_timeout_seconds)
     where = check_path(path)
     try:
@@ -63,6 +68,8 @@ def _connect(
     except sqlite3.Error as exc:
         raise open_error(exc, where, busy, kind) from exc
     try:
+        if schema is not None:
+            _require_schema(connection, schema, where, empty_ok)
         (mode,) = (connection.fetch("PRAGMA journal_mode = WAL"))[0]
         check_wal(where, mode)
         connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
@@ -72,6 +79,39 @@ def _connect(
             raise open_error(exc, where, busy, kind) from exc
         raise
     return connection
+
+
+def _require_schema(
+    connection: Connection, tables: SqliteTables, where: str, empty_ok: bool
+) -> None:
+    """Refuse a database without ``tables``' schema table (names compared as SQLite does,
+    case-insensitively), unless it is empty and ``empty_ok``; reads only."""
+    names = {
+        str(name).lower()
+        for (name,) in connection.fetch(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger', 'view')"
+        )
+    }
+    if tables.schema_table in names or (empty_ok and not names):
+        return
+    raise ConfigurationError(
+        missing_schema_message(f"table {tables.schema_table} does not exist", where, tables)
+    )
+
+
+def connect_yard(path: str, tables: SqliteTables, *, durable: bool) -> Connection:
+    """``connect`` for ``Yard.from_url``: a new, empty database is taken (the yard creates the
+    schema in it); one holding other objects but not ``tables``' schema table is refused
+    before anything is written to it."""
+    return _connect(
+        path,
+        durable=durable,
+        busy_timeout_seconds=DEFAULT_BUSY_TIMEOUT_SECONDS,
+        create=True,
+        kind="state",
+        schema=tables,
+        empty_ok=True,
+    )
 
 
 def create_schema(connection: Connection, tables: SqliteTables | None = None) -> None:
@@ -126,4 +166,5 @@ def connect_file(
         busy_timeout_seconds=busy_timeout_seconds,
         create=create,
         kind=kind,
+        schema=None if create else tables,
     )
