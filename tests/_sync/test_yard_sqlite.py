@@ -63,7 +63,7 @@ def test_another_applications_database_is_refused_without_a_byte_written(
     with pytest.raises(ConfigurationError, match="runyard_schema does not exist"):
         SqliteWorkQueue.open(path)
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]
+    assert sorted(os.listdir(tmp_path)) == ["theirs.db"]
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
 
