@@ -81,6 +81,27 @@ def test_two_tables_given_the_same_name_are_refused_naming_both() -> None:
         SqliteTables(schema_table="runyard_sessions")
 
 
+@pytest.mark.parametrize(
+    ("names", "named"),
+    [
+        (
+            {"runs": "runyard_work_items_ready"},
+            "index 'runyard_work_items_ready' (work + '_ready')",
+        ),
+        ({"work": "jobs", "timers": "jobs_claimed"}, "trigger 'jobs_claimed' (work + '_claimed')"),
+        ({"work": "jobs", "events": "jobs_due"}, "table 'jobs_due' (events)"),
+    ],
+)
+def test_a_table_named_like_another_tables_index_or_trigger_is_refused(
+    names: dict[str, str], named: str
+) -> None:
+    # It was accepted; opening then failed with "there is already a table named ..." worded
+    # as a file that cannot be opened, and left an empty database behind.
+    with pytest.raises(ConfigurationError, match="two objects named") as caught:
+        SqliteTables(**names)
+    assert named in str(caught.value)
+
+
 def test_create_schema_on_a_path_it_cannot_use_is_a_configuration_error(tmp_path: Path) -> None:
     missing = tmp_path / "no" / "such" / "dir.db"
     with pytest.raises(ConfigurationError, match="cannot open the SQLite database") as caught:

@@ -129,6 +129,24 @@ class SqliteTables:
                 f"table name {seen[parked]} is {parked!r}, the parked tenants' table of turns "
                 f"{self.turns!r}: every table needs a name of its own"
             )
+        self._check_object_names()
+
+    def _check_object_names(self) -> None:
+        """Refuse names that give two of the schema's objects one name (a table named like
+        another table's index or trigger, ``<table>_<suffix>``): SQLite would refuse the
+        table, or skip the index as already there."""
+        names = self.names()
+        made: dict[str, str] = {}
+        for kind, field, suffix in _schema_objects():
+            name = names[field] + suffix
+            what = f"{kind.lower()} {name!r} ({field}{' + ' + repr(suffix) if suffix else ''})"
+            if name in made:
+                raise ConfigurationError(
+                    f"these table names give the schema two objects named {name!r}: "
+                    f"{made[name]} and {what}; every table needs a name that no index or "
+                    "trigger of the schema has (a table's are named <table>_<suffix>)"
+                )
+            made[name] = what
 
     @property
     def turns_parked(self) -> str:
@@ -193,6 +211,15 @@ def check_table_prefix(prefix: object) -> str:
             fields=("table_prefix",),
         )
     return prefix
+
+
+# The schema's tables, indexes and triggers: (kind, the field naming the table, suffix).
+_OBJECT = re.compile(r'CREATE (?:UNIQUE )?(TABLE|INDEX|TRIGGER) IF NOT EXISTS "\{(\w+)\}(\w*)"')
+
+
+@cache
+def _schema_objects() -> tuple[tuple[str, str, str], ...]:
+    return tuple(_OBJECT.findall(_template()))
 
 
 @cache
