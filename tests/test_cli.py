@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from runyard.cli.app import app
+from rich.console import Console
+from runyard.cli.app import _table, app
 from runyard.cli.demo import DemoPlan, DemoResult
 from runyard.sqlite import SqliteWorkQueue
 from typer.testing import CliRunner
@@ -95,6 +96,15 @@ def test_demo_on_a_file_holding_other_work_leaves_that_work_alone(
             item = queue.get_item(tenant, item_id)
             assert item is not None
             assert (item.state, item.attempts, item.last_error) == ("ready", 0, None)
+
+
+def test_the_demo_table_shows_the_url_without_its_password() -> None:
+    plan = DemoPlan(noisy_items=1, quiet_tenants=1, quiet_items=1, workers=1)
+    result = DemoResult(plan=plan, flavour="sync", served=["noisy", "quiet-1"])
+    console = Console(record=True, width=200)
+    console.print(_table(result, "postgresql://app:S3CRET@127.0.0.1:5432/test"))
+    shown = console.export_text()
+    assert "S3CRET" not in shown and "postgresql://app:***@127.0.0.1:5432/test" in shown
 
 
 def test_demo_on_memory_shows_no_crash_scene() -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from runyard.cli.demo import DemoPlan, DemoResult
 from runyard.errors import ConfigurationError
-from runyard.yard import default_url
+from runyard.yard import default_url, redact
 
 __all__ = ["app"]
 
@@ -40,7 +40,7 @@ def _run(plan: DemoPlan, flavour: Flavour, url: str, progress: Any, task: Any) -
 
 
 def _table(result: DemoResult, url: str) -> Table:
-    table = Table(title=f"runyard demo ({result.flavour} twin, {url})")
+    table = Table(title=f"runyard demo ({result.flavour} twin, {redact(url)})")
     for column in ("tenant", "items", "done", "first served", "last served", "median"):
         table.add_column(column, justify="right" if column != "tenant" else "left")
     table.add_column("FIFO would serve", justify="right")
