@@ -35,6 +35,7 @@ __all__ = [
     "check_delay",
     "check_delta",
     "check_error_text",
+    "check_failure",
     "check_limit",
     "check_max_attempts",
     "check_older_than",
@@ -223,6 +224,16 @@ def check_error_text(error: str | None) -> str | None:
     if error is None:
         return None
     return _check_text(error, "error", MAX_ERROR_BYTES, empty_ok=True)
+
+
+def check_failure(error: str | None, retryable: object) -> None:
+    """Check a ``fail``'s ``error`` (see ``check_error_text``) and ``retryable``, a bool (it
+    was read by truthiness: ``"no"`` retried, ``None`` dead-lettered)."""
+    check_error_text(error)
+    if not isinstance(retryable, bool):
+        raise _refuse(
+            "retryable", f"must be a bool, not {type(retryable).__name__}", "True or False"
+        )
 
 
 def storable_error_text(text: str) -> str:

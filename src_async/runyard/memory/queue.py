@@ -18,7 +18,7 @@ from runyard.memory.queue_admin import MemoryQueueAdmin
 from runyard.models import Lease, NewItem, WorkItem
 from runyard.policy import RECLAIM_PER_CLAIM
 from runyard.queue_args import CheckedItem, check_item, check_items
-from runyard.validation import check_error_text, check_limit
+from runyard.validation import check_failure, check_limit
 
 __all__ = ["MemoryQueueCore"]
 
@@ -145,7 +145,7 @@ class MemoryQueueCore(MemoryQueueAdmin):
     def fail(
         self, tenant: str, item_id: str, *, token: int, error: str | None, retryable: bool
     ) -> WorkItem:
-        check_error_text(error)
+        check_failure(error, retryable)
         self._leased(tenant, item_id, token)
         item = self._items[(tenant, item_id)]
         decision = self.policy.on_failure(

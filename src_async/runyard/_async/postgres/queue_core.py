@@ -30,7 +30,7 @@ from runyard.postgres.statements.queue import claim_call
 from runyard.postgres.wake import wake_channel
 from runyard.queue_args import check_item
 from runyard.validation import (
-    check_error_text,
+    check_failure,
     settle_target,
 )
 
@@ -332,7 +332,7 @@ class _AsyncPostgresQueueCore(_AsyncPostgresAdapter):
         write from a reap's).
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
-        check_error_text(error)
+        check_failure(error, retryable)
         now = self._now()
         probe = await self._probe(tenant, item_id)
         refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)

@@ -28,7 +28,7 @@ from runyard.sqlite.queue_transactions import (
     settle_body,
 )
 from runyard.sqlite.statements_queue import queue_statements
-from runyard.validation import check_error_text, check_limit, check_older_than, settle_target
+from runyard.validation import check_failure, check_limit, check_older_than, settle_target
 
 __all__ = ["AsyncSqliteWorkQueue"]
 
@@ -148,7 +148,7 @@ class AsyncSqliteWorkQueue(_AsyncBatchedSqliteQueue):
         Raises LeaseLostError, WorkItemNotFoundError.
         """
         target = settle_target(tenant, item_id, token)
-        check_error_text(error)
+        check_failure(error, retryable)
         return await self._transact(fail_body, self._plan, self._now(), target, error, retryable)
 
     # -- recovery ----------------------------------------------------------------------------

@@ -250,6 +250,22 @@ class AsyncQueueValidationCases(AsyncQueueKitBase):
         assert (failed.state, failed.last_error) == ("ready", longest)
 
     @pytest.mark.asyncio
+    @pytest.mark.parametrize("bad", ["no", None, 0, 1, float("nan"), []], ids=repr)
+    async def test_validation_fail_takes_retryable_as_a_bool_only(
+        self, queue: AsyncWorkQueue, bad: Any
+    ) -> None:
+        # It was read by truthiness on every backend: "no" and NaN retried, None and []
+        # dead-lettered.
+        await queue.enqueue("acme", {}, item_id="i")
+        lease = await self._lease(queue)
+        with pytest.raises(InvalidArgumentError) as caught:
+            await queue.fail(lease, error="boom", retryable=bad)
+        assert caught.value.argument == "retryable"
+        held = await queue.get_item("acme", "i")
+        assert held is not None and (held.state, held.last_error) == ("leased", None)
+        await queue.complete(lease)
+
+    @pytest.mark.asyncio
     async def test_validation_settles_accept_the_lease(self, queue: AsyncWorkQueue) -> None:
         await queue.enqueue("acme", {}, item_id="i")
         lease = await self._lease(queue)

@@ -30,7 +30,7 @@ from runyard.postgres.statements.queue import claim_call
 from runyard.postgres.wake import wake_channel
 from runyard.queue_args import check_item
 from runyard.validation import (
-    check_error_text,
+    check_failure,
     settle_target,
 )
 from typing_extensions import Self
@@ -333,7 +333,7 @@ class _PostgresQueueCore(_PostgresAdapter):
         write from a reap's).
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
-        check_error_text(error)
+        check_failure(error, retryable)
         now = self._now()
         probe = self._probe(tenant, item_id)
         refusal = settle_refusal(tenant, item_id, token, probe, now, self.policy)

@@ -28,7 +28,7 @@ from runyard.redis.items import (
 )
 from runyard.redis.keys import QueueKeys
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import check_error_text, check_limit, settle_target
+from runyard.validation import check_failure, check_limit, settle_target
 
 __all__ = ["RedisWorkQueue"]
 
@@ -262,7 +262,7 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         Raises LeaseLostError, WorkItemNotFoundError, StoreOutcomeUnknown.
         """
         tenant, item_id, token = settle_target(tenant, item_id, token)
-        check_error_text(error)
+        check_failure(error, retryable)
         args = [
             tenant,
             item_id,

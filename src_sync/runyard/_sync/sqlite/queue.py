@@ -30,7 +30,7 @@ from runyard.sqlite.queue_transactions import (
     settle_body,
 )
 from runyard.sqlite.statements_queue import queue_statements
-from runyard.validation import check_error_text, check_limit, check_older_than, settle_target
+from runyard.validation import check_failure, check_limit, check_older_than, settle_target
 
 __all__ = ["SqliteWorkQueue"]
 
@@ -148,7 +148,7 @@ class SqliteWorkQueue(_BatchedSqliteQueue):
         Raises LeaseLostError, WorkItemNotFoundError.
         """
         target = settle_target(tenant, item_id, token)
-        check_error_text(error)
+        check_failure(error, retryable)
         return self._transact(fail_body, self._plan, self._now(), target, error, retryable)
 
     # -- recovery ----------------------------------------------------------------------------

@@ -232,6 +232,21 @@ class QueueValidationCases(QueueKitBase):
         failed = queue.fail(lease, error=longest)
         assert (failed.state, failed.last_error) == ("ready", longest)
 
+    @pytest.mark.parametrize("bad", ["no", None, 0, 1, float("nan"), []], ids=repr)
+    def test_validation_fail_takes_retryable_as_a_bool_only(
+        self, queue: WorkQueue, bad: Any
+    ) -> None:
+        # It was read by truthiness on every backend: "no" and NaN retried, None and []
+        # dead-lettered.
+        queue.enqueue("acme", {}, item_id="i")
+        lease = self._lease(queue)
+        with pytest.raises(InvalidArgumentError) as caught:
+            queue.fail(lease, error="boom", retryable=bad)
+        assert caught.value.argument == "retryable"
+        held = queue.get_item("acme", "i")
+        assert held is not None and (held.state, held.last_error) == ("leased", None)
+        queue.complete(lease)
+
     def test_validation_settles_accept_the_lease(self, queue: WorkQueue) -> None:
         queue.enqueue("acme", {}, item_id="i")
         lease = self._lease(queue)
