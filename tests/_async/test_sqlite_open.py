@@ -193,6 +193,21 @@ async def test_opening_a_missing_file_without_create_schema_makes_no_file(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("store_class", STORES)
+async def test_opening_a_missing_file_by_uri_without_create_schema_makes_no_file(
+    tmp_path: Path, store_class: Any
+) -> None:
+    # A URI went to SQLite as it was, and SQLite made the file (an empty one was left).
+    uri = f"file:{tmp_path / 'typo.db'}?cache=private"
+    with pytest.raises(ConfigurationError, match="unable to open database file"):
+        await store_class.open(uri)
+    assert os.listdir(tmp_path) == []
+    store = await store_class.open(uri, create_schema=True)  # made when asked to
+    await store.aclose()
+    assert "typo.db" in os.listdir(tmp_path)
+
+
+@pytest.mark.asyncio
 async def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: Path) -> None:
     connection = await connect(tmp_path / "shared.db")
     try:

@@ -184,6 +184,20 @@ def test_opening_a_missing_file_without_create_schema_makes_no_file(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("store_class", STORES)
+def test_opening_a_missing_file_by_uri_without_create_schema_makes_no_file(
+    tmp_path: Path, store_class: Any
+) -> None:
+    # A URI went to SQLite as it was, and SQLite made the file (an empty one was left).
+    uri = f"file:{tmp_path / 'typo.db'}?cache=private"
+    with pytest.raises(ConfigurationError, match="unable to open database file"):
+        store_class.open(uri)
+    assert os.listdir(tmp_path) == []
+    store = store_class.open(uri, create_schema=True)  # made when asked to
+    store.close()
+    assert "typo.db" in os.listdir(tmp_path)
+
+
 def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: Path) -> None:
     connection = connect(tmp_path / "shared.db")
     try:

@@ -14,7 +14,7 @@ import sqlite3
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from runyard._flavours import AsyncLock, Lock
 from runyard.errors import ConfigurationError
@@ -81,11 +81,17 @@ def end_transaction(raw: sqlite3.Connection, commit: bool) -> None:
 
 
 def connect_target(path: str, create: bool) -> tuple[str, bool]:
-    """(what ``sqlite3.connect`` is given for ``path``, whether it is a URI): a URI or
-    ``:memory:`` as it is; a file path as itself, or, when not ``create``, as a ``mode=rw`` URI,
-    so that opening a file that does not exist fails instead of making an empty one."""
+    """(what ``sqlite3.connect`` is given for ``path``, whether it is a URI): ``:memory:`` as
+    it is; a file path as itself, or, when not ``create``, as a ``mode=rw`` URI, so that
+    opening a file that does not exist fails instead of making an empty one; a URI as it is,
+    ``mode=rw`` added when not ``create`` and it names no mode (it made an empty file)."""
     if is_uri(path):
-        return path, True
+        query = path.partition("#")[0].partition("?")[2]
+        if create or is_memory_path(path) or "mode" in dict(parse_qsl(query)):
+            return path, True
+        location, mark, fragment = path.partition("#")
+        joiner = "&" if "?" in location else "?"
+        return location + joiner + "mode=rw" + mark + fragment, True
     if create or is_memory_path(path):
         return path, False
     return f"file:{quote(path, safe='/')}?mode=rw", True

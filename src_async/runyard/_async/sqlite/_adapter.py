@@ -328,11 +328,12 @@ class _AsyncSqliteAdapter(AsyncClosing):
                 raise error from exc
 
     def _mapped(self, exc: BaseException) -> RunyardError | None:
-        """``map_error`` for this store: its kind, busy timeout, tables and file."""
+        """``map_error`` for this store: its kind, tables and file, and the busy timeout its
+        connection waits (a shared connection's own, whatever this store was given)."""
         return map_error(
             exc,
             self._kind,
-            self.busy_timeout_seconds,
+            self.connection.busy_timeout_seconds,
             tables=self.tables,
             where=self.connection.path,
         )
