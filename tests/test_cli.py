@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,24 @@ def test_the_demo_table_shows_the_url_without_its_password() -> None:
     console.print(_table(result, "postgresql://app:S3CRET@127.0.0.1:5432/test"))
     shown = console.export_text()
     assert "S3CRET" not in shown and "postgresql://app:***@127.0.0.1:5432/test" in shown
+
+
+def test_demo_on_a_file_another_writer_holds_exits_1_with_one_error_line(
+    tmp_path: Path,
+) -> None:
+    # It printed a traceback: only a bad URL was caught.
+    with SqliteWorkQueue.open(tmp_path / "runyard.db", create_schema=True):
+        pass
+    holder = sqlite3.connect(tmp_path / "runyard.db", isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        result = CliRunner().invoke(app, ["demo", "--noisy-items", "2", "--quiet-items", "1"])
+    finally:
+        holder.close()
+    assert result.exit_code == 1, (result.output, result.exception)
+    said = " ".join(result.output.split())
+    assert "error: the SQLite write lock was not obtained within 5.0 s" in said, said
+    assert "Traceback" not in said
 
 
 def test_demo_on_memory_shows_no_crash_scene() -> None:

@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Annotated, Any
 
 from runyard.cli.demo import DemoPlan, DemoResult
-from runyard.errors import ConfigurationError
+from runyard.errors import ConfigurationError, RunyardError
 from runyard.yard import default_url, redact
 
 __all__ = ["app"]
@@ -99,6 +99,9 @@ def demo(
         except (ConfigurationError, ValueError) as exc:  # a bad URL: its scheme or options
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2) from None
+        except RunyardError as exc:  # the store failed (a file locked past its busy timeout)
+            console.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(1) from None
     console.print(_table(result, url))
     if result.completed != plan.total or result.quiet_tenants_starved():
         console.print("[red]quiet tenants waited behind the noisy one[/red]")
