@@ -84,21 +84,58 @@ def test_a_table_dropped_under_a_store_with_its_own_names_names_their_schema(
         queue.close()
 
 
-def test_a_file_sqlite_cannot_write_is_refused_at_open_naming_the_repair(
+def test_a_database_sqlite_cannot_write_is_refused_at_open_naming_the_repair(
     tmp_path: Path,
 ) -> None:
     # A file in WAL answers "wal" even when it cannot be written: it was opened, and every
-    # write then failed as a non-retryable "invalid" StatePersistenceError.
+    # write then failed as a non-retryable "invalid" StatePersistenceError. query_only makes
+    # SQLite refuse writes as it does on a read-only or immutable file.
     path = tmp_path / "ro.db"
     (SqliteWorkQueue.open(path, create_schema=True)).close()
-    read_only = f"file:{path}?mode=ro"
-    for store_class in (SqliteStateStore, SqliteWorkQueue, SqliteStore):
-        with pytest.raises(ConfigurationError) as caught:
-            store_class.open(read_only)
-        message = str(caught.value)
-        assert f"{read_only} cannot be written" in message, message
-        assert "attempt to write a readonly database" in message
-        assert "drop mode=ro" in message
+    connection = connect(path)
+    try:
+        connection.fetch("PRAGMA query_only = ON")
+        for store_class in (SqliteStateStore, SqliteWorkQueue, SqliteStore):
+            with pytest.raises(ConfigurationError) as caught:
+                store_class.open(connection)
+            message = str(caught.value)
+            assert f"{path} cannot be written" in message, message
+            assert "attempt to write a readonly database" in message
+    finally:
+        connection.close()
+
+
+def test_a_reader_opened_read_only_on_purpose_reads_and_its_writes_name_the_repair(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "shared.db"
+    writer = SqliteWorkQueue.open(path, create_schema=True)
+    try:
+        writer.enqueue("acme", {}, item_id="i")
+        reader = SqliteWorkQueue.open(f"file:{path}?mode=ro")
+        try:
+            assert (reader.stats()).ready == 1
+            with pytest.raises(ConfigurationError, match=r"cannot be written.*drop mode=ro"):
+                reader.enqueue("acme", {}, item_id="j")
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+
+
+def test_opening_a_store_does_not_wait_for_another_writers_lock(tmp_path: Path) -> None:
+    # The write that tells a read-only file at open took the write lock: an open behind
+    # another writer waited its busy timeout and failed.
+    path = tmp_path / "busy.db"
+    (SqliteWorkQueue.open(path, create_schema=True)).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        for store_class in (SqliteStateStore, SqliteWorkQueue, SqliteStore):
+            store = store_class.open(path, busy_timeout_seconds=0.5)
+            store.close()
+    finally:
+        holder.close()
 
 
 def test_a_store_built_on_a_bare_connection_refuses_its_first_operation(

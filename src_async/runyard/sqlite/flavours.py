@@ -118,15 +118,31 @@ def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> lis
     return rows
 
 
+def asks_read_only(path: str) -> bool:
+    """Whether ``path`` is a URI that opens the file read-only on purpose (``mode=ro`` or
+    ``immutable=1``): a reader, whose writes fail as they come (see ``probe_write``)."""
+    if not is_uri(path):
+        return False
+    options = dict(parse_qsl(path.partition("#")[0].partition("?")[2]))
+    return options.get("mode") == "ro" or options.get("immutable") == "1"
+
+
 def probe_write(raw: sqlite3.Connection, sql: str) -> None:
     """Run the write ``sql`` (one that changes no row) and roll back: it fails on a file
-    SQLite cannot write (read-only, immutable, ``mode=ro``), which ``journal_mode`` does not
-    tell once the file is in WAL."""
+    SQLite cannot write (read-only, immutable), which ``journal_mode`` does not tell once the
+    file is in WAL. It does not wait for the write lock: SQLite refuses a read-only file
+    before it asks for the lock, so "locked" (another writer holds it) means writable."""
+    (waits,) = raw.execute("PRAGMA busy_timeout").fetchone()
+    raw.execute("PRAGMA busy_timeout = 0")
     try:
         raw.execute(sql)
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise
     finally:
         if raw.in_transaction:
             raw.rollback()
+        raw.execute(f"PRAGMA busy_timeout = {int(waits)}")
 
 
 def _change_then_read(raw: sqlite3.Connection, sql: str, read: str, params: Params) -> list[Row]:

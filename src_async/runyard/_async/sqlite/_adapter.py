@@ -16,7 +16,14 @@ from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import ConfigurationError, RunyardError
 from runyard.sqlite.errors import Kind, closed_error, map_error, open_error
-from runyard.sqlite.flavours import AsyncConnection, Body, Row, in_transaction, probe_write
+from runyard.sqlite.flavours import (
+    AsyncConnection,
+    Body,
+    Row,
+    asks_read_only,
+    in_transaction,
+    probe_write,
+)
 from runyard.sqlite.schema import DATABASE_NOW, SqliteTables
 from runyard.sqlite.schema_checks import read_objects, schema_refusal, verify_statements
 from runyard.sqlite.settings import (
@@ -243,7 +250,7 @@ class _AsyncSqliteAdapter(AsyncClosing):
             if create_schema:
                 await create_tables(connection, adapter.tables, cls._kind)
             await adapter.verify()
-            if not is_memory_path(connection.path):
+            if not (is_memory_path(connection.path) or asks_read_only(connection.path)):
                 schema = adapter.tables.schema_table
                 probe = f'UPDATE "{schema}" SET version = version WHERE 0'
                 await adapter._call(probe_write, probe)  # a read-only file, refused now
