@@ -84,6 +84,9 @@ def test_a_worker_serves_the_redis_namespace_its_url_names(
         ("redis+cluster://:S3CRET@127.0.0.1:1/3", "only database 0"),
         # redis-py read it as database 0: the wrong database, served without a word.
         ("redis://:S3CRET@127.0.0.1:1/abc", "names database 'abc'"),
+        ("redis://:S3CRET@127.0.0.1:1?db=abc", "names database 'abc'"),
+        # redis-py raised its own error building the client: exit 1, a traceback.
+        ("redis+cluster://:S3CRET@127.0.0.1:1?db=3", "only database 0"),
     ],
 )
 def test_a_bad_option_in_a_server_url_is_a_configuration_error_naming_it(
@@ -123,3 +126,20 @@ def test_a_url_the_redis_server_refuses_is_a_configuration_error(
     assert result.returncode == 2, result.stderr
     said = " ".join(result.stderr.split())
     assert named in said and "not retried" in said and "Traceback" not in said, said
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    ["redis://127.0.0.1:1/twelve", "redis://127.0.0.1:1/0?db=x", "unix:///tmp/r.sock?db=two"],
+)
+def test_a_store_refuses_a_redis_database_that_is_not_a_number(dsn: str) -> None:
+    # Only the yard's URLs were checked: a store's from_url or settings.dsn served database 0.
+    from runyard.errors import ConfigurationError
+    from runyard.redis.common import check_database
+
+    with pytest.raises(ConfigurationError, match="not a number"):
+        RedisWorkQueue.from_url(dsn, settings=RedisStoreSettings(durable=False))
+    with pytest.raises(ConfigurationError, match="not a number"):
+        RedisWorkQueue.from_url(settings=RedisStoreSettings(dsn=dsn, durable=False))
+    check_database("unix:///tmp/r.sock?db=2", cluster=False)  # a socket path is no database
+    check_database("redis://127.0.0.1:1/3?db=3", cluster=False)

@@ -238,6 +238,7 @@ def redis_settings(url: YardURL) -> tuple[str, RedisStoreSettings, bool]:
     Other query parameters go to redis-py, except one that looks meant for runyard (another
     backend's option, or a near miss of a Redis one): ConfigurationError names it.
     """
+    from runyard.redis.common import check_database
     from runyard.redis.settings import RedisStoreSettings
 
     cluster = url.scheme.endswith("+cluster")
@@ -249,17 +250,10 @@ def redis_settings(url: YardURL) -> tuple[str, RedisStoreSettings, bool]:
         "Redis",
     )
     dsn, options = url.split(known, scheme=scheme)
-    database = urlsplit(dsn).path.strip("/")
-    if database and not (database.isascii() and database.isdigit()):
-        # redis-py reads a path that is not a number as database 0: the wrong database, served.
-        raise ConfigurationError(
-            f"{url.redacted}: the path names database {database!r}, not a number: give the "
-            "database as /0, /1, ... (or leave the path empty for 0)"
-        )
-    if cluster and database not in ("", "0"):
-        raise ConfigurationError(
-            f"{url.redacted}: a Redis Cluster has only database 0; leave the path empty or /0"
-        )
+    try:
+        check_database(dsn, cluster)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{url.redacted}: {exc}") from None
     live = flag(options, "live_updates")
     settings = _settings(
         RedisStoreSettings, "Redis", options, REDIS_OPTIONS, dsn=dsn, cluster=cluster

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from runyard._json import load_json
 from runyard.clock import Clock
@@ -42,6 +43,7 @@ __all__ = [
     "CONFIG_SETTINGS",
     "Failure",
     "ReplyLost",
+    "check_database",
     "classify",
     "client_retries",
     "client_retry_problem",
@@ -81,6 +83,28 @@ _CONFIGURATION_MARKS = ("DB index is out of range", "Cluster mode is not enabled
 
 class ReplyLost(RunyardError):
     """Internal: a write was sent and its reply was lost; the store reads back or gives up."""
+
+
+def check_database(dsn: str, cluster: bool) -> None:
+    """Refuse a Redis URL whose database is not a number (in its path, or a ``db`` query
+    parameter; a ``unix://`` URL's path is its socket), or, for a cluster, not 0: redis-py
+    serves database 0 for a path that is not a number, and raises its own error for a cluster
+    ``db``. The message shows the value, never the URL (it may hold a password)."""
+    parts = urlsplit(dsn)
+    named = [value for name, value in parse_qsl(parts.query) if name == "db"]
+    if parts.scheme not in ("unix", ""):
+        named.insert(0, parts.path.strip("/"))
+    for database in named:
+        if database and not (database.isascii() and database.isdigit()):
+            raise ConfigurationError(
+                f"the Redis URL names database {database!r}, not a number: give the database "
+                "as /0, /1, ... (or leave the path empty for 0)"
+            )
+        if cluster and database not in ("", "0"):
+            raise ConfigurationError(
+                f"the Redis URL names database {database}: a Redis Cluster has only database "
+                "0; leave the path empty or /0"
+            )
 
 
 def classify(exc: BaseException) -> Failure:

@@ -16,6 +16,7 @@ from runyard.redis.clocks import clock_offset_warning, server_seconds
 from runyard.redis.common import (
     CONFIG_SETTINGS,
     ReplyLost,
+    check_database,
     classify,
     client_retry_problem,
     config_unavailable_message,
@@ -53,6 +54,7 @@ def client_from_url(url: str | None, settings: RedisStoreSettings) -> RedisClien
     its ``max_connections`` connections before PoolExhaustedError.
     """
     dsn = url or settings.dsn.get_secret_value()
+    check_database(dsn, settings.cluster)
     kwargs = client_kwargs(settings.socket_timeout, settings.max_connections)
     kwargs["retry"] = Retry(NoBackoff(), 0)
     try:
