@@ -71,14 +71,47 @@ def _wraps(function: Any) -> Any:
     return wrapper
 
 
-@pytest.mark.parametrize("handler", [AsyncCallable(), _wraps(_inner)], ids=["object", "wrapper"])
+def _runs(function: Any) -> Any:
+    """A sync adapter of a coroutine function (as syncer's and asyncer's are made)."""
+
+    @functools.wraps(function)
+    def wrapper(job: Job) -> None:
+        asyncio.run(function(job))
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    ("handler", "kind"),
+    [
+        (AsyncCallable(), "async"),
+        (functools.partial(AsyncCallable.__call__, AsyncCallable()), "async"),
+        (_runs(_inner), "sync"),  # wraps a coroutine function, runs it itself
+        (_wraps(_inner), "sync"),  # returns the coroutine: its jobs fail saying so
+    ],
+    ids=["object", "partial", "sync-adapter", "returns-a-coroutine"],
+)
 def test_the_cli_tells_an_async_callable_from_a_function(
-    handler: Any, monkeypatch: pytest.MonkeyPatch
+    handler: Any, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("tests.support.worker_jobs.probe", handler, raising=False)
-    with pytest.raises(ConfigurationError, match="is async: drop --sync"):
-        load_handler("tests.support.worker_jobs:probe", sync=True)
-    assert load_handler("tests.support.worker_jobs:probe", sync=False) is handler
+    spec = "tests.support.worker_jobs:probe"
+    refused = "is async: drop --sync" if kind == "async" else "is not async: pass --sync"
+    with pytest.raises(ConfigurationError, match=refused):
+        load_handler(spec, sync=kind == "async")
+    assert load_handler(spec, sync=kind == "sync") is handler
+
+
+def test_the_thread_twin_runs_a_sync_adapter_of_a_coroutine_function() -> None:
+    queue = MemoryWorkQueue(policy=POLICY, clock=ManualClock())
+    queue.enqueue("acme", {}, item_id="i")
+    ran: list[str] = []
+
+    async def work(job: Job) -> None:
+        ran.append(job.item_id)
+
+    stats = Worker(queue, _runs(work)).run_until_idle()
+    assert (stats.completed, ran) == (1, ["i"])
 
 
 def test_the_cli_loads_a_handler_module_from_the_working_directory(

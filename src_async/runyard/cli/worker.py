@@ -40,7 +40,7 @@ class _Stoppable(Protocol):
 def load_handler(spec: str, *, sync: bool) -> Callable[[Job], Any]:
     """Import ``module:attribute`` (the working directory on the import path, as arq, rq,
     dramatiq and celery put it); a coroutine function (or an object whose ``__call__`` is
-    one, or a wrapper of one) for the async twin, a plain function for ``--sync``. Raises
+    one) for the async twin, a plain function for ``--sync``. Raises
     ConfigurationError saying what to fix; a module that failed while importing (an import
     or attribute error inside it included) is named with its traceback."""
     module_name, _, attribute = spec.partition(":")
@@ -87,11 +87,14 @@ def _import_failed(spec: str, module_name: str, here: str, exc: Exception) -> Co
 
 
 def _is_async(handler: Callable[..., Any]) -> bool:
-    """Whether ``handler`` is a coroutine function, wraps one (``functools.wraps``), or is an
-    object whose ``__call__`` is one."""
+    """Whether ``handler`` is a coroutine function (a ``functools.partial`` of one included)
+    or an object whose ``__call__`` is one. A ``functools.wraps`` wrapper is judged by itself,
+    not by what it wraps: a sync adapter that runs the coroutine itself (``asyncio.run``) is
+    what ``--sync`` serves; one that returns the coroutine fails its jobs saying so."""
     call = inspect.getattr_static(type(handler), "__call__", None)
-    candidates = (handler, inspect.unwrap(handler), call)
-    return any(inspect.iscoroutinefunction(c) for c in candidates if c is not None)
+    return inspect.iscoroutinefunction(handler) or (
+        call is not None and inspect.iscoroutinefunction(call)
+    )
 
 
 class _Signals:
