@@ -35,16 +35,16 @@ __all__ = ["AsyncDemoQueue", "run_demo"]
 
 # The tenants demos make: "<name>~<8 hex digits>", one id per run of the demo.
 DEMO_TENANT = re.compile(r"(noisy|quiet-[0-9]+|crash)~[0-9a-f]{8}")
-# Claims a demo worker's claim sends, at most, to get past other tenants' items.
-PASSES = 64
 
 
 class AsyncDemoQueue:
     """The queue as the demo's workers see it: an item of a tenant no demo made (the default
     file may hold the user's work) is handed back at once, its attempt not counted, as the
-    killed worker's claims hand it back; the demo's handler never runs on it. A claim sends
-    up to PASSES claims to get past such items (each one moves its tenant's turn on, as a
-    claim does); every other call goes to the queue."""
+    killed worker's claims hand it back; the demo's handler never runs on it. A claim goes on
+    claiming past such items (each claim moves its tenant's turn on, as any claim does) until
+    it takes a demo item, finds nothing more due, or meets a tenant it handed back already:
+    the rotation has come round without a demo tenant due. Every other call goes to the
+    queue."""
 
     def __init__(self, queue: AsyncWorkQueue) -> None:
         self.queue = queue
@@ -61,19 +61,23 @@ class AsyncDemoQueue:
 
     async def _own(self, worker: str, limit: int) -> list[Lease]:
         batched: Any = self.queue
-        for _ in range(PASSES):
+        passed: set[str] = set()  # the other tenants handed back by this call
+        while True:
             if limit == 1:
                 lease = await self.queue.claim(worker)
                 leases = [] if lease is None else [lease]
             else:
                 leases = await batched.claim_many(worker, limit=limit)
             own = [lease for lease in leases if DEMO_TENANT.fullmatch(lease.tenant)]
-            if len(own) < len(leases):
-                others = [lease for lease in leases if lease not in own]
+            others = [lease for lease in leases if not DEMO_TENANT.fullmatch(lease.tenant)]
+            if others:
                 await batched.release_many(others)
             if own or len(leases) < limit:
                 return own
-        return []
+            tenants = {lease.tenant for lease in others}
+            if tenants & passed or len(tenants) < len(others):
+                return []  # round the rotation: no demo tenant is due
+            passed |= tenants
 
 
 async def run_demo(
