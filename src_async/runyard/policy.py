@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Literal
 
 from runyard.errors import InvalidArgumentError
-from runyard.validation import MAX_DELAY_SECONDS, MAX_ITEM_ATTEMPTS
+from runyard.validation import MAX_DELAY_SECONDS
 
-__all__ = ["RECLAIM_PER_CLAIM", "FailureDecision", "QueuePolicy"]
+__all__ = ["MAX_POLICY_ATTEMPTS", "RECLAIM_PER_CLAIM", "FailureDecision", "QueuePolicy"]
 
 RECLAIM_PER_CLAIM = 8
 """Lapsed leases a ``claim`` or ``claim_many`` takes back (as ``reap`` would) before it claims:
@@ -25,7 +27,9 @@ _SECONDS = (
     ("backoff_base", False),
     ("backoff_cap", False),
 )
-_ATTEMPTS_RULE = f"an int from 1 to {MAX_ITEM_ATTEMPTS}"
+MAX_POLICY_ATTEMPTS = 2**31 - 1
+"""The most ``max_attempts`` a policy may give (PostgreSQL reads it as an ``integer``)."""
+_ATTEMPTS_RULE = f"an int from 1 to {MAX_POLICY_ATTEMPTS}"
 
 
 def _refused(setting: str, problem: str, rule: str) -> InvalidArgumentError:
@@ -34,19 +38,34 @@ def _refused(setting: str, problem: str, rule: str) -> InvalidArgumentError:
     )
 
 
-def _check_seconds(setting: str, value: object, positive: bool) -> None:
-    """Refuse a policy time that is not a finite number of seconds in range: NaN compares
-    false with everything, so it passed the range checks and every backend then did something
-    else with it (a lease that never lapsed, a raw driver error, a lost item on Redis)."""
+def _check_seconds(setting: str, value: object, positive: bool) -> float:
+    """Return a policy time as an int or float (another real number, a numpy scalar, a
+    Fraction or a Decimal, as a float), or refuse one that is not a finite number of seconds
+    in range: NaN compares false with everything, so it passed the range checks and every
+    backend then did something else with it (a lease that never lapsed, a raw driver error,
+    a lost item on Redis)."""
     bound = "above 0" if positive else "from 0"
     rule = f"a finite number of seconds {bound} up to {MAX_DELAY_SECONDS}"
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
         raise _refused(setting, f"must be a number, not {type(value).__name__}", rule)
-    if not math.isfinite(value):
+    seconds = value if isinstance(value, int | float) else float(value)
+    if not math.isfinite(seconds):
         raise _refused(setting, f"is {value!r}, not finite", rule)
-    low = value > 0 if positive else value >= 0
-    if not low or value > MAX_DELAY_SECONDS:
+    low = seconds > 0 if positive else seconds >= 0
+    if not low or seconds > MAX_DELAY_SECONDS:
         raise _refused(setting, f"is {value!r}, out of range", rule)
+    return seconds
+
+
+def _check_attempts(value: object) -> int:
+    """Return a policy's ``max_attempts`` as an int (a numpy integer too), or refuse it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        kind = type(value).__name__
+        raise _refused("max_attempts", f"must be an int, not {kind}", _ATTEMPTS_RULE)
+    attempts = int(value)
+    if not 1 <= attempts <= MAX_POLICY_ATTEMPTS:
+        raise _refused("max_attempts", f"is {attempts}, out of range", _ATTEMPTS_RULE)
+    return attempts
 
 
 @dataclass(frozen=True)
@@ -65,9 +84,9 @@ class QueuePolicy:
     ``random`` is the jitter source (a float in [0, 1)); inject one for deterministic tests.
     Raises InvalidArgumentError (a ValueError) naming the setting and its rule for one outside
     its range: the times are finite numbers of seconds up to ten years (``lease_seconds`` and
-    ``max_lease_seconds`` above 0, the backoff from 0), ``max_attempts`` an int from 1 to
-    10,000 (the per-item limit), ``lease_seconds <= max_lease_seconds`` and
-    ``backoff_base <= backoff_cap``.
+    ``max_lease_seconds`` above 0, the backoff from 0; a real number of another type, such as
+    a numpy scalar or a Decimal, is kept as a float), ``max_attempts`` an int from 1 to
+    2**31 - 1, ``lease_seconds <= max_lease_seconds`` and ``backoff_base <= backoff_cap``.
     """
 
     lease_seconds: float = 30.0
@@ -78,14 +97,9 @@ class QueuePolicy:
     random: Callable[[], float] = field(default=random.random, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name, positive in _SECONDS:
-            _check_seconds(name, getattr(self, name), positive)
-        attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int):
-            kind = type(attempts).__name__
-            raise _refused("max_attempts", f"must be an int, not {kind}", _ATTEMPTS_RULE)
-        if not 1 <= attempts <= MAX_ITEM_ATTEMPTS:
-            raise _refused("max_attempts", f"is {attempts}, out of range", _ATTEMPTS_RULE)
+        for name, positive in _SECONDS:  # frozen: the checked values are set as such
+            object.__setattr__(self, name, _check_seconds(name, getattr(self, name), positive))
+        object.__setattr__(self, "max_attempts", _check_attempts(self.max_attempts))
         if self.backoff_cap < self.backoff_base:
             rule = "0 <= backoff_base <= backoff_cap"
             raise _refused("backoff_cap", f"is below backoff_base {self.backoff_base}", rule)
