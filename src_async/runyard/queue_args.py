@@ -6,7 +6,7 @@ leases through these, before anything is sent; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runyard._json import dump_json
@@ -121,15 +121,16 @@ def check_leases(leases: Sequence[Lease]) -> list[tuple[str, str, int]]:
 
 
 def _check_batch(batch: object, argument: str, kind: str) -> None:
-    """Refuse ``batch`` unless it is a sequence (a list, a tuple) of at most 10,000 ``kind``
-    models: an iterator would be used up by the check, a dict or a bare model is no batch."""
+    """Refuse ``batch`` unless it is a collection (a list, a tuple, a dict's values) of at
+    most 10,000 ``kind`` models: an iterator would be used up by the check, a dict or a bare
+    model is no batch."""
     from runyard.models import Lease, NewItem
 
     model = NewItem if kind == "NewItem" else Lease
-    rule = f"a sequence (list, tuple) of 0 to 10000 {kind}"
-    if not isinstance(batch, Sequence) or isinstance(batch, (str, bytes)):
+    rule = f"a collection (list, tuple, dict values) of 0 to 10000 {kind}"
+    if not isinstance(batch, Collection) or isinstance(batch, (str, bytes, Mapping)):
         raise InvalidArgumentError(
-            f"{argument} must be a sequence of {kind}, not {type(batch).__name__} ({rule})",
+            f"{argument} must be a collection of {kind}, not {type(batch).__name__} ({rule})",
             argument=argument,
             limit=rule,
         )

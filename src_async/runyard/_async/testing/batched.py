@@ -255,7 +255,7 @@ class AsyncBatchedQueueCases(AsyncQueueKitBase):
 
     @pytest.mark.asyncio
     @pytest.mark.parametrize("shape", ["none", "dict", "iterator", "model", "str"])
-    async def test_batched_calls_refuse_what_is_not_a_sequence_of_models(
+    async def test_batched_calls_refuse_what_is_not_a_collection_of_models(
         self, queue: AsyncWorkQueue, shape: str
     ) -> None:
         batched = self._batched(queue)
@@ -278,6 +278,13 @@ class AsyncBatchedQueueCases(AsyncQueueKitBase):
                 await settle(leases)
             assert caught.value.argument == "leases"
         assert (await batched.stats()).ready == 0
+        # A collection that is no sequence serves (typed Sequence, taken as it was before the
+        # checks): a dict's values, in their order.
+        items = {"one": item}.values()
+        await batched.enqueue_many("acme", items)
+        by_id = {lease.item_id: lease for lease in await batched.claim_many("w", limit=1)}
+        leases = by_id.values()
+        assert await batched.complete_many(leases) == [None]
 
     @pytest.mark.asyncio
     async def test_enqueue_many_checks_every_item_before_adding_any(

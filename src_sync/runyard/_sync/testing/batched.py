@@ -234,7 +234,7 @@ class BatchedQueueCases(QueueKitBase):
         assert batched.complete_many([first, second]) == [None, None]
 
     @pytest.mark.parametrize("shape", ["none", "dict", "iterator", "model", "str"])
-    def test_batched_calls_refuse_what_is_not_a_sequence_of_models(
+    def test_batched_calls_refuse_what_is_not_a_collection_of_models(
         self, queue: WorkQueue, shape: str
     ) -> None:
         batched = self._batched(queue)
@@ -257,6 +257,13 @@ class BatchedQueueCases(QueueKitBase):
                 settle(leases)
             assert caught.value.argument == "leases"
         assert (batched.stats()).ready == 0
+        # A collection that is no sequence serves (typed Sequence, taken as it was before the
+        # checks): a dict's values, in their order.
+        items = {"one": item}.values()
+        batched.enqueue_many("acme", items)
+        by_id = {lease.item_id: lease for lease in batched.claim_many("w", limit=1)}
+        leases = by_id.values()
+        assert batched.complete_many(leases) == [None]
 
     def test_enqueue_many_checks_every_item_before_adding_any(self, queue: WorkQueue) -> None:
         batched = self._batched(queue)
