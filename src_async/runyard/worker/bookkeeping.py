@@ -15,7 +15,7 @@ from typing import Any
 from runyard.clock import Clock
 from runyard.errors import LeaseLostError
 from runyard.models import Lease, WorkItem
-from runyard.worker.outcomes import JobTimeoutError, WorkerHooks, WorkerStats
+from runyard.worker.outcomes import JobTimeoutError, WorkerHooks, WorkerStats, logged_failure
 from runyard.worker.settings import WorkerSettings
 from runyard.worker.slot import SETTLED, Settled, Slot
 
@@ -119,18 +119,18 @@ class WorkerBookkeeping:
         except BaseException as exc:
             if self._hook_exit is not None:
                 log.warning(
-                    "worker hook %r raised %r while the worker stops: ignored",
+                    "worker hook %r raised %s while the worker stops: ignored",
                     hook,
-                    exc,
+                    logged_failure(exc),
                     extra={"worker": self.name},
                 )
                 return
             self._hook_exit = exc
             log.warning(
-                "worker hook %r raised %r: stopping the worker (in-flight jobs finish or "
+                "worker hook %r raised %s: stopping the worker (in-flight jobs finish or "
                 "are handed back), then run() raises it",
                 hook,
-                exc,
+                logged_failure(exc),
                 extra={"worker": self.name},
             )
             self.stop()
