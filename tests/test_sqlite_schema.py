@@ -311,3 +311,26 @@ def test_a_migration_stopped_after_its_alter_is_finished_by_the_refusals_sql(
         assert counters == (3, 3)
         after = _objects(path)
         assert schema_refusal(tables, "queue", present, {"queue": 5}, "f", after) is None
+
+
+def test_the_read_only_probe_gives_the_connection_its_wait_back_whatever_happens(
+    tmp_path: Path,
+) -> None:
+    # The wait was restored after the rollback, in the same finally: a rollback that raised
+    # left a shared connection waiting 0 ms for the lock from then on.
+    from runyard.sqlite.flavours import probe_write
+
+    class FailingRollback(sqlite3.Connection):
+        def rollback(self) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+    create_schema(tmp_path / "p.db")
+    raw = sqlite3.connect(
+        tmp_path / "p.db", timeout=1.25, isolation_level="IMMEDIATE", factory=FailingRollback
+    )
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            probe_write(raw, 'UPDATE "runyard_schema" SET version = version WHERE 0')
+        assert raw.execute("PRAGMA busy_timeout").fetchone() == (1250,)
+    finally:
+        raw.close()

@@ -83,8 +83,8 @@ def test_a_worker_serves_the_redis_namespace_its_url_names(
         ("redis://127.0.0.1:1/0?table_prefix=app_", "table_prefix"),
         ("redis+cluster://:S3CRET@127.0.0.1:1/3", "only database 0"),
         # redis-py read it as database 0: the wrong database, served without a word.
-        ("redis://:S3CRET@127.0.0.1:1/abc", "names database 'abc'"),
-        ("redis://:S3CRET@127.0.0.1:1?db=abc", "names database 'abc'"),
+        ("redis://:S3CRET@127.0.0.1:1/abc", "is not a number"),
+        ("redis://:S3CRET@127.0.0.1:1?db=abc", "is not a number"),
         # redis-py raised its own error building the client: exit 1, a traceback.
         ("redis+cluster://:S3CRET@127.0.0.1:1?db=3", "only database 0"),
     ],
@@ -142,4 +142,16 @@ def test_a_store_refuses_a_redis_database_that_is_not_a_number(dsn: str) -> None
     with pytest.raises(ConfigurationError, match="not a number"):
         RedisWorkQueue.from_url(settings=RedisStoreSettings(dsn=dsn, durable=False))
     check_database("unix:///tmp/r.sock?db=2", cluster=False)  # a socket path is no database
-    check_database("redis://127.0.0.1:1/3?db=3", cluster=False)
+    # Read as redis-py reads it: percent-decoded, and the db parameter over the path.
+    for valid in ("redis://h/%31", "redis://h/%2F2", "redis://h/abc?db=1", "redis://h/3?db=3"):
+        check_database(valid, cluster=False)
+    check_database("redis://h:7000/%30", cluster=True)
+
+
+def test_a_refused_redis_database_never_shows_the_password() -> None:
+    # A password holding an unescaped / ends up in the path: the message quoted it.
+    from runyard.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as caught:
+        RedisWorkQueue.from_url("redis://:pa/S3CRET99@127.0.0.1:1/0")
+    assert "S3CRET" not in str(caught.value) and "%2F" in str(caught.value)

@@ -86,20 +86,40 @@ def _runs(function: Any) -> Any:
     [
         (AsyncCallable(), "async"),
         (functools.partial(AsyncCallable.__call__, AsyncCallable()), "async"),
-        (_runs(_inner), "sync"),  # wraps a coroutine function, runs it itself
-        (_wraps(_inner), "sync"),  # returns the coroutine: its jobs fail saying so
+        (_runs(_inner), "either"),  # wraps a coroutine function, runs it itself
+        (_wraps(_inner), "either"),  # a decorator passing the coroutine on
+        (_wraps(_runs), "sync"),  # wraps a plain function
     ],
-    ids=["object", "partial", "sync-adapter", "returns-a-coroutine"],
+    ids=["object", "partial", "sync-adapter", "decorator", "plain-wrapper"],
 )
 def test_the_cli_tells_an_async_callable_from_a_function(
     handler: Any, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A functools.wraps wrapper of a coroutine function may be a decorator passing the
+    # coroutine on or a sync adapter running it: the CLI takes it either way (the twin that
+    # meets the other kind fails its jobs saying so). Unwrapping refused the adapters with
+    # --sync; judging the wrapper alone refused the decorators without it.
     monkeypatch.setattr("tests.support.worker_jobs.probe", handler, raising=False)
     spec = "tests.support.worker_jobs:probe"
-    refused = "is async: drop --sync" if kind == "async" else "is not async: pass --sync"
-    with pytest.raises(ConfigurationError, match=refused):
-        load_handler(spec, sync=kind == "async")
-    assert load_handler(spec, sync=kind == "sync") is handler
+    if kind != "either":
+        refused = "is async: drop --sync" if kind == "async" else "is not async: pass --sync"
+        with pytest.raises(ConfigurationError, match=refused):
+            load_handler(spec, sync=kind == "async")
+    for sync in (True, False) if kind == "either" else (kind == "sync",):
+        assert load_handler(spec, sync=sync) is handler
+
+
+@pytest.mark.asyncio
+async def test_the_async_twin_runs_a_decorated_coroutine_function() -> None:
+    queue = AsyncMemoryWorkQueue(policy=POLICY, clock=ManualClock())
+    await queue.enqueue("acme", {}, item_id="i")
+    ran: list[str] = []
+
+    async def work(job: Job) -> None:
+        ran.append(job.item_id)
+
+    stats = await asyncio.wait_for(AsyncWorker(queue, _wraps(work)).run_until_idle(), 30)
+    assert (stats.completed, ran) == (1, ["i"])
 
 
 def test_the_thread_twin_runs_a_sync_adapter_of_a_coroutine_function() -> None:
@@ -163,3 +183,27 @@ async def test_a_failures_log_line_is_one_bounded_line(caplog: pytest.LogCapture
     for line in lines:
         assert "\n" not in line and len(line) < 400, len(line)
         assert "ValueError('xxx" in line and "more characters)" in line
+
+
+@pytest.mark.asyncio
+async def test_a_failing_hooks_log_line_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    # log.exception printed the hook's whole message and traceback: 100,374 characters.
+    from runyard.worker import WorkerHooks
+
+    queue = AsyncMemoryWorkQueue(policy=POLICY, clock=ManualClock())
+    await queue.enqueue("acme", {}, item_id="i")
+
+    def hook(job: Job) -> None:
+        raise ValueError("x" * 100_000)
+
+    async def handler(job: Job) -> None:
+        pass
+
+    worker = AsyncWorker(queue, handler, hooks=WorkerHooks(on_job_start=hook))
+    with caplog.at_level("ERROR", logger="runyard.worker"):
+        stats = await asyncio.wait_for(worker.run_until_idle(), 30)
+    assert stats.completed == 1
+    (line,) = [r.getMessage() for r in caplog.records if "worker hook" in r.getMessage()]
+    assert "ValueError: xxx" in line and "more characters)" in line and "Traceback" in line
+    assert len(line) < 20_000
+    assert all(r.exc_info is None for r in caplog.records)

@@ -54,8 +54,8 @@ def run_handler(handler: Callable[[Any], Any], job: object) -> None:
             result.close()  # never awaited: no "was never awaited" warning
         raise TypeError(
             f"the handler returned {type(result).__name__}, an awaitable, so its work did not "
-            "run: Worker runs plain functions; serve an async handler with AsyncWorker (the "
-            "CLI without --sync)"
+            "run: Worker runs plain functions; serve a handler that returns a coroutine with "
+            "AsyncWorker (the CLI without --sync)"
         )
 
 

@@ -64,7 +64,7 @@ def load_handler(spec: str, *, sync: bool) -> Callable[[Job], Any]:
     coroutine = _is_async(handler)
     if sync and coroutine:
         raise ConfigurationError(f"handler {spec!r} is async: drop --sync, or pass a function")
-    if not sync and not coroutine:
+    if not sync and coroutine is False:
         raise ConfigurationError(f"handler {spec!r} is not async: pass --sync to run it on threads")
     return handler  # type: ignore[no-any-return]
 
@@ -86,15 +86,23 @@ def _import_failed(spec: str, module_name: str, here: str, exc: Exception) -> Co
     )
 
 
-def _is_async(handler: Callable[..., Any]) -> bool:
-    """Whether ``handler`` is a coroutine function (a ``functools.partial`` of one included)
-    or an object whose ``__call__`` is one. A ``functools.wraps`` wrapper is judged by itself,
-    not by what it wraps: a sync adapter that runs the coroutine itself (``asyncio.run``) is
-    what ``--sync`` serves; one that returns the coroutine fails its jobs saying so."""
+def _is_async(handler: Callable[..., Any]) -> bool | None:
+    """True for a coroutine function (a ``functools.partial`` of one included) or an object
+    whose ``__call__`` is one; False for a plain function; None for a ``functools.wraps``
+    wrapper of a coroutine function, which may be either: a decorator that passes the
+    coroutine on (served without ``--sync``) or a sync adapter that runs it itself
+    (``asyncio.run``, syncer, asyncer: served with ``--sync``). Either twin fails a job whose
+    handler turned out to be the other kind, saying so."""
     call = inspect.getattr_static(type(handler), "__call__", None)
-    return inspect.iscoroutinefunction(handler) or (
+    if inspect.iscoroutinefunction(handler) or (
         call is not None and inspect.iscoroutinefunction(call)
-    )
+    ):
+        return True
+    try:
+        wrapped = inspect.unwrap(handler)
+    except ValueError:  # a __wrapped__ cycle
+        return False
+    return None if inspect.iscoroutinefunction(wrapped) else False
 
 
 class _Signals:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from runyard._json import load_json
 from runyard.clock import Clock
@@ -86,25 +86,30 @@ class ReplyLost(RunyardError):
 
 
 def check_database(dsn: str, cluster: bool) -> None:
-    """Refuse a Redis URL whose database is not a number (in its path, or a ``db`` query
-    parameter; a ``unix://`` URL's path is its socket), or, for a cluster, not 0: redis-py
-    serves database 0 for a path that is not a number, and raises its own error for a cluster
-    ``db``. The message shows the value, never the URL (it may hold a password)."""
+    """Refuse a Redis URL whose database is not a number, or, for a cluster, not 0, read as
+    redis-py reads it: the ``db`` query parameter, else the path (percent-decoded; a
+    ``unix://`` URL's path is its socket). redis-py serves database 0 for a path that is not a
+    number, and raises its own error for a cluster's ``db``. The message never shows the
+    value: a password holding an unescaped ``/`` ends up in the path."""
     parts = urlsplit(dsn)
     named = [value for name, value in parse_qsl(parts.query) if name == "db"]
-    if parts.scheme not in ("unix", ""):
-        named.insert(0, parts.path.strip("/"))
-    for database in named:
-        if database and not (database.isascii() and database.isdigit()):
-            raise ConfigurationError(
-                f"the Redis URL names database {database!r}, not a number: give the database "
-                "as /0, /1, ... (or leave the path empty for 0)"
-            )
-        if cluster and database not in ("", "0"):
-            raise ConfigurationError(
-                f"the Redis URL names database {database}: a Redis Cluster has only database "
-                "0; leave the path empty or /0"
-            )
+    if named:
+        database = unquote(named[-1])
+    elif parts.scheme in ("unix", ""):
+        return
+    else:
+        database = unquote(parts.path).strip("/")
+    if database and not (database.isascii() and database.isdigit()):
+        raise ConfigurationError(
+            "the Redis URL's database (its path, or its db parameter) is not a number: give "
+            "it as /0, /1, ... or ?db=N (or leave it out for 0); a password that holds a / "
+            "must be percent-encoded (%2F)"
+        )
+    if cluster and int(database or 0) != 0:
+        raise ConfigurationError(
+            f"the Redis URL names database {int(database)}: a Redis Cluster has only database "
+            "0; leave the path empty or /0"
+        )
 
 
 def classify(exc: BaseException) -> Failure:

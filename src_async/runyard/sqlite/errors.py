@@ -98,7 +98,7 @@ def map_error(
         # no retry changes that.
         return ConfigurationError(
             f"the SQLite database {where} cannot be written ({text}): make the file and its "
-            "directory writable by this process (and drop mode=ro or immutable=1 from a URI); "
+            "directory writable by this process (and drop mode=ro from a URI); "
             "runyard writes on every claim and settle"
         )
     if isinstance(exc, sqlite3.OperationalError) and ("disk" in text or "I/O" in text):

@@ -119,12 +119,12 @@ def _fetch_then_commit(raw: sqlite3.Connection, sql: str, params: Params) -> lis
 
 
 def asks_read_only(path: str) -> bool:
-    """Whether ``path`` is a URI that opens the file read-only on purpose (``mode=ro`` or
-    ``immutable=1``): a reader, whose writes fail as they come (see ``probe_write``)."""
+    """Whether ``path`` is a URI that opens the file read-only on purpose (``mode=ro``): a
+    reader, whose writes fail as they come (see ``probe_write``). (``immutable=1`` never
+    opens: SQLite keeps such a file out of WAL.)"""
     if not is_uri(path):
         return False
-    options = dict(parse_qsl(path.partition("#")[0].partition("?")[2]))
-    return options.get("mode") == "ro" or options.get("immutable") == "1"
+    return dict(parse_qsl(path.partition("#")[0].partition("?")[2])).get("mode") == "ro"
 
 
 def probe_write(raw: sqlite3.Connection, sql: str) -> None:
@@ -140,9 +140,11 @@ def probe_write(raw: sqlite3.Connection, sql: str) -> None:
         if "locked" not in str(exc) and "busy" not in str(exc):
             raise
     finally:
-        if raw.in_transaction:
-            raw.rollback()
-        raw.execute(f"PRAGMA busy_timeout = {int(waits)}")
+        try:
+            if raw.in_transaction:
+                raw.rollback()
+        finally:  # the connection's wait comes back whatever the rollback did
+            raw.execute(f"PRAGMA busy_timeout = {int(waits)}")
 
 
 def _change_then_read(raw: sqlite3.Connection, sql: str, read: str, params: Params) -> list[Row]:

@@ -15,7 +15,13 @@ from typing import Any
 from runyard.clock import Clock
 from runyard.errors import LeaseLostError
 from runyard.models import Lease, WorkItem
-from runyard.worker.outcomes import JobTimeoutError, WorkerHooks, WorkerStats, logged_failure
+from runyard.worker.outcomes import (
+    JobTimeoutError,
+    WorkerHooks,
+    WorkerStats,
+    describe_failure,
+    logged_failure,
+)
 from runyard.worker.settings import WorkerSettings
 from runyard.worker.slot import SETTLED, Settled, Slot
 
@@ -114,8 +120,13 @@ class WorkerBookkeeping:
             return
         try:
             hook(*args)
-        except Exception:
-            log.exception("worker hook %r failed", hook, extra={"worker": self.name})
+        except Exception as exc:  # its type, message and traceback's end, bounded
+            log.error(
+                "worker hook %r failed: %s",
+                hook,
+                describe_failure(exc),
+                extra={"worker": self.name},
+            )
         except BaseException as exc:
             if self._hook_exit is not None:
                 log.warning(
