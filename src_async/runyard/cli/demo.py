@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from runyard.cli.crash import CrashReport
+from runyard.models import Lease
 
-__all__ = ["DemoPlan", "DemoResult", "TenantReport"]
+__all__ = ["DemoPlan", "DemoResult", "TenantReport", "sort_claimed"]
+
+# The tenants demos make: "<name>~<8 hex digits>", one id per run of the demo.
+DEMO_TENANT = re.compile(r"(noisy|quiet-[0-9]+|crash)~[0-9a-f]{8}")
+
+
+def sort_claimed(
+    leases: Sequence[Lease], limit: int, passed: set[str]
+) -> tuple[list[Lease], list[Lease], bool]:
+    """Of a demo worker's claim (``limit`` asked), the demo's leases, the others (to hand
+    back), and whether the claim is over: it took a demo item, found nothing more due, or
+    met a tenant it handed back already (``passed``, updated here), so the rotation came round
+    without a demo tenant due."""
+    own = [lease for lease in leases if DEMO_TENANT.fullmatch(lease.tenant)]
+    others = [lease for lease in leases if not DEMO_TENANT.fullmatch(lease.tenant)]
+    if own or len(leases) < limit:
+        return own, others, True
+    tenants = {lease.tenant for lease in others}
+    came_round = bool(tenants & passed) or len(tenants) < len(others)
+    passed |= tenants
+    return own, others, came_round
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,14 @@ from runyard.sqlite.schema import (
     version_message,
 )
 
-__all__ = ["Objects", "queue_set_version", "read_objects", "schema_refusal", "verify_statements"]
+__all__ = [
+    "Objects",
+    "foreign_refusal",
+    "queue_set_version",
+    "read_objects",
+    "schema_refusal",
+    "verify_statements",
+]
 
 # The queue's triggers (each on the table named by the field, with this suffix).
 _QUEUE_TRIGGERS = (
@@ -182,6 +189,18 @@ def read_objects(rows: Sequence[Sequence[object]]) -> tuple[set[str], Objects]:
     runyard's own are lower-case."""
     present = {str(name).lower() for kind, name, _ in rows if kind == "table"}
     return present, {(str(kind), str(name).lower()): str(sql or "") for kind, name, sql in rows}
+
+
+def foreign_refusal(
+    rows: Sequence[Sequence[object]], tables: SqliteTables, where: str, empty_ok: bool
+) -> str | None:
+    """Why a database (the rows of verify_statements' first read) is refused before runyard
+    writes to it (WAL included): it has no schema table for ``tables``, unless it holds no
+    object at all and ``empty_ok`` (a new file the caller gives the schema); or None."""
+    present, _ = read_objects(rows)
+    if tables.schema_table in present or (empty_ok and not rows):
+        return None
+    return missing_schema_message(f"table {tables.schema_table} does not exist", where, tables)
 
 
 def verify_statements(tables: SqliteTables) -> tuple[str, str]:

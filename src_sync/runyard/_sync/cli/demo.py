@@ -5,7 +5,6 @@ SQLite file, a worker process killed mid-run and another worker finishing its it
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from functools import partial
@@ -28,15 +27,12 @@ from runyard.cli.crash import (
     shows_a_crash,
     start_doomed_worker,
 )
-from runyard.cli.demo import DemoPlan, DemoResult
+from runyard.cli.demo import DemoPlan, DemoResult, sort_claimed
 from runyard.models import CounterDelta, Lease, RunKey
 from runyard.worker.job import Job
 from runyard.worker.outcomes import WorkerStats
 
 __all__ = ["DemoQueue", "run_demo"]
-
-# The tenants demos make: "<name>~<8 hex digits>", one id per run of the demo.
-DEMO_TENANT = re.compile(r"(noisy|quiet-[0-9]+|crash)~[0-9a-f]{8}")
 
 
 class DemoQueue:
@@ -70,16 +66,11 @@ class DemoQueue:
                 leases = [] if lease is None else [lease]
             else:
                 leases = batched.claim_many(worker, limit=limit)
-            own = [lease for lease in leases if DEMO_TENANT.fullmatch(lease.tenant)]
-            others = [lease for lease in leases if not DEMO_TENANT.fullmatch(lease.tenant)]
+            own, others, over = sort_claimed(leases, limit, passed)
             if others:
                 batched.release_many(others)
-            if own or len(leases) < limit:
+            if over:
                 return own
-            tenants = {lease.tenant for lease in others}
-            if tenants & passed or len(tenants) < len(others):
-                return []  # round the rotation: no demo tenant is due
-            passed |= tenants
 
 
 def run_demo(

@@ -12,6 +12,7 @@ from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, StoreClosed, closed_error, open_error
 from runyard.sqlite.flavours import Connection, file_missing
 from runyard.sqlite.schema import SqliteTables, create_script, missing_schema_message
+from runyard.sqlite.schema_checks import foreign_refusal, verify_statements
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     check_busy_timeout,
@@ -84,19 +85,11 @@ def _connect(
 def _require_schema(
     connection: Connection, tables: SqliteTables, where: str, empty_ok: bool
 ) -> None:
-    """Refuse a database without ``tables``' schema table (names compared as SQLite does,
-    case-insensitively), unless it is empty and ``empty_ok``; reads only."""
-    names = {
-        str(name).lower()
-        for (name,) in connection.fetch(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger', 'view')"
-        )
-    }
-    if tables.schema_table in names or (empty_ok and not names):
-        return
-    raise ConfigurationError(
-        missing_schema_message(f"table {tables.schema_table} does not exist", where, tables)
-    )
+    """Refuse a database without ``tables``' schema (see ``foreign_refusal``); reads only."""
+    rows = connection.fetch(verify_statements(tables)[0])
+    refusal = foreign_refusal(rows, tables, where, empty_ok)
+    if refusal is not None:
+        raise ConfigurationError(refusal)
 
 
 def connect_yard(path: str, tables: SqliteTables, *, durable: bool) -> Connection:
