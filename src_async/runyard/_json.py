@@ -8,7 +8,11 @@ from typing import Any
 
 from runyard.errors import StatePersistenceError
 
-__all__ = ["copy_json", "dump_json", "load_json"]
+__all__ = ["MAX_JSON_DEPTH", "copy_json", "dump_json", "fresh_json", "load_json"]
+
+# The deepest nesting of arrays and objects a stored value may have, on every backend (deeper
+# values raised RecursionError, or were refused by one backend and stored by another).
+MAX_JSON_DEPTH = 512
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -17,13 +21,28 @@ _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(","
 # Text goes straight to the decoder: json.loads first checks the type and for a byte order mark,
 # which text written by dump_json never starts with (it would fail to decode either way).
 _DECODE = json.JSONDecoder().decode
+# A JSON string in encoded text (its brackets are no nesting).
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text``."""
+    depth = deepest = 0
+    for char in _STRING.sub("", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def dump_json(value: Any, *, max_bytes: int | None = None, what: str = "value") -> str:
     """Encode ``value`` as compact JSON text.
 
     Raises StatePersistenceError(reason="invalid") for values PostgreSQL's jsonb refuses
-    (NaN, Infinity, NUL characters, lone surrogates) or that JSON cannot encode, and
+    (NaN, Infinity, NUL characters, lone surrogates), nested deeper than MAX_JSON_DEPTH, or
+    that JSON cannot encode, and
     StatePersistenceError(reason="too_large") past ``max_bytes``; neither is retryable.
     """
     try:
@@ -32,6 +51,18 @@ def dump_json(value: Any, *, max_bytes: int | None = None, what: str = "value") 
         raise StatePersistenceError(
             f"{what} is not storable JSON: {exc}", reason="invalid"
         ) from None
+    except RecursionError:
+        raise StatePersistenceError(
+            f"{what} is nested too deeply: the limit is {MAX_JSON_DEPTH} levels of arrays and "
+            "objects",
+            reason="invalid",
+        ) from None
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _depth(text) > MAX_JSON_DEPTH:
+        raise StatePersistenceError(
+            f"{what} is nested {_depth(text)} levels deep: the limit is {MAX_JSON_DEPTH} levels "
+            "of arrays and objects",
+            reason="invalid",
+        )
     if "\\u0000" in text and _NUL.search(text):
         raise StatePersistenceError(f"{what} holds a NUL character", reason="invalid")
     if text.isascii():  # one byte a character, and no surrogate to refuse
@@ -61,3 +92,9 @@ def load_json(text: str | bytes) -> Any:
 def copy_json(value: Any, max_bytes: int | None = None, what: str = "value") -> Any:
     """Return a fresh copy of ``value`` through its stored form, checked as dump_json checks it."""
     return load_json(dump_json(value, max_bytes=max_bytes, what=what))
+
+
+def fresh_json(value: Any) -> Any:
+    """A copy of ``value``, a value dump_json accepted, through its JSON text (unchecked;
+    unlike copy.deepcopy, it copies any nesting dump_json lets through)."""
+    return _DECODE(_ENCODER.encode(value))

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from runyard._json import dump_json, load_json
 from runyard.errors import InvalidArgumentError, RunyardError, StoreOutcomeUnknown
 from runyard.keys import validate_identifier
+from runyard.validation import MAX_VERSION_NUMBER as _MAX_SEQ
 from runyard.validation import check_limit, check_status
 
 __all__ = [
@@ -87,9 +88,14 @@ def same_content(event: RunEvent, event_type: str, data_text: str) -> bool:
 
 
 def check_after(after: int, limit: int = 1) -> None:
-    """Raise ValueError naming ``after`` (a seq, >= 0) or ``limit`` (1..10000) when out of range."""
-    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-        raise ValueError(f"after must be an int >= 0 (a seq already seen), not {after!r}")
+    """Raise InvalidArgumentError (a ValueError) naming ``after`` (a seq: an int from 0 to
+    2**63 - 1) or ``limit`` (1..10000) when out of range."""
+    if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= _MAX_SEQ:
+        raise InvalidArgumentError(
+            f"after must be an int from 0 to 2**63 - 1 (a seq already seen), not {after!r}",
+            argument="after",
+            limit="an int from 0 to 2**63 - 1",
+        )
     check_limit(limit)
 
 

@@ -6,7 +6,7 @@ leases through these, before anything is sent; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runyard._json import dump_json
@@ -91,7 +91,7 @@ def check_item(
     )
 
 
-def check_items(tenant: str, items: Sequence[NewItem], max_bytes: int) -> list[CheckedItem]:
+def check_items(tenant: str, items: Collection[NewItem], max_bytes: int) -> list[CheckedItem]:
     """Check an ``enqueue_many``: the tenant, at most 10,000 items, then every item as
     ``check_item`` does, before any is written. Raises as ``check_item`` does."""
     validate_identifier(tenant, "tenant")
@@ -111,7 +111,7 @@ def check_items(tenant: str, items: Sequence[NewItem], max_bytes: int) -> list[C
     ]
 
 
-def check_leases(leases: Sequence[Lease]) -> list[tuple[str, str, int]]:
+def check_leases(leases: Collection[Lease]) -> list[tuple[str, str, int]]:
     """The ``(tenant, item_id, token)`` of each lease of a batched settle (at most 10,000).
 
     Raises InvalidArgumentError before anything is sent.

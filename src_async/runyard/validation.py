@@ -16,7 +16,7 @@ from runyard.errors import InvalidArgumentError, StateInUseError, StatePersisten
 from runyard.keys import validate_identifier
 
 if TYPE_CHECKING:
-    from runyard.models import CounterDelta, Lease
+    from runyard.models import CounterDelta, Lease, RunLease
 
 __all__ = [
     "COUNTER_FIELDS",
@@ -36,11 +36,13 @@ __all__ = [
     "check_delta",
     "check_error_text",
     "check_failure",
+    "check_flag",
     "check_limit",
     "check_max_attempts",
     "check_older_than",
     "check_patch_result",
     "check_priority",
+    "check_run_lease",
     "check_schedule",
     "check_status",
     "check_ttl",
@@ -234,6 +236,28 @@ def check_failure(error: str | None, retryable: object) -> None:
         raise _refuse(
             "retryable", f"must be a bool, not {type(retryable).__name__}", "True or False"
         )
+
+
+def check_flag(value: object, argument: str) -> bool:
+    """Return ``value`` if it is a bool; else raise InvalidArgumentError naming ``argument``
+    (flags were read by truthiness: ``cascade="no"`` cascaded)."""
+    if not isinstance(value, bool):
+        raise _refuse(argument, f"must be a bool, not {type(value).__name__}", "True or False")
+    return value
+
+
+def check_run_lease(lease: object) -> RunLease:
+    """Return ``lease`` if it is a RunLease whose fields are what acquire_lease hands out (a
+    RunLease is a plain model anyone can build); else raise InvalidArgumentError."""
+    from runyard.models import RunLease
+
+    if not isinstance(lease, RunLease):
+        raise _refuse("lease", f"must be a RunLease, not {type(lease).__name__}", "a RunLease")
+    validate_identifier(lease.tenant, "tenant")
+    validate_identifier(lease.run_id, "run_id")
+    validate_identifier(lease.holder, "holder")
+    check_version_number(lease.epoch, "epoch")
+    return lease
 
 
 def storable_error_text(text: str) -> str:

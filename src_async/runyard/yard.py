@@ -29,7 +29,7 @@ from urllib.parse import (
 
 from pydantic import ValidationError
 
-from runyard.errors import ConfigurationError
+from runyard.errors import ConfigurationError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from runyard.postgres.settings import PostgresStoreSettings
@@ -146,8 +146,8 @@ def default_url(environ: dict[str, str] | None = None) -> str:
 def parse_yard_url(url: str | None, known: Iterable[str]) -> YardURL:
     """Parse ``url`` (or ``default_url()`` when None) for one of the ``known`` schemes.
 
-    Raises ValueError naming an unknown scheme and the known ones, ConfigurationError for an
-    empty or malformed URL (without showing it).
+    Raises InvalidArgumentError (a ValueError) naming an unknown scheme and the known ones,
+    ConfigurationError for an empty or malformed URL (without showing it).
     """
     text = url if url is not None else default_url()
     if not text:
@@ -162,9 +162,12 @@ def parse_yard_url(url: str | None, known: Iterable[str]) -> YardURL:
         ) from None
     scheme = parts.scheme.lower()
     if scheme not in schemes:
-        raise ValueError(
+        known_ones = ", ".join(f"{s}://" for s in schemes)
+        raise InvalidArgumentError(
             f"unknown yard URL scheme {scheme!r} in {redact(text)}: known schemes are "
-            + ", ".join(f"{s}://" for s in schemes)
+            + known_ones,
+            argument="url",
+            limit=f"a URL of one of the schemes {known_ones}",
         )
     return YardURL(scheme, text, tuple(parse_qsl(parts.query, keep_blank_values=True)))
 

@@ -3,7 +3,7 @@ nothing, and can fail or lose claims."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
@@ -29,7 +29,7 @@ class SpyQueue(AsyncMemoryWorkQueue):
         self.lose_next_claim_reply = False
         self.adopted = AsyncEvent()  # set by each adopt, once applied
 
-    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    async def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         out = await super().heartbeat_many(leases)
         self.beats.set()
         return out

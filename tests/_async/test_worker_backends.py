@@ -5,7 +5,7 @@ override of the server's clock."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,7 +41,7 @@ class Beating:
         self.beats.set()
         return lease
 
-    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Any]:
+    async def heartbeat_many(self, leases: Collection[Lease]) -> list[Any]:
         renewed: list[Any] = await self._inner.heartbeat_many(leases)  # type: ignore[attr-defined]
         self.beats.set()
         return renewed

@@ -4,7 +4,7 @@ the store refuses ends after handback_seconds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 import pytest
@@ -88,7 +88,7 @@ class DownAtShutdownQueue(SpyQueue):
         self.down = False
         self.refused = 0
 
-    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         if self.down:
             self.refused += 1
             raise QueueUnavailableError("the test's outage")

@@ -9,7 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from runyard import AsyncMemoryStateStore, AsyncYard, ConfigurationError, RunKey
+from runyard import (
+    AsyncMemoryStateStore,
+    AsyncYard,
+    ConfigurationError,
+    InvalidArgumentError,
+    RunKey,
+)
 from runyard.postgres import StateTables
 from runyard.yard import redact
 
@@ -118,8 +124,9 @@ async def test_postgres_verify_runs(pg_schema: str) -> None:
 
 @pytest.mark.asyncio
 async def test_an_unknown_scheme_is_named_with_the_known_ones() -> None:
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(InvalidArgumentError) as caught:
         await AsyncYard.from_url(f"mysql://user:{SECRET}@somewhere/db")
+    assert isinstance(caught.value, ValueError) and caught.value.argument == "url"
     message = str(caught.value)
     assert "'mysql'" in message
     for known in (

@@ -5,7 +5,7 @@ nothing, and can fail or lose claims."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 from runyard import ManualClock, MemoryWorkQueue, QueuePolicy
@@ -31,7 +31,7 @@ class SpyQueue(MemoryWorkQueue):
         self.lose_next_claim_reply = False
         self.adopted = Event()  # set by each adopt, once applied
 
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         out = super().heartbeat_many(leases)
         self.beats.set()
         return out

@@ -7,7 +7,7 @@ Memory queue, both twins; tasks and threads meet at events, never sleeps."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 import pytest
@@ -46,11 +46,11 @@ class ShutdownAdoptQueue(SpyQueue):
             self._hold_first([tenant])
         return super().fail(tenant, item_id, **options)
 
-    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         self._hold_first(leases)
         return super().release_many(leases)
 
-    def _hold_first(self, leases: Sequence[Lease]) -> None:
+    def _hold_first(self, leases: Collection[Lease]) -> None:
         first = any(lease.item.payload["n"] == 1 for lease in leases)
         if first and not self.handing_back.is_set():
             self.handing_back.set()

@@ -7,7 +7,7 @@ override of the server's clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,7 +42,7 @@ class Beating:
         self.beats.set()
         return lease
 
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Any]:
+    def heartbeat_many(self, leases: Collection[Lease]) -> list[Any]:
         renewed: list[Any] = self._inner.heartbeat_many(leases)  # type: ignore[attr-defined]
         self.beats.set()
         return renewed

@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from runyard import ConfigurationError, MemoryStateStore, RunKey, Yard
+from runyard import (
+    ConfigurationError,
+    InvalidArgumentError,
+    MemoryStateStore,
+    RunKey,
+    Yard,
+)
 from runyard.postgres import StateTables
 from runyard.yard import redact
 
@@ -111,8 +117,9 @@ def test_postgres_verify_runs(pg_schema: str) -> None:
 
 
 def test_an_unknown_scheme_is_named_with_the_known_ones() -> None:
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(InvalidArgumentError) as caught:
         Yard.from_url(f"mysql://user:{SECRET}@somewhere/db")
+    assert isinstance(caught.value, ValueError) and caught.value.argument == "url"
     message = str(caught.value)
     assert "'mysql'" in message
     for known in (

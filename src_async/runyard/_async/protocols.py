@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from runyard.capabilities import StoreCapabilities
@@ -250,7 +250,7 @@ class AsyncBatchedWorkQueue(AsyncWorkQueue, Protocol):
     raised for the whole call.
     """
 
-    async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    async def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order."""
         ...
 
@@ -259,16 +259,16 @@ class AsyncBatchedWorkQueue(AsyncWorkQueue, Protocol):
         single claims; an empty list when nothing is due."""
         ...
 
-    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    async def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
         (LeaseLostError, WorkItemNotFoundError) for that item."""
         ...
 
-    async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or the error ``complete`` would raise for that item."""
         ...
 
-    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every leased item back to ready at once without counting the attempt (a
         worker shutting down): None, or the error a settle would raise for that item."""
         ...

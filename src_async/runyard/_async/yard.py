@@ -68,8 +68,9 @@ class AsyncYard(AsyncClosing):
         """Open the stores ``url`` names (``$RUNYARD_URL`` when None), running each backend's
         checks (preflight, verify).
 
-        Raises ValueError for an unknown scheme (naming the known ones) and ConfigurationError
-        for a bad option or a server unfit to use; no error shows the password.
+        Raises InvalidArgumentError (a ValueError) for an unknown scheme (naming the known
+        ones) and ConfigurationError for a bad option or a server unfit to use; no error shows
+        the password.
         """
         parsed = parse_yard_url(url, OPENERS)
         return await OPENERS[parsed.scheme](parsed, YardOptions(clock=clock, policy=policy))
@@ -102,9 +103,10 @@ async def _open_redis(url: YardURL, options: YardOptions) -> AsyncYard:
         AsyncRedisWorkQueue,
     )
     from runyard._async.redis.scripts import client_from_url
+    from runyard.redis.common import state_unavailable
 
     dsn, settings, live = redis_settings(url)
-    client = client_from_url(dsn, settings)
+    client = client_from_url(dsn, settings, state_unavailable)
     # Closed last opened first: the state store (its live updates' own connection, when the
     # URL asks for them), then the client the stores share.
     closers: list[Callable[[], Awaitable[None]]] = [client.aclose]

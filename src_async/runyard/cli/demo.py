@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from runyard.cli.crash import CrashReport
@@ -17,7 +17,7 @@ DEMO_TENANT = re.compile(r"(noisy|quiet-[0-9]+|crash)~[0-9a-f]{8}")
 
 
 def sort_claimed(
-    leases: Sequence[Lease], limit: int, passed: set[str]
+    leases: Collection[Lease], limit: int, passed: set[str]
 ) -> tuple[list[Lease], list[Lease], bool]:
     """Of a demo worker's claim (``limit`` asked), the demo's leases, the others (to hand
     back), and whether the claim is over: it took a demo item, found nothing more due, or

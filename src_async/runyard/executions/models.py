@@ -21,6 +21,8 @@ from runyard.keys import InvalidIdentifierError, validate_identifier
 __all__ = [
     "DEFAULT_TRACE_MAX",
     "MAX_PATH_BYTES",
+    "MAX_TRACE_MAX",
+    "MAX_VERSION",
     "DueTimer",
     "Emit",
     "Event",
@@ -37,6 +39,10 @@ __all__ = [
 ]
 
 DEFAULT_TRACE_MAX = 200
+# The most trace steps a store may be told to keep per execution (trace_max=).
+MAX_TRACE_MAX = 1_000_000
+# An execution's version is a bigint in the SQL stores.
+MAX_VERSION = 2**63 - 1
 """How many trace steps a store keeps per execution unless told otherwise."""
 
 MAX_PATH_BYTES = 1024
@@ -126,7 +132,7 @@ class Execution(_IdentifiedModel):
     id: str
     definition_id: str
     status: str = "running"
-    version: int = Field(default=0, ge=0)
+    version: int = Field(default=0, ge=0, le=MAX_VERSION)
     context: dict[str, Any] = Field(default_factory=dict)
     parent_id: str | None = None
     root_path: str = ""
@@ -142,6 +148,13 @@ class Execution(_IdentifiedModel):
     @classmethod
     def _parent(cls, value: object) -> str | None:
         return _optional_identifier(value, "parent_id")
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: object) -> object:
+        if isinstance(value, bool):  # lax int mode took True as 1
+            raise ValueError(f"version must be an int, not {type(value).__name__}")
+        return value
 
     @field_validator("root_path", mode="plain")
     @classmethod

@@ -10,10 +10,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from runyard._json import copy_json
+from runyard.errors import InvalidArgumentError
 from runyard.executions.models import (
+    MAX_TRACE_MAX,
     Emit,
     Event,
     Execution,
@@ -33,16 +35,38 @@ __all__ = [
     "expect_type",
     "is_timer_path",
     "plan_commit",
+    "revalidate",
     "summarize",
     "summary_matches",
 ]
 
 
 def check_trace_max(trace_max: int) -> int:
-    """Return ``trace_max`` if it is a positive int; else raise ValueError."""
-    if not isinstance(trace_max, int) or isinstance(trace_max, bool) or trace_max < 1:
-        raise ValueError(f"trace_max must be a positive int, not {trace_max!r}")
+    """Return ``trace_max`` if it is an int from 1 to MAX_TRACE_MAX; else raise
+    InvalidArgumentError (a ValueError) naming it. Unbounded, a huge one failed every Redis
+    commit half way (LTRIM refused it, after the outbox was written)."""
+    if (
+        not isinstance(trace_max, int)
+        or isinstance(trace_max, bool)
+        or not 1 <= trace_max <= MAX_TRACE_MAX
+    ):
+        raise InvalidArgumentError(
+            f"trace_max must be an int from 1 to {MAX_TRACE_MAX}, not {trace_max!r}",
+            argument="trace_max",
+            limit=f"an int from 1 to {MAX_TRACE_MAX}",
+        )
     return trace_max
+
+
+def revalidate(model: BaseModel, json_field: str | None = None) -> None:
+    """Validate ``model``'s fields again, as its constructor does (raising what it raises):
+    ``model_construct`` and ``model_copy(update=...)`` skip validation, and such values reached
+    the stores (a NaN timer, a NUL in a status, a version past a bigint), each backend doing
+    something else with them. The JSON field (copied and checked by copy_json) is left out."""
+    kind = type(model)
+    kind.model_validate(
+        {name: getattr(model, name) for name in kind.model_fields if name != json_field}
+    )
 
 
 def is_timer_path(path: object) -> bool:
@@ -98,6 +122,7 @@ def plan_commit(
     StatePersistenceError for a context or data that is not storable JSON or is too large.
     """
     expect_type(exe, Execution, "exe")
+    revalidate(exe, "context")
     context = copy_json(exe.context, max_value_bytes, f"context of execution {exe.id!r}")
     snapshot = exe.model_copy(update={"context": context})
     checked_emits: list[Emit] = []
@@ -107,15 +132,18 @@ def plan_commit(
         target_id, event = emit
         validate_identifier(target_id, "target_id")
         expect_type(event, Event, "an emitted event")
+        revalidate(event, "data")
         data = copy_json(event.data, max_value_bytes, f"data of event {event.id!r}")
         checked_emits.append((target_id, event.model_copy(update={"data": data})))
     if processed_event_id is not None:
         validate_identifier(processed_event_id, "processed_event_id")
     for op in timers:
         expect_type(op, TimerOp, "each timer op")
+        revalidate(op)
     checked_spawns: list[SpawnIntent] = []
     for spawn in spawns:
         expect_type(spawn, SpawnIntent, "each spawn")
+        revalidate(spawn, "context")
         if spawn.child_id == exe.id:
             raise ValueError(f"execution {exe.id!r} cannot spawn itself")
         child_context = copy_json(
@@ -135,6 +163,7 @@ def plan_commit(
 
 def checked_step(step: TraceStep, max_value_bytes: int) -> TraceStep:
     expect_type(step, TraceStep, "a trace step")
+    revalidate(step, "data")
     return step.model_copy(update={"data": copy_json(step.data, max_value_bytes, "trace data")})
 
 

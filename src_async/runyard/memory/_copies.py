@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from runyard._json import fresh_json
 from runyard.models import (
     DeadLetter,
     Lease,
@@ -24,7 +24,9 @@ T = TypeVar("T")
 
 
 def _fresh(value: Any) -> Any:
-    return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+    # Through JSON text, not copy.deepcopy: the stored value passed dump_json, and deepcopy
+    # ran out of stack on nestings it accepts (a run stored, then every read of it raised).
+    return fresh_json(value) if isinstance(value, (dict, list)) else value
 
 
 def _detach(value: Any) -> Any:

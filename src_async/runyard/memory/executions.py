@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+from runyard._sql import is_seq
 from runyard.clock import Clock
 from runyard.errors import StoreConflict
 from runyard.executions.models import (
@@ -198,14 +199,15 @@ class MemoryExecutionCore:
         return [e.model_copy(deep=True) for e in islice(self._outbox.values(), limit)]
 
     def ack_outbox(self, seq: int) -> bool:
-        return self._outbox.pop(seq, None) is not None
+        # is_seq as the other backends: True or 1.0 would pop seq 1 (equal dict keys).
+        return is_seq(seq) and self._outbox.pop(seq, None) is not None
 
     def pending_spawns(self, limit: int) -> list[SpawnEntry]:
         check_limit(limit)
         return [e.model_copy(deep=True) for e in islice(self._spawns.values(), limit)]
 
     def ack_spawn(self, seq: int) -> bool:
-        return self._spawns.pop(seq, None) is not None
+        return is_seq(seq) and self._spawns.pop(seq, None) is not None
 
     # -- timers ------------------------------------------------------------------------------
     def due_timers(self, now: float, limit: int) -> list[DueTimer]:

@@ -7,7 +7,7 @@ state and shared transitions live in ``queue_base``, its maintenance calls in ``
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from runyard._json import load_json
@@ -164,7 +164,7 @@ class MemoryQueueCore(MemoryQueueAdmin):
 
     # -- batched (one call each, per-item outcomes) ----------------------------------------
     @detached
-    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         checked = check_items(tenant, items, self.max_value_bytes)  # all before the first write
         return [self._add(tenant, spec) for spec in checked]
 

@@ -3,7 +3,7 @@ statement carries which lease (waves), and which row answers which enqueued item
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from runyard.models import Lease, WorkItem
@@ -24,7 +24,7 @@ class Wave(NamedTuple):
     tokens: list[int]
 
 
-def lease_waves(leases: Sequence[Lease]) -> list[Wave]:
+def lease_waves(leases: Collection[Lease]) -> list[Wave]:
     """Every lease checked (InvalidArgumentError before anything is sent), then the batch in
     waves: the first time each item (tenant, item id) appears, then the second, and so on.
     One statement judges every lease against the rows as they were before it (and applies a

@@ -57,6 +57,7 @@ __all__ = [
     "pairs",
     "preflight_problems",
     "raise_refusal",
+    "refused_by_redis",
     "retry_delay",
     "state_unavailable",
     "text",
@@ -260,13 +261,19 @@ def pairs(flat: Sequence[Any]) -> dict[str, Any]:
     return {text(flat[i]): flat[i + 1] for i in range(0, len(flat) - 1, 2)}
 
 
-def decode_run(tenant: str, run_id: str, fields: Mapping[Any, Any], blob: Any = None) -> RunRecord:
-    """Build a RunRecord from a run hash; ``blob`` replaces the stored text when given."""
+_STORED = object()  # decode_run's default: the blob is the hash's own "blob" field
+
+
+def decode_run(
+    tenant: str, run_id: str, fields: Mapping[Any, Any], blob: Any = _STORED
+) -> RunRecord:
+    """Build a RunRecord from a run hash; ``blob`` (None included: a JSON null) replaces the
+    stored text when given."""
     f = {text(k): v for k, v in fields.items()}
     return RunRecord(
         tenant=tenant,
         run_id=run_id,
-        blob=load_json(f["blob"]) if blob is None else blob,
+        blob=load_json(f["blob"]) if blob is _STORED else blob,
         version=int(f["version"]),
         status=text(f["status"]),
         session_id=opt_text(f.get("session")),
@@ -322,6 +329,15 @@ def layout_refusal(message: str, namespace: str) -> ConfigurationError | None:
         return None
     found, expected = message[len(_LAYOUT_REFUSAL) :].split()[:2]
     return ConfigurationError(layout_message(namespace, found, expected))
+
+
+def refused_by_redis(exc: BaseException) -> ConfigurationError:
+    """The error for a refusal ``classify`` calls "configuration" (never retried)."""
+    return ConfigurationError(
+        f"Redis refused this client: {exc}; check the URL's database number and scheme "
+        "(redis+cluster:// for a cluster only), the username, password and ACL permissions in "
+        "the URL or client (not retried)"
+    )
 
 
 def state_unavailable(message: str) -> StatePersistenceError:

@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING
 
 from runyard._flavours import sleep
 from runyard._sync.updates import Subscription, Updates
-from runyard.errors import StateNotFoundError
+from runyard.errors import InvalidArgumentError, StateNotFoundError
 from runyard.events import RunEvent, check_after
 from runyard.models import RunKey
 
 if TYPE_CHECKING:
     from runyard._sync.event_protocol import EventLogStore
 
-__all__ = ["DEFAULT_POLL_SECONDS", "follow_events"]
+__all__ = ["DEFAULT_POLL_SECONDS", "MAX_POLL_SECONDS", "follow_events"]
 
 DEFAULT_POLL_SECONDS = 0.5
+# The longest poll_seconds follow() takes (a NaN or an infinity never polled again).
+MAX_POLL_SECONDS = 3600.0
 _PAGE = 100
 logger = logging.getLogger("runyard.follow")
 
@@ -40,15 +42,25 @@ def follow_events(
     is terminal and its log has been read to the end.
 
     The arguments are checked here, when ``follow()`` is called, not at the first iteration:
-    ValueError for a negative ``after`` or a ``poll_seconds`` that is not positive (None is
+    InvalidArgumentError (a ValueError) for an ``after`` that is no seq or a ``poll_seconds``
+    that is not a number above 0 and at most MAX_POLL_SECONDS (None is
     ``DEFAULT_POLL_SECONDS``). Iterating raises StateNotFoundError, naming the run, when the
     run does not exist or is deleted while followed (before its terminal status was seen).
     """
     check_after(after)
     if poll_seconds is None:
         poll_seconds = DEFAULT_POLL_SECONDS
-    elif isinstance(poll_seconds, bool) or not poll_seconds > 0:
-        raise ValueError(f"poll_seconds must be a positive number of seconds, not {poll_seconds!r}")
+    elif (
+        not isinstance(poll_seconds, (int, float))
+        or isinstance(poll_seconds, bool)
+        or not 0 < poll_seconds <= MAX_POLL_SECONDS
+    ):
+        raise InvalidArgumentError(
+            f"poll_seconds must be a number of seconds above 0 and at most {MAX_POLL_SECONDS}, "
+            f"not {poll_seconds!r}",
+            argument="poll_seconds",
+            limit=f"a number of seconds above 0 and at most {MAX_POLL_SECONDS}",
+        )
     return _follow(store, key, after, poll_seconds, updates)
 
 

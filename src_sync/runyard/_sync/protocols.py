@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from runyard.capabilities import StoreCapabilities
@@ -252,7 +252,7 @@ class BatchedWorkQueue(WorkQueue, Protocol):
     raised for the whole call.
     """
 
-    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order."""
         ...
 
@@ -261,16 +261,16 @@ class BatchedWorkQueue(WorkQueue, Protocol):
         single claims; an empty list when nothing is due."""
         ...
 
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
         (LeaseLostError, WorkItemNotFoundError) for that item."""
         ...
 
-    def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or the error ``complete`` would raise for that item."""
         ...
 
-    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every leased item back to ready at once without counting the attempt (a
         worker shutting down): None, or the error a settle would raise for that item."""
         ...

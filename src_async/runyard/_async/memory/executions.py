@@ -22,7 +22,7 @@ from runyard.executions.models import (
     TraceStep,
 )
 from runyard.memory.executions import MemoryExecutionCore
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_flag
 
 __all__ = ["AsyncMemoryExecutionStore"]
 
@@ -158,6 +158,7 @@ class AsyncMemoryExecutionStore(AsyncClosing):
         cursor: str | None = None,
     ) -> ExecutionPage:
         """Return a page of matching executions in creation order."""
+        check_flag(roots_only, "roots_only")
         async with self._lock:
             return self._core.list_executions(
                 status=status,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 from runyard._async.closing import AsyncClosing
@@ -80,7 +80,7 @@ class AsyncMemoryWorkQueue(AsyncClosing):
         self.wakeups.notify()
         return item
 
-    async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    async def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one; all are checked before any is added."""
         async with self._lock:
             added = self._core.enqueue_many(tenant, items)
@@ -93,19 +93,19 @@ class AsyncMemoryWorkQueue(AsyncClosing):
         async with self._lock:
             return self._core.claim_many(worker, limit=limit)
 
-    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    async def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or that item's LeaseLostError/not-found."""
         targets = check_leases(leases)
         async with self._lock:
             return self._core.heartbeat_many(targets)
 
-    async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or that item's LeaseLostError/WorkItemNotFoundError."""
         targets = check_leases(leases)
         async with self._lock:
             return self._core.settle_many(targets, release=False)
 
-    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every item back to ready at once, its attempt not counted; per-item errors."""
         targets = check_leases(leases)
         async with self._lock:

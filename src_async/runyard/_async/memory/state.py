@@ -13,7 +13,12 @@ from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_write_guards
+from runyard.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
+    check_flag,
+    check_run_lease,
+    check_write_guards,
+)
 
 __all__ = ["AsyncMemoryStateStore"]
 
@@ -139,6 +144,7 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
 
         Raises StateInUseError.
         """
+        check_flag(cascade, "cascade")
         async with self._lock:
             return self._events().delete_session(tenant, session_id, cascade=cascade)
 
@@ -149,11 +155,13 @@ class AsyncMemoryStateStore(AsyncMemoryEvents, AsyncRunIteration, AsyncClosing):
 
     async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
+        check_run_lease(lease)
         async with self._lock:
             return self._core.renew_lease(lease, ttl_seconds=ttl_seconds)
 
     async def release_lease(self, lease: RunLease) -> bool:
         """Release the lease if it is still current."""
+        check_run_lease(lease)
         async with self._lock:
             return self._core.release_lease(lease)
 

@@ -16,9 +16,7 @@ from runyard.models import RunKey, RunLease
 from runyard.postgres.rows import (
     decode_run_lease,
 )
-from runyard.validation import (
-    check_ttl,
-)
+from runyard.validation import check_run_lease, check_ttl
 
 __all__ = ["AsyncPostgresRunLeases"]
 
@@ -59,6 +57,7 @@ class AsyncPostgresRunLeases:
 
     async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError ("taken", "expired")."""
+        check_run_lease(lease)
         ttl = check_ttl(ttl_seconds)
         now = self._now()
         rows = await self._fetch(
@@ -79,6 +78,7 @@ class AsyncPostgresRunLeases:
         Raises StoreOutcomeUnknown when the reply was lost and reading back cannot settle it
         (the lease row shows a later epoch: whether this release landed first is unknown).
         """
+        check_run_lease(lease)
         try:
             return await self._release(lease)
         except StoreOutcomeUnknown:

@@ -33,6 +33,7 @@ from runyard.validation import (
     COUNTER_FIELDS,
     DEFAULT_STATUS,
     check_delta,
+    check_flag,
     check_limit,
     check_patch_result,
     check_status,
@@ -358,6 +359,7 @@ class AsyncPostgresStateStore(
         it still has runs and ``cascade`` is False, StatePersistenceError("contended") when
         runs keep being added.
         """
+        check_flag(cascade, "cascade")
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         runs_deleted = 0

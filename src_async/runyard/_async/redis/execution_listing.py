@@ -19,7 +19,7 @@ from runyard.redis.executions import (
     listing_position,
 )
 from runyard.redis.flavours import AsyncRedisClient
-from runyard.validation import check_limit
+from runyard.validation import check_flag, check_limit
 
 __all__ = ["AsyncRedisExecutionListing"]
 
@@ -54,6 +54,7 @@ class AsyncRedisExecutionListing:
         a filter that matches little gives a short (even empty) page whose cursor continues
         after the last entry read.
         """
+        check_flag(roots_only, "roots_only")
         check_limit(limit)
         if status is not None:
             validate_identifier(status, "status")

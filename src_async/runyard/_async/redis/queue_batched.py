@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 
 from runyard._async.redis.queue_reads import AsyncRedisQueueReads
 from runyard.errors import RunyardError, StoreOutcomeUnknown
@@ -34,7 +34,7 @@ class AsyncRedisQueueBatched(AsyncRedisQueueReads):
             ]
         return keys
 
-    async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    async def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
 
         Every item is checked before anything is sent (InvalidArgumentError,
@@ -79,7 +79,7 @@ class AsyncRedisQueueBatched(AsyncRedisQueueReads):
             ) from lost
         return [decode_lease(r) for r in reply]
 
-    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    async def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or that item's LeaseLostError or
         WorkItemNotFoundError. A lost reply is sent again (it extends the same leases)."""
         targets = check_leases(leases)
@@ -100,7 +100,7 @@ class AsyncRedisQueueBatched(AsyncRedisQueueReads):
             out.append(error if error is not None else decode_lease(result[1]))
         return out
 
-    async def _settle_many(self, mode: str, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def _settle_many(self, mode: str, leases: Collection[Lease]) -> list[RunyardError | None]:
         targets = check_leases(leases)
         if not targets:
             return []
@@ -115,7 +115,7 @@ class AsyncRedisQueueBatched(AsyncRedisQueueReads):
             for (tenant, item_id, _), result in zip(targets, reply, strict=True)
         ]
 
-    async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or that item's LeaseLostError or WorkItemNotFoundError.
 
         Raises StoreOutcomeUnknown when the reply is lost (sent again, an item already
@@ -123,7 +123,7 @@ class AsyncRedisQueueBatched(AsyncRedisQueueReads):
         """
         return await self._settle_many("complete", leases)
 
-    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every item back to ready at once, its attempt not counted: None, or that
         item's error. Raises StoreOutcomeUnknown when the reply is lost."""
         return await self._settle_many("release", leases)

@@ -9,7 +9,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from runyard._flavours import async_sleep
-from runyard.errors import ConfigurationError, PoolExhaustedError, RunyardError
+from runyard.errors import (
+    ConfigurationError,
+    PoolExhaustedError,
+    QueueUnavailableError,
+    RunyardError,
+)
 from runyard.redis.clocks import clock_offset_warning, server_seconds
 from runyard.redis.common import (
     CONFIG_SETTINGS,
@@ -19,6 +24,7 @@ from runyard.redis.common import (
     client_retry_problem,
     config_unavailable_message,
     preflight_problems,
+    refused_by_redis,
     retry_delay,
     text,
 )
@@ -44,12 +50,19 @@ T = TypeVar("T")
 logger = logging.getLogger("runyard.redis")
 
 
-def client_from_url(url: str | None, settings: RedisStoreSettings) -> AsyncRedisClient:
+def client_from_url(
+    url: str | None,
+    settings: RedisStoreSettings,
+    unavailable: Callable[[str], RunyardError] = QueueUnavailableError,
+) -> AsyncRedisClient:
     """A client for ``url`` (or ``settings.dsn``) with redis-py's own retries off.
 
     The store owns retries: redis-py's would re-send a write whose reply was lost. A single
     server's pool blocks: a command waits up to ``settings.pool_timeout_seconds`` for one of
-    its ``max_connections`` connections before PoolExhaustedError.
+    its ``max_connections`` connections before PoolExhaustedError. A client that connects as
+    it is built (the blocking RedisCluster discovers its nodes there) raises as a store's
+    first command would: ConfigurationError for a refusal (a server not in cluster mode),
+    else ``unavailable`` (retryable) when no node answered.
     """
     dsn = url or settings.dsn.get_secret_value()
     check_database(dsn, settings.cluster)
@@ -68,6 +81,10 @@ def client_from_url(url: str | None, settings: RedisStoreSettings) -> AsyncRedis
             f"port is expected): {type(exc).__name__} while parsing it (details hidden: they "
             "could show the password)"
         ) from None
+    except (RedisError, RedisClusterException, OSError) as exc:
+        if classify(exc) == "configuration":
+            raise refused_by_redis(exc) from exc
+        raise unavailable(f"Redis did not answer: {exc}") from exc
     client = AsyncRedis(connection_pool=pool, retry=kwargs["retry"])
     client.auto_close_connection_pool = True  # as from_url does: closing the client closes it
     return client
@@ -136,11 +153,7 @@ class AsyncScriptRunner:
                         "or pool_timeout_seconds, or lower the concurrency"
                     ) from exc
                 if kind == "configuration":
-                    raise ConfigurationError(
-                        f"Redis refused this client: {exc}; check the URL's database number "
-                        "and scheme (redis+cluster:// for a cluster only), the username, password "
-                        "and ACL permissions in the URL or client (not retried)"
-                    ) from exc
+                    raise refused_by_redis(exc) from exc
                 if kind == "fatal" or kind == "noscript":
                     raise
                 if kind == "ambiguous" and not idempotent:

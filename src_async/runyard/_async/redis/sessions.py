@@ -35,7 +35,13 @@ from runyard.redis.flavours import (
 from runyard.redis.keys import StateKeys
 from runyard.redis.scripts import STATE_SCRIPTS
 from runyard.redis.settings import RedisStoreSettings
-from runyard.validation import check_ttl, check_write_guards, session_in_use
+from runyard.validation import (
+    check_flag,
+    check_run_lease,
+    check_ttl,
+    check_write_guards,
+    session_in_use,
+)
 from runyard.writes import (
     TOMBSTONE_SECONDS,
     mint_write_id,
@@ -199,6 +205,7 @@ class AsyncRedisSessions:
         write id stays for runyard.writes.TOMBSTONE_SECONDS (as delete_run's).
         Raises StateInUseError, StoreOutcomeUnknown.
         """
+        check_flag(cascade, "cascade")
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         k = self._keys(tenant)
@@ -294,6 +301,7 @@ class AsyncRedisSessions:
 
     async def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
+        check_run_lease(lease)
         check_ttl(ttl_seconds)
         reply = await self._runner.script(
             STATE_SCRIPTS["renew_lease"],
@@ -313,6 +321,7 @@ class AsyncRedisSessions:
         otherwise → False. Raises StoreOutcomeUnknown if reading back fails too, and
         StatePersistenceError (``unavailable``, retryable) if the re-sent release is lost too.
         """
+        check_run_lease(lease)
         return await self._release_lease(lease, uuid.uuid4().hex, 2)
 
     async def _release_lease(self, lease: RunLease, release_id: str, sends: int) -> bool:

@@ -124,7 +124,7 @@ class AsyncRedisStateStore(
         The store owns that client and closes it in ``aclose()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
-        client = client_from_url(url, settings)
+        client = client_from_url(url, settings, state_unavailable)
         store = cls(client, clock=clock, settings=settings, owns_client=True)
         try:
             await store.preflight()

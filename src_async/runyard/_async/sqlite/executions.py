@@ -41,7 +41,7 @@ from runyard.sqlite.rows import (
     decode_trace,
 )
 from runyard.sqlite.statements_executions import execution_statements, list_statement
-from runyard.validation import check_limit
+from runyard.validation import check_flag, check_limit
 
 __all__ = ["AsyncSqliteStore"]
 
@@ -142,6 +142,7 @@ class AsyncSqliteStore(AsyncSqliteExecutionRetention, _AsyncSqliteAdapter):
         cursor: str | None = None,
     ) -> ExecutionPage:
         """Return a page of matching executions in creation order (by ``seq``)."""
+        check_flag(roots_only, "roots_only")
         check_limit(limit)
         if status is not None:
             validate_identifier(status, "status")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 
 from runyard._async.sqlite._adapter import _AsyncSqliteAdapter
 from runyard.errors import RunyardError
@@ -27,7 +27,7 @@ class _AsyncBatchedSqliteQueue(_AsyncSqliteAdapter):
 
     _plan: QueuePlan
 
-    async def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    async def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
 
         Every item is checked before any is written: InvalidArgumentError (or
@@ -57,7 +57,7 @@ class _AsyncBatchedSqliteQueue(_AsyncSqliteAdapter):
             round_ += 1
         return leases
 
-    async def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    async def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
         (LeaseLostError, WorkItemNotFoundError) for that item."""
         targets = check_leases(leases)
@@ -65,17 +65,17 @@ class _AsyncBatchedSqliteQueue(_AsyncSqliteAdapter):
             return []
         return await self._transact(heartbeat_body, self._plan, self._now(), targets)
 
-    async def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or the error ``complete`` would raise for that item."""
         return await self._settle_many(leases, "complete")
 
-    async def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every leased item back to ready at once, its attempt not counted (a worker
         shutting down): None, or the error a settle would raise for that item."""
         return await self._settle_many(leases, "release")
 
     async def _settle_many(
-        self, leases: Sequence[Lease], statement: str
+        self, leases: Collection[Lease], statement: str
     ) -> list[RunyardError | None]:
         targets = check_leases(leases)
         if not targets:

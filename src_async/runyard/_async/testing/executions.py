@@ -21,6 +21,7 @@ from runyard._async.testing._execution_base import (
     make_execution,
 )
 from runyard._async.testing.execution_commits import AsyncExecutionCommitCases
+from runyard._async.testing.inputs import AsyncExecutionInputCases
 from runyard._async.testing.retention import AsyncExecutionRetentionCases
 from runyard._flavours import async_gather, async_sleep
 from runyard.errors import StoreConflict
@@ -34,7 +35,9 @@ from runyard.executions.models import (
 __all__ = ["AsyncExecutionStoreConformance"]
 
 
-class AsyncExecutionStoreConformance(AsyncExecutionCommitCases, AsyncExecutionRetentionCases):
+class AsyncExecutionStoreConformance(
+    AsyncExecutionCommitCases, AsyncExecutionRetentionCases, AsyncExecutionInputCases
+):
     """Subclass as ``TestMyStore`` and implement ``make_store``.
 
     ``make_store`` returns a fresh, empty store (its own namespace, e.g. a new key prefix or

@@ -10,6 +10,7 @@ import pytest_asyncio
 
 from runyard._async.pager import AsyncRunPager
 from runyard._async.protocols import AsyncStateStore
+from runyard._async.testing.inputs import AsyncStateInputCases
 from runyard._async.testing.leases import AsyncRunLeaseCases
 from runyard._async.testing.retention import AsyncStateRetentionCases
 from runyard._async.testing.roundtrip import AsyncStateRoundTripCases
@@ -35,6 +36,7 @@ class AsyncStateStoreConformance(
     AsyncRunLeaseCases,
     AsyncStateValidationCases,
     AsyncStateRoundTripCases,
+    AsyncStateInputCases,
 ):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 

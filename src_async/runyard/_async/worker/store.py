@@ -4,7 +4,7 @@ waited out with jittered backoff."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection
 from functools import partial
 from typing import TypeVar, cast
 
@@ -227,7 +227,7 @@ class AsyncWorkerStore(StopDeadline):
                 return True
             await self._wait("adopt", partial(self._adopt_ended.wait_past, seen), 1.0)
 
-    async def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    async def heartbeat(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Renew every lease: the renewed Lease, or why it is lost."""
         if self.batched:
             self.stats.heartbeat_round_trips += 1
@@ -266,7 +266,7 @@ class AsyncWorkerStore(StopDeadline):
             return _applied(exc, bool(unknown))
         return None
 
-    async def complete(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def complete(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Complete every item: None, or why its lease was lost."""
         if self.batched:
             self.stats.settle_round_trips += 1
@@ -288,7 +288,7 @@ class AsyncWorkerStore(StopDeadline):
             return exc
         return item
 
-    async def release(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    async def release(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every item back to ready. Where the queue declares ``batched_operations``
         (whether or not the worker batches) the attempt is not counted; elsewhere the item is
         failed (retryable) and the attempt counts."""

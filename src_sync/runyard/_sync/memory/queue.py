@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 from runyard._flavours import Lock
@@ -82,7 +82,7 @@ class MemoryWorkQueue(Closing):
         self.wakeups.notify()
         return item
 
-    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one; all are checked before any is added."""
         with self._lock:
             added = self._core.enqueue_many(tenant, items)
@@ -95,19 +95,19 @@ class MemoryWorkQueue(Closing):
         with self._lock:
             return self._core.claim_many(worker, limit=limit)
 
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or that item's LeaseLostError/not-found."""
         targets = check_leases(leases)
         with self._lock:
             return self._core.heartbeat_many(targets)
 
-    def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or that item's LeaseLostError/WorkItemNotFoundError."""
         targets = check_leases(leases)
         with self._lock:
             return self._core.settle_many(targets, release=False)
 
-    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every item back to ready at once, its attempt not counted; per-item errors."""
         targets = check_leases(leases)
         with self._lock:

@@ -15,7 +15,12 @@ from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock, SystemClock
 from runyard.memory.state import MemoryStateCore
 from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_write_guards
+from runyard.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
+    check_flag,
+    check_run_lease,
+    check_write_guards,
+)
 
 __all__ = ["MemoryStateStore"]
 
@@ -141,6 +146,7 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
 
         Raises StateInUseError.
         """
+        check_flag(cascade, "cascade")
         with self._lock:
             return self._events().delete_session(tenant, session_id, cascade=cascade)
 
@@ -151,11 +157,13 @@ class MemoryStateStore(MemoryEvents, RunIteration, Closing):
 
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError."""
+        check_run_lease(lease)
         with self._lock:
             return self._core.renew_lease(lease, ttl_seconds=ttl_seconds)
 
     def release_lease(self, lease: RunLease) -> bool:
         """Release the lease if it is still current."""
+        check_run_lease(lease)
         with self._lock:
             return self._core.release_lease(lease)
 

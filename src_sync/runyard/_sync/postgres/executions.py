@@ -42,7 +42,7 @@ from runyard.postgres.executions import (
     trace_text,
 )
 from runyard.postgres.statements.executions import execution_statements, list_statement_name
-from runyard.validation import check_limit
+from runyard.validation import check_flag, check_limit
 
 __all__ = ["PostgresExecutionStore"]
 
@@ -186,6 +186,7 @@ class PostgresExecutionStore(PostgresExecutionRetention, _PostgresAdapter):
         cursor: str | None = None,
     ) -> ExecutionPage:
         """Return a page of matching executions in creation order (by ``seq``)."""
+        check_flag(roots_only, "roots_only")
         check_limit(limit)
         filters: list[Any] = []
         if status is not None:

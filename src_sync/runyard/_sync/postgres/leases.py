@@ -18,9 +18,7 @@ from runyard.models import RunKey, RunLease
 from runyard.postgres.rows import (
     decode_run_lease,
 )
-from runyard.validation import (
-    check_ttl,
-)
+from runyard.validation import check_run_lease, check_ttl
 
 __all__ = ["PostgresRunLeases"]
 
@@ -59,6 +57,7 @@ class PostgresRunLeases:
 
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError ("taken", "expired")."""
+        check_run_lease(lease)
         ttl = check_ttl(ttl_seconds)
         now = self._now()
         rows = self._fetch("renew_lease", lease.tenant, lease.run_id, lease.epoch, now, now + ttl)
@@ -77,6 +76,7 @@ class PostgresRunLeases:
         Raises StoreOutcomeUnknown when the reply was lost and reading back cannot settle it
         (the lease row shows a later epoch: whether this release landed first is unknown).
         """
+        check_run_lease(lease)
         try:
             return self._release(lease)
         except StoreOutcomeUnknown:

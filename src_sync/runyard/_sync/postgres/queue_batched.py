@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from runyard._sql import settle_refusal
@@ -27,7 +27,7 @@ __all__: list[str] = []
 T = TypeVar("T")
 
 
-def _in_waves(leases: Sequence[Lease], send: Callable[[Wave], list[T]]) -> list[T]:
+def _in_waves(leases: Collection[Lease], send: Callable[[Wave], list[T]]) -> list[T]:
     """``send`` each wave of ``leases`` (``lease_waves``: one, unless the batch names an item
     twice) in turn; the outcomes in batch order."""
     waves = lease_waves(leases)
@@ -39,7 +39,7 @@ def _in_waves(leases: Sequence[Lease], send: Callable[[Wave], list[T]]) -> list[
 class _PostgresBatchedQueue(_PostgresQueueCore):
     """The ``batched_operations`` of PostgresWorkQueue: per-item outcomes, in order."""
 
-    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
 
         One statement, which wakes idle workers at its commit; every item is checked before
@@ -135,7 +135,7 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
             out.append(refusal or LeaseLostError(item_id, "taken"))
         return out
 
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
         (LeaseLostError, WorkItemNotFoundError) for that item. One statement (one more for
         each repeat of a lease in the batch)."""
@@ -164,14 +164,14 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
             out.append(refusal or LeaseLostError(item_id, "taken"))
         return out
 
-    def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or the error ``complete`` would raise for that item.
 
         One statement. Raises StoreOutcomeUnknown when the reply was lost.
         """
         return self._settle_many("complete_many", leases)
 
-    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every leased item back to ready at once without counting the attempt (a
         worker shutting down): None, or the error a settle would raise for that item.
 
@@ -181,7 +181,7 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         return self._settle_many("release_many", leases, self._wake)
 
     def _settle_many(
-        self, name: str, leases: Sequence[Lease], *extra: Any
+        self, name: str, leases: Collection[Lease], *extra: Any
     ) -> list[RunyardError | None]:
         """One statement per wave (``lease_waves``): one, unless the batch repeats an item."""
         return _in_waves(leases, lambda wave: self._settle_wave(name, wave, *extra))

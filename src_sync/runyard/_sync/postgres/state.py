@@ -35,6 +35,7 @@ from runyard.validation import (
     COUNTER_FIELDS,
     DEFAULT_STATUS,
     check_delta,
+    check_flag,
     check_limit,
     check_patch_result,
     check_status,
@@ -360,6 +361,7 @@ class PostgresStateStore(
         it still has runs and ``cascade`` is False, StatePersistenceError("contended") when
         runs keep being added.
         """
+        check_flag(cascade, "cascade")
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         runs_deleted = 0

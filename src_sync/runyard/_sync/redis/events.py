@@ -139,7 +139,9 @@ class RedisEvents:
         check_after(after, limit)
         name = self._event_keys(key).log
         entries: list[Any] = self._runner.call(
-            lambda: self._client.lrange(name, after, after + limit - 1), idempotent=True
+            # LRANGE takes int64 indexes: an end past it was refused (after near 2**63).
+            lambda: self._client.lrange(name, after, min(after + limit - 1, 2**63 - 1)),
+            idempotent=True,
         )
         return [decode_entry(key, after + 1 + i, entry) for i, entry in enumerate(entries)]
 

@@ -21,7 +21,7 @@ from runyard.redis.executions import (
     listing_position,
 )
 from runyard.redis.flavours import RedisClient
-from runyard.validation import check_limit
+from runyard.validation import check_flag, check_limit
 
 __all__ = ["RedisExecutionListing"]
 
@@ -56,6 +56,7 @@ class RedisExecutionListing:
         a filter that matches little gives a short (even empty) page whose cursor continues
         after the last entry read.
         """
+        check_flag(roots_only, "roots_only")
         check_limit(limit)
         if status is not None:
             validate_identifier(status, "status")

@@ -122,7 +122,7 @@ class RedisStore(
         The store owns that client and closes it in ``close()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
-        client = client_from_url(url, settings)
+        client = client_from_url(url, settings, state_unavailable)
         store = cls(
             client,
             clock=clock,

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 
 from runyard._sync.redis.queue_reads import RedisQueueReads
 from runyard.errors import RunyardError, StoreOutcomeUnknown
@@ -36,7 +36,7 @@ class RedisQueueBatched(RedisQueueReads):
             ]
         return keys
 
-    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
 
         Every item is checked before anything is sent (InvalidArgumentError,
@@ -81,7 +81,7 @@ class RedisQueueBatched(RedisQueueReads):
             ) from lost
         return [decode_lease(r) for r in reply]
 
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or that item's LeaseLostError or
         WorkItemNotFoundError. A lost reply is sent again (it extends the same leases)."""
         targets = check_leases(leases)
@@ -102,7 +102,7 @@ class RedisQueueBatched(RedisQueueReads):
             out.append(error if error is not None else decode_lease(result[1]))
         return out
 
-    def _settle_many(self, mode: str, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def _settle_many(self, mode: str, leases: Collection[Lease]) -> list[RunyardError | None]:
         targets = check_leases(leases)
         if not targets:
             return []
@@ -117,7 +117,7 @@ class RedisQueueBatched(RedisQueueReads):
             for (tenant, item_id, _), result in zip(targets, reply, strict=True)
         ]
 
-    def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or that item's LeaseLostError or WorkItemNotFoundError.
 
         Raises StoreOutcomeUnknown when the reply is lost (sent again, an item already
@@ -125,7 +125,7 @@ class RedisQueueBatched(RedisQueueReads):
         """
         return self._settle_many("complete", leases)
 
-    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every item back to ready at once, its attempt not counted: None, or that
         item's error. Raises StoreOutcomeUnknown when the reply is lost."""
         return self._settle_many("release", leases)

@@ -124,7 +124,7 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
         The store owns that client and closes it in ``close()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
-        client = client_from_url(url, settings)
+        client = client_from_url(url, settings, state_unavailable)
         store = cls(client, clock=clock, settings=settings, owns_client=True)
         try:
             store.preflight()

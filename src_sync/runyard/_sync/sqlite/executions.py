@@ -43,7 +43,7 @@ from runyard.sqlite.rows import (
     decode_trace,
 )
 from runyard.sqlite.statements_executions import execution_statements, list_statement
-from runyard.validation import check_limit
+from runyard.validation import check_flag, check_limit
 
 __all__ = ["SqliteStore"]
 
@@ -140,6 +140,7 @@ class SqliteStore(SqliteExecutionRetention, _SqliteAdapter):
         cursor: str | None = None,
     ) -> ExecutionPage:
         """Return a page of matching executions in creation order (by ``seq``)."""
+        check_flag(roots_only, "roots_only")
         check_limit(limit)
         if status is not None:
             validate_identifier(status, "status")

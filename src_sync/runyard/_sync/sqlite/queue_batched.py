@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
 
 from runyard._sync.sqlite._adapter import _SqliteAdapter
 from runyard.errors import RunyardError
@@ -29,7 +29,7 @@ class _BatchedSqliteQueue(_SqliteAdapter):
 
     _plan: QueuePlan
 
-    def enqueue_many(self, tenant: str, items: Sequence[NewItem]) -> list[WorkItem]:
+    def enqueue_many(self, tenant: str, items: Collection[NewItem]) -> list[WorkItem]:
         """Add every item, as ``enqueue`` would one by one (dedupe included), in order.
 
         Every item is checked before any is written: InvalidArgumentError (or
@@ -57,7 +57,7 @@ class _BatchedSqliteQueue(_SqliteAdapter):
             round_ += 1
         return leases
 
-    def heartbeat_many(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    def heartbeat_many(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Extend every lease: the renewed Lease, or the error ``heartbeat`` would raise
         (LeaseLostError, WorkItemNotFoundError) for that item."""
         targets = check_leases(leases)
@@ -65,16 +65,16 @@ class _BatchedSqliteQueue(_SqliteAdapter):
             return []
         return self._transact(heartbeat_body, self._plan, self._now(), targets)
 
-    def complete_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def complete_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Finish every item: None, or the error ``complete`` would raise for that item."""
         return self._settle_many(leases, "complete")
 
-    def release_many(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def release_many(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every leased item back to ready at once, its attempt not counted (a worker
         shutting down): None, or the error a settle would raise for that item."""
         return self._settle_many(leases, "release")
 
-    def _settle_many(self, leases: Sequence[Lease], statement: str) -> list[RunyardError | None]:
+    def _settle_many(self, leases: Collection[Lease], statement: str) -> list[RunyardError | None]:
         targets = check_leases(leases)
         if not targets:
             return []

@@ -35,8 +35,10 @@ from runyard.validation import (
     COUNTER_FIELDS,
     DEFAULT_STATUS,
     check_delta,
+    check_flag,
     check_limit,
     check_patch_result,
+    check_run_lease,
     check_status,
     check_ttl,
     check_write_guards,
@@ -309,6 +311,7 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
         refuses while runs remain; a cascade cut short leaves fewer runs (call it again).
         Raises StateInUseError (runs left, no ``cascade``), StatePersistenceError("contended").
         """
+        check_flag(cascade, "cascade")
         validate_identifier(tenant, "tenant")
         validate_identifier(session_id, "session_id")
         ids = {"tenant": tenant, "session_id": session_id}
@@ -361,6 +364,7 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
 
     def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
         """Extend a live lease, keeping its epoch. Raises LeaseLostError ("taken", "expired")."""
+        check_run_lease(lease)
         ttl = check_ttl(ttl_seconds)
         with self._write() as tx:
             now = tx.now()
@@ -375,6 +379,7 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
 
     def release_lease(self, lease: RunLease) -> bool:
         """Release the lease if it is still current; a stale release changes nothing."""
+        check_run_lease(lease)
         with self._write() as tx:
             rows = tx.fetch(
                 "release_lease", tenant=lease.tenant, run_id=lease.run_id, epoch=lease.epoch

@@ -23,6 +23,7 @@ from runyard._sync.testing._execution_base import (
     make_execution,
 )
 from runyard._sync.testing.execution_commits import ExecutionCommitCases
+from runyard._sync.testing.inputs import ExecutionInputCases
 from runyard._sync.testing.retention import ExecutionRetentionCases
 from runyard.errors import StoreConflict
 from runyard.executions.models import (
@@ -35,7 +36,7 @@ from runyard.executions.models import (
 __all__ = ["ExecutionStoreConformance"]
 
 
-class ExecutionStoreConformance(ExecutionCommitCases, ExecutionRetentionCases):
+class ExecutionStoreConformance(ExecutionCommitCases, ExecutionRetentionCases, ExecutionInputCases):
     """Subclass as ``TestMyStore`` and implement ``make_store``.
 
     ``make_store`` returns a fresh, empty store (its own namespace, e.g. a new key prefix or

@@ -11,6 +11,7 @@ import pytest
 from runyard._flavours import gather
 from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore
+from runyard._sync.testing.inputs import StateInputCases
 from runyard._sync.testing.leases import RunLeaseCases
 from runyard._sync.testing.retention import StateRetentionCases
 from runyard._sync.testing.roundtrip import StateRoundTripCases
@@ -35,6 +36,7 @@ class StateStoreConformance(
     RunLeaseCases,
     StateValidationCases,
     StateRoundTripCases,
+    StateInputCases,
 ):
     """Subclass as ``TestMyStore`` and implement ``make_store`` and ``advance``.
 

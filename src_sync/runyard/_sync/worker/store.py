@@ -6,7 +6,7 @@ waited out with jittered backoff."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection
 from functools import partial
 from typing import TypeVar, cast
 
@@ -225,7 +225,7 @@ class WorkerStore(StopDeadline):
                 return True
             self._wait("adopt", partial(self._adopt_ended.wait_past, seen), 1.0)
 
-    def heartbeat(self, leases: Sequence[Lease]) -> list[Lease | RunyardError]:
+    def heartbeat(self, leases: Collection[Lease]) -> list[Lease | RunyardError]:
         """Renew every lease: the renewed Lease, or why it is lost."""
         if self.batched:
             self.stats.heartbeat_round_trips += 1
@@ -264,7 +264,7 @@ class WorkerStore(StopDeadline):
             return _applied(exc, bool(unknown))
         return None
 
-    def complete(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def complete(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Complete every item: None, or why its lease was lost."""
         if self.batched:
             self.stats.settle_round_trips += 1
@@ -286,7 +286,7 @@ class WorkerStore(StopDeadline):
             return exc
         return item
 
-    def release(self, leases: Sequence[Lease]) -> list[RunyardError | None]:
+    def release(self, leases: Collection[Lease]) -> list[RunyardError | None]:
         """Hand every item back to ready. Where the queue declares ``batched_operations``
         (whether or not the worker batches) the attempt is not counted; elsewhere the item is
         failed (retryable) and the attempt counts."""
