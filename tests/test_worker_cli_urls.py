@@ -87,6 +87,10 @@ def test_a_worker_serves_the_redis_namespace_its_url_names(
         ("redis://:S3CRET@127.0.0.1:1?db=abc", "is not a number"),
         # redis-py raised its own error building the client: exit 1, a traceback.
         ("redis+cluster://:S3CRET@127.0.0.1:1?db=3", "only database 0"),
+        # memory:// took any query and served; Yard.from_url refused it.
+        ("memory://?namespce=x", "unknown option 'namespce'"),
+        # Another backend's option went to libpq, refused without its name.
+        ("postgresql://postgres:S3CRET@127.0.0.1:1/test?namespace=x", "unknown option 'namespace'"),
     ],
 )
 def test_a_bad_option_in_a_server_url_is_a_configuration_error_naming_it(

@@ -19,6 +19,7 @@ from runyard.yard import (
     DEFAULT_URL,
     default_url,
     parse_yard_url,
+    postgres_settings,
     redact,
     redis_settings,
     sqlite_options,
@@ -241,3 +242,18 @@ async def test_a_redis_cluster_url_without_tls_builds_plain_connections() -> Non
         assert client.nodes_manager.connection_kwargs["connection_class"] is AsyncConnection
     finally:
         await client.aclose()
+
+
+@pytest.mark.parametrize("option", ["socket_timeout=3", "durable=false", "namespace=x", "fo=1"])
+def test_a_postgresql_url_names_an_option_neither_runyard_nor_libpq_takes(option: str) -> None:
+    # The README listed namespace, durable and socket_timeout for every backend: on PostgreSQL
+    # they went to libpq, whose refusal could only be "not a valid connection string".
+    url = parse_yard_url(f"postgresql://u:S3CRET@h/db?schema=s&{option}", ["postgresql"])
+    with pytest.raises(ConfigurationError, match=f"unknown option '{option.split('=')[0]}'") as bad:
+        postgres_settings(url)
+    assert "S3CRET" not in str(bad.value) and "libpq" in str(bad.value)
+    taken = parse_yard_url(
+        "postgresql://u@h/db?sslmode=disable&connect_timeout=3&ssl=true", ["postgresql"]
+    )
+    settings, live = postgres_settings(taken)
+    assert "connect_timeout=3" in settings.dsn.get_secret_value() and live is False

@@ -12,14 +12,16 @@ from runyard._async.memory import (
     AsyncMemoryStateStore,
     AsyncMemoryWorkQueue,
 )
+from runyard._async.memory.updates import AsyncMemoryUpdates
 from runyard._async.pager import AsyncRunPager
-from runyard._async.protocols import AsyncStateStore, AsyncWorkQueue
+from runyard._async.protocols import AsyncBatchedWorkQueue, AsyncStateStore, AsyncWorkQueue
 from runyard._async.yard import AsyncYard
 from runyard._lazy import moved_names
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.memory import MemoryExecutionStore, MemoryStateStore, MemoryWorkQueue
+from runyard._sync.memory.updates import MemoryUpdates
 from runyard._sync.pager import RunPager
-from runyard._sync.protocols import StateStore, WorkQueue
+from runyard._sync.protocols import BatchedWorkQueue, StateStore, WorkQueue
 from runyard._sync.yard import Yard
 from runyard.clock import Clock, ManualClock, SystemClock
 from runyard.errors import (
@@ -45,6 +47,7 @@ from runyard.models import (
     CounterDelta,
     DeadLetter,
     Lease,
+    NewItem,
     QueueStats,
     RunKey,
     RunLease,
@@ -110,14 +113,17 @@ _MOVED = {
 __getattr__ = moved_names(__name__, _MOVED)
 
 __all__ = [
+    "AsyncBatchedWorkQueue",
     "AsyncExecutionStore",
     "AsyncMemoryExecutionStore",
     "AsyncMemoryStateStore",
+    "AsyncMemoryUpdates",
     "AsyncMemoryWorkQueue",
     "AsyncRunPager",
     "AsyncStateStore",
     "AsyncWorkQueue",
     "AsyncYard",
+    "BatchedWorkQueue",
     "Clock",
     "ConfigurationError",
     "CounterDelta",
@@ -131,7 +137,9 @@ __all__ = [
     "ManualClock",
     "MemoryExecutionStore",
     "MemoryStateStore",
+    "MemoryUpdates",
     "MemoryWorkQueue",
+    "NewItem",
     "PoolExhaustedError",
     "QueuePolicy",
     "QueueStats",

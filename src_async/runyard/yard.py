@@ -277,11 +277,31 @@ POSTGRES_OPTIONS = {
 }
 
 
+def _libpq_keywords() -> frozenset[str]:
+    """The connection parameters the installed libpq takes (and ``ssl``, which its URIs take)."""
+    from psycopg import pq
+
+    return frozenset(d.keyword.decode() for d in pq.Conninfo.get_defaults()) | {"ssl"}
+
+
 def postgres_settings(url: YardURL) -> tuple[PostgresStoreSettings, bool]:
-    """(the store settings, live_updates) of a ``postgres[ql]://`` yard URL."""
+    """(the store settings, live_updates) of a ``postgres[ql]://`` yard URL.
+
+    Other query parameters go to libpq; one it does not take either (another backend's
+    option such as ``namespace``, a typo) raises ConfigurationError naming it (libpq's own
+    refusal could only be reported without details: it shows the DSN).
+    """
     from runyard.postgres.settings import PostgresStoreSettings
 
-    dsn, options = url.split({*POSTGRES_OPTIONS, "live_updates"}, scheme="postgresql")
+    known = {*POSTGRES_OPTIONS, "live_updates"}
+    libpq = _libpq_keywords()
+    for name, _ in url.query:
+        if name not in known and name not in libpq:
+            raise ConfigurationError(
+                f"unknown option {name!r} in a PostgreSQL yard URL: it is none of runyard's "
+                f"options there ({', '.join(sorted(known))}) nor a libpq connection parameter"
+            )
+    dsn, options = url.split(known, scheme="postgresql")
     live = flag(options, "live_updates")
     return _settings(PostgresStoreSettings, "PostgreSQL", options, POSTGRES_OPTIONS, dsn=dsn), live
 

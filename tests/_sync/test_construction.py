@@ -92,3 +92,25 @@ def test_a_malformed_redis_url_is_a_configuration_error_without_the_password(
     with pytest.raises(ConfigurationError, match="the Redis URL is malformed") as caught:
         RedisStateStore.from_url(url, settings=RedisStoreSettings(durable=False))
     assert "s3cret" not in str(caught.value)
+
+
+def test_redis_open_and_from_url_take_live_updates(local_redis_target: RedisTarget) -> None:
+    # docs/events.md gives live_updates=True to a store; only the constructor (which skips
+    # preflight) took it: open() and from_url() raised TypeError.
+    url = f"redis://127.0.0.1:{local_redis_target.port}/0"
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    built = RedisStateStore.from_url(url, settings=settings, live_updates=True)
+    try:
+        assert built.live_updates is not None
+    finally:
+        built.close()
+    client = Clients.for_target(local_redis_target)
+    try:
+        opened = RedisStateStore.open(client, settings=settings, live_updates=True)
+        assert opened.live_updates is not None
+        opened.close()
+        plain = RedisStateStore.open(client, settings=settings)
+        assert plain.live_updates is None
+        plain.close()
+    finally:
+        client.close()

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         AsyncPostgresWorkQueue,
         AsyncPsycopgExecutor,
     )
+    from runyard._async.postgres.wakeup import AsyncPostgresWakeup
     from runyard._sync.postgres import (
         BoundExecutor,
         Executor,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         PostgresWorkQueue,
         PsycopgExecutor,
     )
+    from runyard._sync.postgres.wakeup import PostgresWakeup
 
 __all__ = [
     "EXPECTED_SCHEMA",
@@ -42,6 +44,7 @@ __all__ = [
     "AsyncPostgresExecutionStore",
     "AsyncPostgresStateStore",
     "AsyncPostgresUpdates",
+    "AsyncPostgresWakeup",
     "AsyncPostgresWorkQueue",
     "AsyncPsycopgExecutor",
     "BoundExecutor",
@@ -50,6 +53,7 @@ __all__ = [
     "PostgresStateStore",
     "PostgresStoreSettings",
     "PostgresUpdates",
+    "PostgresWakeup",
     "PostgresWorkQueue",
     "PsycopgExecutor",
     "StateTables",
@@ -68,6 +72,8 @@ _ASYNC = (
 _LAZY = {
     **dict.fromkeys(_ASYNC, "runyard._async.postgres"),
     **{name.removeprefix("Async"): "runyard._sync.postgres" for name in _ASYNC},
+    "AsyncPostgresWakeup": "runyard._async.postgres.wakeup",
+    "PostgresWakeup": "runyard._sync.postgres.wakeup",
 }
 __getattr__ = lazy_exports(__name__, _LAZY, extra="postgres")
 __dir__ = lazy_dir(globals(), _LAZY)

@@ -17,17 +17,21 @@ if TYPE_CHECKING:
         AsyncRedisUpdates,
         AsyncRedisWorkQueue,
     )
+    from runyard._async.redis.wakeup import AsyncRedisWakeup
     from runyard._sync.redis import RedisStateStore, RedisStore, RedisUpdates, RedisWorkQueue
+    from runyard._sync.redis.wakeup import RedisWakeup
 
 __all__ = [
     "AsyncRedisStateStore",
     "AsyncRedisStore",
     "AsyncRedisUpdates",
+    "AsyncRedisWakeup",
     "AsyncRedisWorkQueue",
     "RedisStateStore",
     "RedisStore",
     "RedisStoreSettings",
     "RedisUpdates",
+    "RedisWakeup",
     "RedisWorkQueue",
 ]
 
@@ -39,6 +43,8 @@ _LAZY = {
     **dict.fromkeys(
         ("RedisStateStore", "RedisStore", "RedisUpdates", "RedisWorkQueue"), "runyard._sync.redis"
     ),
+    "AsyncRedisWakeup": "runyard._async.redis.wakeup",
+    "RedisWakeup": "runyard._sync.redis.wakeup",
 }
 __getattr__ = lazy_exports(__name__, _LAZY, extra="redis")
 __dir__ = lazy_dir(globals(), _LAZY)

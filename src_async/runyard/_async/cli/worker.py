@@ -17,8 +17,10 @@ from runyard.worker.settings import WorkerSettings
 from runyard.yard import (
     POSTGRES_SCHEMES,
     REDIS_SCHEMES,
+    parse_yard_url,
     postgres_queue_settings,
     redis_queue_settings,
+    refuse_unknown,
 )
 
 __all__ = ["AsyncStartup", "open_queue", "serve"]
@@ -40,6 +42,9 @@ async def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     if scheme == "memory":
         from runyard._async.memory.queue import AsyncMemoryWorkQueue
 
+        # As Yard.from_url: an unknown option (a typo such as namespce) is refused, not ignored.
+        parsed = parse_yard_url(url, ["memory"])
+        refuse_unknown((name for name, _ in parsed.query), {"live_updates"}, "memory")
         memory = AsyncMemoryWorkQueue(policy=policy)
         return memory, None, memory.aclose
     if scheme == "sqlite":

@@ -19,8 +19,10 @@ from runyard.worker.settings import WorkerSettings
 from runyard.yard import (
     POSTGRES_SCHEMES,
     REDIS_SCHEMES,
+    parse_yard_url,
     postgres_queue_settings,
     redis_queue_settings,
+    refuse_unknown,
 )
 
 __all__ = ["Startup", "open_queue", "serve"]
@@ -42,6 +44,9 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
     if scheme == "memory":
         from runyard._sync.memory.queue import MemoryWorkQueue
 
+        # As Yard.from_url: an unknown option (a typo such as namespce) is refused, not ignored.
+        parsed = parse_yard_url(url, ["memory"])
+        refuse_unknown((name for name, _ in parsed.query), {"live_updates"}, "memory")
         memory = MemoryWorkQueue(policy=policy)
         return memory, None, memory.close
     if scheme == "sqlite":

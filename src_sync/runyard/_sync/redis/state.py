@@ -102,13 +102,19 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
         *,
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
+        live_updates: bool | RedisUpdates | None = None,
     ) -> RedisStateStore:
         """Return a store on ``client`` after ``preflight()`` and the clock check (a warning,
         naming both clocks, when this host's and the server's differ by more than
-        ``runyard.redis.clocks.CLOCK_WARN_SECONDS``). Raises ConfigurationError."""
-        store = cls(client, clock=clock, settings=settings)
-        store.preflight()
-        store._runner.check_clock()
+        ``runyard.redis.clocks.CLOCK_WARN_SECONDS``); ``live_updates`` as the constructor
+        takes it. Raises ConfigurationError."""
+        store = cls(client, clock=clock, settings=settings, live_updates=live_updates)
+        try:
+            store.preflight()
+            store._runner.check_clock()
+        except BaseException:
+            store.close()  # closes live updates of its own; the client is the caller's
+            raise
         return store
 
     @classmethod
@@ -118,14 +124,18 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
         *,
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
+        live_updates: bool | RedisUpdates | None = None,
     ) -> RedisStateStore:
-        """Build a client (redis-py's retries off) for ``url`` or ``settings.dsn``, then open.
+        """Build a client (redis-py's retries off) for ``url`` or ``settings.dsn``, then open
+        (``live_updates`` as the constructor takes it).
 
         The store owns that client and closes it in ``close()``. Raises ConfigurationError.
         """
         settings = settings or RedisStoreSettings()
         client = client_from_url(url, settings, state_unavailable)
-        store = cls(client, clock=clock, settings=settings, owns_client=True)
+        store = cls(
+            client, clock=clock, settings=settings, owns_client=True, live_updates=live_updates
+        )
         try:
             store.preflight()
             store._runner.check_clock()
