@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from runyard._json import dump_json, load_json
+from runyard._json import MAX_JSON_DEPTH, dump_json, load_json
 from runyard.errors import StatePersistenceError
 
 
@@ -34,3 +34,24 @@ def test_size_limit_counts_encoded_bytes() -> None:
 def test_round_trip_keeps_unicode_and_nesting() -> None:
     value = {"a": [1, 2.5, None, True], "ü": {"✓": "ok"}}
     assert load_json(dump_json(value)) == value
+
+
+def _nested(depth: int, inner: object = None) -> object:
+    value: object = [] if inner is None else [inner]
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_nesting_is_counted_outside_strings_only() -> None:
+    # Brackets, quotes and backslashes inside strings are no nesting.
+    tricky = _nested(MAX_JSON_DEPTH, '"[[{{\\\\"' + "[" * 600)
+    assert load_json(dump_json(tricky)) == tricky
+    with pytest.raises(StatePersistenceError, match="nested more than 512") as deep:
+        dump_json([tricky])
+    assert deep.value.reason == "invalid"
+    # Thousands of brackets, none deep: stored (the count alone refuses nothing).
+    wide = [{"k": [i, {"x": "]]]"}]} for i in range(5_000)]
+    assert load_json(dump_json(wide)) == wide
+    with pytest.raises(StatePersistenceError, match="nested too deeply"):
+        dump_json(_nested(5_000))  # past the C encoder's own recursion limit
