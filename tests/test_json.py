@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
-from runyard._json import MAX_JSON_DEPTH, dump_json, load_json
+from runyard._json import MAX_JSON_DEPTH, _depth, dump_json, load_json
 from runyard.errors import StatePersistenceError
 
 
@@ -47,7 +49,7 @@ def test_nesting_is_counted_outside_strings_only() -> None:
     # Brackets, quotes and backslashes inside strings are no nesting.
     tricky = _nested(MAX_JSON_DEPTH, '"[[{{\\\\"' + "[" * 600)
     assert load_json(dump_json(tricky)) == tricky
-    with pytest.raises(StatePersistenceError, match="nested more than 512") as deep:
+    with pytest.raises(StatePersistenceError, match="nested 513 levels deep") as deep:
         dump_json([tricky])
     assert deep.value.reason == "invalid"
     # Thousands of brackets, none deep: stored (the count alone refuses nothing).
@@ -55,3 +57,30 @@ def test_nesting_is_counted_outside_strings_only() -> None:
     assert load_json(dump_json(wide)) == wide
     with pytest.raises(StatePersistenceError, match="nested too deeply"):
         dump_json(_nested(5_000))  # past the C encoder's own recursion limit
+
+
+def _reference_depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_reference_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_reference_depth(v) for v in value), default=0)
+    return 0
+
+
+def test_the_depth_count_matches_the_values_own_on_a_seeded_sample() -> None:
+    # Seeded: the same 2,000 values every run. Their strings mix brackets, quotes, backslashes
+    # and escapes (\n, \u00e9) that a count on the text must step over.
+    rng = random.Random(20261203)
+    pieces = ["[", "]", "{", "}", '"', "\\", "\n", "é", "x", '\\"', "[]"]
+
+    def value(level: int) -> object:
+        roll = rng.random()
+        if level > 6 or roll < 0.3:
+            return "".join(rng.choice(pieces) for _ in range(rng.randrange(6)))
+        if roll < 0.65:
+            return [value(level + 1) for _ in range(rng.randrange(4))]
+        return {"".join(rng.choice(pieces) for _ in range(3)): value(level + 1) for _ in range(3)}
+
+    for _ in range(2_000):
+        sample = value(0)
+        assert _depth(dump_json(sample)) == _reference_depth(sample), sample

@@ -89,6 +89,7 @@ def test_a_worker_serves_the_redis_namespace_its_url_names(
         ("redis+cluster://:S3CRET@127.0.0.1:1?db=3", "only database 0"),
         # memory:// took any query and served; Yard.from_url refused it.
         ("memory://?namespce=x", "unknown option 'namespce'"),
+        ("memory://?live_updates=banana", "option 'live_updates' must be one of"),
         # Another backend's option went to libpq, refused without its name.
         ("postgresql://postgres:S3CRET@127.0.0.1:1/test?namespace=x", "unknown option 'namespace'"),
     ],

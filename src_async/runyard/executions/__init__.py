@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from runyard._lazy import lazy_dir, lazy_exports
 from runyard.executions.models import (
     DEFAULT_TRACE_MAX,
+    MAX_TRACE_MAX,
     DueTimer,
     Emit,
     Event,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TRACE_MAX",
+    "MAX_TRACE_MAX",
     "AsyncExecutionStore",
     "AsyncMemoryExecutionStore",
     "DueTimer",

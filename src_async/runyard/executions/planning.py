@@ -64,9 +64,9 @@ def revalidate(model: BaseModel, json_field: str | None = None) -> None:
     the stores (a NaN timer, a NUL in a status, a version past a bigint), each backend doing
     something else with them. The JSON field (copied and checked by copy_json) is left out."""
     kind = type(model)
-    kind.model_validate(
-        {name: getattr(model, name) for name in kind.model_fields if name != json_field}
-    )
+    # Through the constructor, not model_validate: it raises InvalidIdentifierError (a
+    # RunyardError) for a bad identifier, as building the model would have.
+    kind(**{name: getattr(model, name) for name in kind.model_fields if name != json_field})
 
 
 def is_timer_path(path: object) -> bool:

@@ -6,6 +6,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from pydantic import BaseModel
+
 from runyard._json import fresh_json
 from runyard.models import (
     DeadLetter,
@@ -16,17 +18,33 @@ from runyard.models import (
     WorkItem,
 )
 
-__all__ = ["detached"]
+__all__ = ["detached", "fresh_model"]
 
 
 P = ParamSpec("P")
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 def _fresh(value: Any) -> Any:
     # Through JSON text, not copy.deepcopy: the stored value passed dump_json, and deepcopy
     # ran out of stack on nestings it accepts (a run stored, then every read of it raised).
     return fresh_json(value) if isinstance(value, (dict, list)) else value
+
+
+def fresh_model(model: M) -> M:
+    """A copy of ``model`` that shares no mutable JSON with it: its dict and list fields (JSON
+    values a store accepted) copied through their text, its nested models likewise. Not
+    ``model_copy(deep=True)``: deepcopy ran out of stack on nestings dump_json accepts (an
+    execution saved 500 deep could never be loaded)."""
+    update: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            update[name] = fresh_model(value)
+        elif isinstance(value, (dict, list)):
+            update[name] = fresh_json(value)
+    return model.model_copy(update=update)
 
 
 def _detach(value: Any) -> Any:

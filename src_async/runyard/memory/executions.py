@@ -36,6 +36,7 @@ from runyard.executions.planning import (
     summary_matches,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
+from runyard.memory._copies import fresh_model
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES, check_limit, check_older_than
 
 __all__ = ["MemoryExecutionCore"]
@@ -76,7 +77,7 @@ class MemoryExecutionCore:
     def load(self, execution_id: str) -> Execution | None:
         validate_identifier(execution_id, "execution_id")
         stored = self._executions.get(execution_id)
-        return None if stored is None else stored.execution.model_copy(deep=True)
+        return None if stored is None else fresh_model(stored.execution)
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         exe = self.load(execution_id)
@@ -196,7 +197,7 @@ class MemoryExecutionCore:
     # -- outbox and spawns -------------------------------------------------------------------
     def pending_outbox(self, limit: int) -> list[OutboxEntry]:
         check_limit(limit)
-        return [e.model_copy(deep=True) for e in islice(self._outbox.values(), limit)]
+        return [fresh_model(e) for e in islice(self._outbox.values(), limit)]
 
     def ack_outbox(self, seq: int) -> bool:
         # is_seq as the other backends: True or 1.0 would pop seq 1 (equal dict keys).
@@ -204,7 +205,7 @@ class MemoryExecutionCore:
 
     def pending_spawns(self, limit: int) -> list[SpawnEntry]:
         check_limit(limit)
-        return [e.model_copy(deep=True) for e in islice(self._spawns.values(), limit)]
+        return [fresh_model(e) for e in islice(self._spawns.values(), limit)]
 
     def ack_spawn(self, seq: int) -> bool:
         return is_seq(seq) and self._spawns.pop(seq, None) is not None
@@ -234,12 +235,12 @@ class MemoryExecutionCore:
     # -- trace -------------------------------------------------------------------------------
     def read_trace(self, execution_id: str) -> list[TraceEntry]:
         validate_identifier(execution_id, "execution_id")
-        return [e.model_copy(deep=True) for e in self._traces.get(execution_id, ())]
+        return [fresh_model(e) for e in self._traces.get(execution_id, ())]
 
     def append_trace(self, execution_id: str, step: TraceStep) -> TraceEntry:
         validate_identifier(execution_id, "execution_id")
         checked = checked_step(step, self.max_value_bytes)
-        return self._record_trace(execution_id, checked, self.clock.now()).model_copy(deep=True)
+        return fresh_model(self._record_trace(execution_id, checked, self.clock.now()))
 
     def _record_trace(self, execution_id: str, step: TraceStep, now: float) -> TraceEntry:
         index = self._trace_counts.get(execution_id, 0) + 1

@@ -232,7 +232,9 @@ def timer_member(execution_id: str, path: str) -> str:
 
 def step_json(step: TraceStep) -> str:
     """The JSON a trace step is stored as (the script prefixes its index and time)."""
-    return dump_json({"event_id": step.event_id, "event_name": step.event_name, "data": step.data})
+    return dump_json(
+        {"event_id": step.event_id, "event_name": step.event_name, "data": step.data}, envelope=1
+    )
 
 
 def commit_args(
@@ -257,7 +259,8 @@ def commit_args(
         len(plan.spawns),
     ]
     for target_id, event in plan.emits:
-        args.append(dump_json({"target_id": target_id, "event": event.model_dump()}))
+        # The data sits two levels into the envelope: those are no nesting of the user's.
+        args.append(dump_json({"target_id": target_id, "event": event.model_dump()}, envelope=2))
     for op in plan.timers:
         at = "" if op.fire_at is None else timestamp(op.fire_at)
         args += [op.action, timer_member(exe.id, op.path), at]
@@ -269,7 +272,8 @@ def commit_args(
                     "child_id": spawn.child_id,
                     "root_path": spawn.root_path,
                     "context": spawn.context,
-                }
+                },
+                envelope=1,
             )
         )
     return args

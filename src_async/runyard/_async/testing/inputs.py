@@ -14,11 +14,15 @@ import pytest
 
 from runyard._async.execution_protocol import AsyncExecutionStore
 from runyard._async.protocols import AsyncStateStore
-from runyard._async.testing._execution_base import AsyncExecutionKitBase, make_event
+from runyard._async.testing._execution_base import (
+    AsyncExecutionKitBase,
+    make_event,
+    make_execution,
+)
 from runyard._async.testing.event_lifecycle import _log
 from runyard._json import MAX_JSON_DEPTH
 from runyard.errors import InvalidArgumentError, StatePersistenceError
-from runyard.executions.models import Event, SpawnIntent, TimerOp
+from runyard.executions.models import Event, SpawnIntent, TimerOp, TraceStep
 from runyard.keys import InvalidIdentifierError
 from runyard.models import RunKey
 
@@ -180,9 +184,11 @@ class AsyncExecutionInputCases(AsyncExecutionKitBase):
         bad_spawn = SpawnIntent.model_construct(child_id="", root_path="", context={})
         with pytest.raises(ValueError):
             await store.commit(exe, spawns=[bad_spawn])
-        for fields in ({"status": "a\x00b"}, {"version": 2**63}, {"definition_id": ""}):
-            with pytest.raises(ValueError):
+        for fields in ({"status": "a\x00b"}, {"definition_id": ""}):
+            with pytest.raises(InvalidIdentifierError):  # as the constructor raises
                 await store.save(exe.model_copy(update=fields))
+        with pytest.raises(ValueError):
+            await store.save(exe.model_copy(update={"version": 2**63}))
         assert exe.version == version
         loaded = await store.load("e")
         assert loaded is not None and loaded.version == version
@@ -224,3 +230,36 @@ class AsyncExecutionInputCases(AsyncExecutionKitBase):
             with pytest.raises(InvalidIdentifierError):
                 await store.list_executions(cursor=cursor)
         assert [s.id for s in (await store.list_executions(roots_only=True)).items] == ["e"]
+
+    @pytest.mark.asyncio
+    async def test_inputs_execution_json_nests_up_to_the_limit(
+        self, store: AsyncExecutionStore
+    ) -> None:
+        # Memory saved an execution 500 deep, then every load raised RecursionError; Redis
+        # counted its own envelope's levels and refused event data 511 deep.
+        deepest = nested(MAX_JSON_DEPTH)
+        context = {"d": nested(MAX_JSON_DEPTH - 1)}  # the dict is a level of its own
+        exe = await self._created(store, "e", context=context)
+        await store.commit(
+            exe,
+            emits=[("t", make_event("ev", data=deepest))],
+            spawns=[SpawnIntent(child_id="kid", context=context)],
+            trace=TraceStep(data=deepest),
+        )
+        loaded = await store.load("e")
+        assert loaded is not None and loaded.context == context
+        [entry] = await store.pending_outbox()
+        [spawn] = await store.pending_spawns()
+        assert entry.event.data == deepest and spawn.context == context
+        assert (await store.append_trace("e", TraceStep(data=deepest))).data == deepest
+        assert [t.data for t in await store.read_trace("e")] == [deepest, deepest]
+        for bad in (
+            lambda: store.save(make_execution("f", context={"d": deepest})),
+            lambda: store.commit(exe, emits=[("t", make_event("deeper", data=[deepest]))]),
+            lambda: store.append_trace("e", TraceStep(data=[deepest])),
+        ):
+            with pytest.raises(StatePersistenceError) as caught:
+                await bad()
+            assert caught.value.reason == "invalid"
+        assert await store.load("f") is None
+        assert len(await store.read_trace("e")) == 2

@@ -19,6 +19,7 @@ from runyard.worker.settings import WorkerSettings
 from runyard.yard import (
     POSTGRES_SCHEMES,
     REDIS_SCHEMES,
+    flag,
     parse_yard_url,
     postgres_queue_settings,
     redis_queue_settings,
@@ -47,6 +48,7 @@ def open_queue(url: str, policy: QueuePolicy | None = None) -> Opened:
         # As Yard.from_url: an unknown option (a typo such as namespce) is refused, not ignored.
         parsed = parse_yard_url(url, ["memory"])
         refuse_unknown((name for name, _ in parsed.query), {"live_updates"}, "memory")
+        flag(parsed.split({"live_updates"})[1], "live_updates")  # its value checked too
         memory = MemoryWorkQueue(policy=policy)
         return memory, None, memory.close
     if scheme == "sqlite":

@@ -175,6 +175,7 @@ class RedisExecutionQueues:
             {"event_id": step.event_id, "event_name": step.event_name, "data": step.data},
             max_bytes=self.settings.max_value_bytes,
             what="trace data",
+            envelope=1,
         )
         now = "" if self.clock is None else timestamp(self.clock.now())
         try:

@@ -16,10 +16,14 @@ import pytest
 from runyard._json import MAX_JSON_DEPTH
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.protocols import StateStore
-from runyard._sync.testing._execution_base import ExecutionKitBase, make_event
+from runyard._sync.testing._execution_base import (
+    ExecutionKitBase,
+    make_event,
+    make_execution,
+)
 from runyard._sync.testing.event_lifecycle import _log
 from runyard.errors import InvalidArgumentError, StatePersistenceError
-from runyard.executions.models import Event, SpawnIntent, TimerOp
+from runyard.executions.models import Event, SpawnIntent, TimerOp, TraceStep
 from runyard.keys import InvalidIdentifierError
 from runyard.models import RunKey
 
@@ -165,9 +169,11 @@ class ExecutionInputCases(ExecutionKitBase):
         bad_spawn = SpawnIntent.model_construct(child_id="", root_path="", context={})
         with pytest.raises(ValueError):
             store.commit(exe, spawns=[bad_spawn])
-        for fields in ({"status": "a\x00b"}, {"version": 2**63}, {"definition_id": ""}):
-            with pytest.raises(ValueError):
+        for fields in ({"status": "a\x00b"}, {"definition_id": ""}):
+            with pytest.raises(InvalidIdentifierError):  # as the constructor raises
                 store.save(exe.model_copy(update=fields))
+        with pytest.raises(ValueError):
+            store.save(exe.model_copy(update={"version": 2**63}))
         assert exe.version == version
         loaded = store.load("e")
         assert loaded is not None and loaded.version == version
@@ -205,3 +211,33 @@ class ExecutionInputCases(ExecutionKitBase):
             with pytest.raises(InvalidIdentifierError):
                 store.list_executions(cursor=cursor)
         assert [s.id for s in (store.list_executions(roots_only=True)).items] == ["e"]
+
+    def test_inputs_execution_json_nests_up_to_the_limit(self, store: ExecutionStore) -> None:
+        # Memory saved an execution 500 deep, then every load raised RecursionError; Redis
+        # counted its own envelope's levels and refused event data 511 deep.
+        deepest = nested(MAX_JSON_DEPTH)
+        context = {"d": nested(MAX_JSON_DEPTH - 1)}  # the dict is a level of its own
+        exe = self._created(store, "e", context=context)
+        store.commit(
+            exe,
+            emits=[("t", make_event("ev", data=deepest))],
+            spawns=[SpawnIntent(child_id="kid", context=context)],
+            trace=TraceStep(data=deepest),
+        )
+        loaded = store.load("e")
+        assert loaded is not None and loaded.context == context
+        [entry] = store.pending_outbox()
+        [spawn] = store.pending_spawns()
+        assert entry.event.data == deepest and spawn.context == context
+        assert (store.append_trace("e", TraceStep(data=deepest))).data == deepest
+        assert [t.data for t in store.read_trace("e")] == [deepest, deepest]
+        for bad in (
+            lambda: store.save(make_execution("f", context={"d": deepest})),
+            lambda: store.commit(exe, emits=[("t", make_event("deeper", data=[deepest]))]),
+            lambda: store.append_trace("e", TraceStep(data=[deepest])),
+        ):
+            with pytest.raises(StatePersistenceError) as caught:
+                bad()
+            assert caught.value.reason == "invalid"
+        assert store.load("f") is None
+        assert len(store.read_trace("e")) == 2
