@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 from runyard import AsyncMemoryExecutionStore, MemoryExecutionStore
 from runyard.capabilities import StoreCapabilities, certify, validate_capabilities
-from runyard.errors import StatePersistenceError, StoreCapabilityError
+from runyard.errors import InvalidArgumentError, StatePersistenceError, StoreCapabilityError
 from runyard.executions import (
     DEFAULT_TRACE_MAX,
     Event,
@@ -182,9 +182,12 @@ def test_helper_checks() -> None:
     for bad in (0, True, 1.5):
         with pytest.raises(ValueError):
             check_trace_max(bad)  # type: ignore[arg-type]
-    for bad_seconds in (float("nan"), True, "1"):
-        with pytest.raises(ValueError):
+    # 2**1100 and 10**5000: a raw OverflowError from math.isfinite, on every backend.
+    for bad_seconds in (float("nan"), True, "1", 2**1100, 10**5000):
+        with pytest.raises(InvalidArgumentError) as caught:
             check_seconds(bad_seconds, "now")  # type: ignore[arg-type]
+        assert caught.value.argument == "now" and len(str(caught.value)) < 200
+    assert check_seconds(2**1023, "now") == float(2**1023)
 
 
 # -- capability declarations of execution stores ---------------------------------------------

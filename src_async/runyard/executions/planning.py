@@ -82,10 +82,24 @@ def is_timer_path(path: object) -> bool:
 
 
 def check_seconds(value: float, what: str) -> float:
-    """Return ``value`` as a float if it is a finite number; else raise ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number of seconds, not {value!r}")
-    return float(value)
+    """Return ``value`` as a float if it is a finite number; else raise InvalidArgumentError
+    (a ValueError) naming ``what`` (an int past a float's range raised OverflowError)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if math.isfinite(seconds):
+            return seconds
+    if isinstance(value, int) and value.bit_length() > 64:  # its repr may be 5,000 digits
+        shown = f"an int of {value.bit_length()} bits"
+    else:
+        shown = repr(value)[:100]
+    raise InvalidArgumentError(
+        f"{what} must be a finite number of seconds, not {shown}",
+        argument=what,
+        limit="a finite number of seconds",
+    )
 
 
 def expect_type(value: object, kind: type, what: str) -> None:

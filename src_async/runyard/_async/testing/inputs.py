@@ -263,3 +263,14 @@ class AsyncExecutionInputCases(AsyncExecutionKitBase):
             assert caught.value.reason == "invalid"
         assert await store.load("f") is None
         assert len(await store.read_trace("e")) == 2
+
+    @pytest.mark.asyncio
+    async def test_inputs_times_past_a_float_are_refused(self, store: AsyncExecutionStore) -> None:
+        # math.isfinite raised a raw OverflowError for them on every backend.
+        for huge in (2**1100, 10**5000):
+            with pytest.raises(InvalidArgumentError) as caught:
+                await store.due_timers(huge)
+            assert caught.value.argument == "now"
+            with pytest.raises(InvalidArgumentError) as caught:
+                await store.delete_timer("e", "p", huge)
+            assert caught.value.argument == "fire_at"

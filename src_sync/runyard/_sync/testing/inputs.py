@@ -241,3 +241,13 @@ class ExecutionInputCases(ExecutionKitBase):
             assert caught.value.reason == "invalid"
         assert store.load("f") is None
         assert len(store.read_trace("e")) == 2
+
+    def test_inputs_times_past_a_float_are_refused(self, store: ExecutionStore) -> None:
+        # math.isfinite raised a raw OverflowError for them on every backend.
+        for huge in (2**1100, 10**5000):
+            with pytest.raises(InvalidArgumentError) as caught:
+                store.due_timers(huge)
+            assert caught.value.argument == "now"
+            with pytest.raises(InvalidArgumentError) as caught:
+                store.delete_timer("e", "p", huge)
+            assert caught.value.argument == "fire_at"
