@@ -298,3 +298,27 @@ async def test_entries_come_back_oldest_first_across_shards(
         for spawn in spawns:
             assert await store.ack_spawn(spawn.seq) is True
     fake_redis_target.purge(settings.namespace)
+
+
+@pytest.mark.asyncio
+async def test_append_trace_takes_data_of_max_value_bytes(local_redis_target: RedisTarget) -> None:
+    # Redis checked the size of its own wrapper (ids and keys included): data of exactly
+    # max_value_bytes was too_large on append_trace only (commit's trace and every other
+    # backend took it).
+    settings = RedisStoreSettings(
+        dsn=f"redis://{local_redis_target.host}:{local_redis_target.port}/0",
+        namespace=fresh_namespace(),
+        durable=False,
+        max_value_bytes=1024,
+    )
+    data = "x" * (1024 - 2)  # 1,024 bytes once encoded, quotes included
+    try:
+        async with await AsyncRedisStore.from_url(settings=settings) as store:
+            exe = Execution(id="e1", definition_id="d")
+            await store.save(exe)
+            step = TraceStep(event_id="ev", event_name="tick", data=data)
+            assert (await store.append_trace("e1", step)).data == data
+            await store.commit(exe, trace=step)
+            assert [t.data for t in await store.read_trace("e1")] == [data, data]
+    finally:
+        local_redis_target.purge(settings.namespace)

@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 from runyard import ManualClock, MemoryExecutionStore
 from runyard._sync.execution_protocol import ExecutionStore
 from runyard._sync.testing import ExecutionStoreConformance
 from runyard.capabilities import StoreCapabilities, certify
 from runyard.errors import InvalidArgumentError
+from runyard.executions import Execution
 
 
 class TestMemoryExecutionStore(ExecutionStoreConformance):
@@ -33,3 +36,22 @@ def test_trace_max_must_be_a_positive_int(bad: object) -> None:
     # Unbounded, 10**17 failed every Redis commit half way (its LTRIM refused the number).
     with pytest.raises(InvalidArgumentError):
         MemoryExecutionStore(trace_max=bad)  # type: ignore[arg-type]
+
+
+class _Dated(Execution):
+    days: list[date] = []
+    counts: dict[int, int] = {}
+
+
+def test_a_subclass_keeps_its_own_fields_through_a_load() -> None:
+    # The memory store copies JSON fields through their text; a subclass's own fields are
+    # no JSON (a date, an int key) and are deep-copied as they were.
+    store = MemoryExecutionStore()
+    exe = _Dated(id="e", definition_id="d", days=[date(2026, 12, 3)], counts={1: 2})
+    store.save(exe)
+    loaded = store.load("e")
+    assert isinstance(loaded, _Dated)
+    assert loaded.days == [date(2026, 12, 3)] and loaded.counts == {1: 2}
+    loaded.counts[1] = 5
+    again = store.load("e")
+    assert isinstance(again, _Dated) and again.counts == {1: 2}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from runyard._json import copy_json
+from runyard._json import copy_json, dump_json
 from runyard.errors import InvalidArgumentError
 from runyard.executions.models import (
     MAX_TRACE_MAX,
@@ -38,6 +38,7 @@ __all__ = [
     "revalidate",
     "summarize",
     "summary_matches",
+    "trace_data",
 ]
 
 
@@ -173,6 +174,15 @@ def plan_commit(
         spawns=tuple(checked_spawns),
         trace=checked_trace,
     )
+
+
+def trace_data(step: TraceStep, max_value_bytes: int) -> str:
+    """An ``append_trace`` step's data as JSON text, the step checked as a commit's trace is
+    (every backend: one had checked the type only, and Redis the size of its own wrapper).
+    Raises TypeError, InvalidIdentifierError, StatePersistenceError."""
+    expect_type(step, TraceStep, "a trace step")
+    revalidate(step, "data")
+    return dump_json(step.data, max_bytes=max_value_bytes, what="trace data")
 
 
 def checked_step(step: TraceStep, max_value_bytes: int) -> TraceStep:

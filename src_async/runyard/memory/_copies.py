@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
@@ -32,18 +33,25 @@ def _fresh(value: Any) -> Any:
     return fresh_json(value) if isinstance(value, (dict, list)) else value
 
 
+# The fields that hold a JSON value a store accepted (dump_json checked them).
+JSON_FIELDS = frozenset({"blob", "context", "data", "payload"})
+
+
 def fresh_model(model: M) -> M:
-    """A copy of ``model`` that shares no mutable JSON with it: its dict and list fields (JSON
-    values a store accepted) copied through their text, its nested models likewise. Not
-    ``model_copy(deep=True)``: deepcopy ran out of stack on nestings dump_json accepts (an
-    execution saved 500 deep could never be loaded)."""
+    """A copy of ``model`` that shares no mutable value with it: its JSON fields copied through
+    their text, its nested models likewise, any other dict, list or set by ``copy.deepcopy``
+    (a subclass's own fields: a date or an int key stays what it was). Not
+    ``model_copy(deep=True)`` for the JSON: deepcopy ran out of stack on nestings dump_json
+    accepts (an execution saved 500 deep could never be loaded)."""
     update: dict[str, Any] = {}
     for name in type(model).model_fields:
         value = getattr(model, name)
         if isinstance(value, BaseModel):
             update[name] = fresh_model(value)
-        elif isinstance(value, (dict, list)):
-            update[name] = fresh_json(value)
+        elif name in JSON_FIELDS:
+            update[name] = _fresh(value)
+        elif isinstance(value, (dict, list, set)):
+            update[name] = copy.deepcopy(value)
     return model.model_copy(update=update)
 
 

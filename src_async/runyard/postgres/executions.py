@@ -21,7 +21,7 @@ from runyard.executions.models import (
     TraceEntry,
     TraceStep,
 )
-from runyard.executions.planning import CommitPlan, is_timer_path
+from runyard.executions.planning import CommitPlan, is_timer_path, trace_data
 
 __all__ = [
     "CommitCall",
@@ -48,10 +48,9 @@ class CommitCall:
 
 
 def trace_text(step: TraceStep, max_value_bytes: int) -> str:
-    """Return a trace step's data as JSON text. Raises TypeError, StatePersistenceError."""
-    if not isinstance(step, TraceStep):
-        raise TypeError(f"a trace step must be a TraceStep, not {type(step).__name__}")
-    return dump_json(step.data, max_bytes=max_value_bytes, what="trace data")
+    """Return a trace step's data as JSON text (``trace_data``). Raises TypeError,
+    InvalidIdentifierError, StatePersistenceError."""
+    return trace_data(step, max_value_bytes)
 
 
 def _net_timers(timers: Sequence[TimerOp]) -> dict[str, float | None]:

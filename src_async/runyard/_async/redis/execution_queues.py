@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runyard._async.redis.scripts import AsyncScriptRunner
-from runyard._json import dump_json, load_json
+from runyard._json import load_json
 from runyard.clock import Clock
 from runyard.errors import (
     StoreOutcomeUnknown,
@@ -21,6 +21,7 @@ from runyard.executions.models import (
 from runyard.executions.planning import (
     check_seconds,
     is_timer_path,
+    trace_data,
 )
 from runyard.keys import validate_identifier
 from runyard.redis.common import ReplyLost, text, timestamp
@@ -31,6 +32,7 @@ from runyard.redis.executions import (
     decode_spawn,
     decode_timer,
     decode_trace,
+    step_json,
     timer_member,
 )
 from runyard.redis.flavours import (
@@ -167,14 +169,8 @@ class AsyncRedisExecutionQueues:
         Raises TypeError, StatePersistenceError, StoreOutcomeUnknown.
         """
         validate_identifier(execution_id, "execution_id")
-        if not isinstance(step, TraceStep):
-            raise TypeError(f"a trace step must be a TraceStep, not {type(step).__name__}")
-        stored = dump_json(
-            {"event_id": step.event_id, "event_name": step.event_name, "data": step.data},
-            max_bytes=self.settings.max_value_bytes,
-            what="trace data",
-            envelope=1,
-        )
+        trace_data(step, self.settings.max_value_bytes)  # the data's own size, as elsewhere
+        stored = step_json(step)
         now = "" if self.clock is None else timestamp(self.clock.now())
         try:
             index, recorded = await self._runner.script(

@@ -274,3 +274,13 @@ class AsyncExecutionInputCases(AsyncExecutionKitBase):
             with pytest.raises(InvalidArgumentError) as caught:
                 await store.delete_timer("e", "p", huge)
             assert caught.value.argument == "fire_at"
+
+    @pytest.mark.asyncio
+    async def test_inputs_append_trace_checks_a_step_built_without_validation(
+        self, store: AsyncExecutionStore
+    ) -> None:
+        # Only memory re-validated it: SQLite, Redis and PostgreSQL stored an empty event id.
+        await self._created(store, "e")
+        with pytest.raises(InvalidIdentifierError):
+            await store.append_trace("e", TraceStep.model_construct(event_id="", data=None))
+        assert await store.read_trace("e") == []

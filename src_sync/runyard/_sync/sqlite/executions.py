@@ -32,6 +32,7 @@ from runyard.executions.planning import (
     is_timer_path,
     plan_commit,
     summarize,
+    trace_data,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
 from runyard.sqlite.execution_transactions import commit_body, trace_body
@@ -225,9 +226,7 @@ class SqliteStore(SqliteExecutionRetention, _SqliteAdapter):
         Raises TypeError, StatePersistenceError for data that is not storable.
         """
         validate_identifier(execution_id, "execution_id")
-        if not isinstance(step, TraceStep):
-            raise TypeError(f"a trace step must be a TraceStep, not {type(step).__name__}")
-        data = dump_json(step.data, max_bytes=self.max_value_bytes, what="trace data")
+        data = trace_data(step, self.max_value_bytes)
         return self._transact(
             trace_body, self._sql, self._now(), execution_id, step, data, self._trace_max
         )

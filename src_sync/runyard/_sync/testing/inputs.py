@@ -251,3 +251,12 @@ class ExecutionInputCases(ExecutionKitBase):
             with pytest.raises(InvalidArgumentError) as caught:
                 store.delete_timer("e", "p", huge)
             assert caught.value.argument == "fire_at"
+
+    def test_inputs_append_trace_checks_a_step_built_without_validation(
+        self, store: ExecutionStore
+    ) -> None:
+        # Only memory re-validated it: SQLite, Redis and PostgreSQL stored an empty event id.
+        self._created(store, "e")
+        with pytest.raises(InvalidIdentifierError):
+            store.append_trace("e", TraceStep.model_construct(event_id="", data=None))
+        assert store.read_trace("e") == []
