@@ -23,6 +23,7 @@ __all__ = [
     "event_body",
     "lost_append",
     "same_content",
+    "same_data",
 ]
 
 RETRY_HINT = "pass event_id= to make it retryable"
@@ -82,9 +83,35 @@ def event_body(
     return event_type, canonical
 
 
+def same_data(stored: Any, sent: Any) -> bool:
+    """Whether two JSON values are the same event data: equal, with a bool never equal to a
+    number (Python's ``True == 1`` had made a retry sending 1 return the event stored with
+    true, on every backend but Redis); numbers compare by value (PostgreSQL's jsonb gives
+    1e20 back as 100000000000000000000). Iterative: values nest up to MAX_JSON_DEPTH."""
+    pending = [(stored, sent)]
+    while pending:
+        a, b = pending.pop()
+        if isinstance(a, dict):
+            if not isinstance(b, dict) or a.keys() != b.keys():
+                return False
+            pending += [(a[k], b[k]) for k in a]
+        elif isinstance(a, list):
+            if not isinstance(b, list) or len(a) != len(b):
+                return False
+            pending += zip(a, b, strict=True)
+        elif isinstance(b, (dict, list)):
+            return False
+        elif isinstance(a, bool) or isinstance(b, bool):
+            if type(a) is not type(b) or a != b:
+                return False
+        elif a != b:
+            return False
+    return True
+
+
 def same_content(event: RunEvent, event_type: str, data_text: str) -> bool:
-    """Whether a stored event has the type and data of a (retried) append."""
-    return event.type == event_type and event.data == load_json(data_text)
+    """Whether a stored event has the type and data (``same_data``) of a (retried) append."""
+    return event.type == event_type and same_data(event.data, load_json(data_text))
 
 
 def check_after(after: int, limit: int = 1) -> None:

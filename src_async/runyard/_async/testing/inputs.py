@@ -22,6 +22,7 @@ from runyard._async.testing._execution_base import (
 from runyard._async.testing.event_lifecycle import _log
 from runyard._json import MAX_JSON_DEPTH
 from runyard.errors import InvalidArgumentError, StatePersistenceError
+from runyard.events import EventConflictError
 from runyard.executions.models import Event, SpawnIntent, TimerOp, TraceStep
 from runyard.keys import InvalidIdentifierError
 from runyard.models import RunKey
@@ -136,6 +137,29 @@ class AsyncStateInputCases:
             with pytest.raises(InvalidArgumentError) as caught:
                 log.follow(key, poll_seconds=poll)
             assert caught.value.argument == "poll_seconds"
+
+    @pytest.mark.asyncio
+    async def test_inputs_a_retry_with_a_bool_for_a_number_is_another_event(
+        self, store: AsyncStateStore
+    ) -> None:
+        # Memory, SQLite and PostgreSQL compared with Python's ==, so True == 1: a retry
+        # sending 1 was handed the event stored with true. Redis refused it.
+        log = _log(store)
+        key = RunKey("acme", "r")
+        await log.put_run(key, {}, expected_version=0)
+        same = {"big": 1e20, "zero": -0.0, "f": 1.5, "ok": True}
+        first = await log.append_event(key, "tick", same, event_id="a")
+        assert (await log.append_event(key, "tick", dict(same), event_id="a")).seq == first.seq
+        await log.append_event(key, "tick", {"ok": True}, event_id="b")
+        for other in ({"ok": 1}, {"ok": 1.0}, {"ok": None}, {"ok": [True]}):
+            with pytest.raises(EventConflictError):
+                await log.append_event(key, "tick", other, event_id="b")
+        await log.finalize(key, status="completed", event_type="end", event_data=True, event_id="z")
+        with pytest.raises(EventConflictError):
+            await log.finalize(
+                key, status="completed", event_type="end", event_data=1, event_id="z"
+            )
+        assert [e.event_id for e in await log.read_events(key)] == ["a", "b", "z"]
 
     @pytest.mark.asyncio
     async def test_inputs_a_run_lease_with_bad_fields_is_refused(

@@ -26,6 +26,8 @@ from runyard.events import (
     check_finalize,
     event_body,
     lost_append,
+    same_content,
+    same_data,
 )
 from runyard.models import RunKey, RunRecord
 from runyard.postgres.events import decode_event
@@ -117,7 +119,7 @@ class PostgresEvents:
         if rows:
             event = decode_event(key, rows[0])
             # The terminal event's id is finalize's: an append naming it is another event.
-            if event.terminal or event.type != type_ or event.data != load_json(text):
+            if event.terminal or not same_content(event, type_, text):
                 raise EventConflictError(key.run_id, event_id or "", event.seq)
             return event
         probe = self._probe(key)
@@ -186,7 +188,7 @@ class PostgresEvents:
             if prior_type is not None and (
                 not prior_terminal
                 or prior_type != type_
-                or load_json(prior_data) != load_json(text)
+                or not same_data(load_json(prior_data), load_json(text))
             ):
                 raise EventConflictError(key.run_id, event_id or "", int(prior_seq))
             return decode_run(row[:RUN_COLUMN_COUNT])

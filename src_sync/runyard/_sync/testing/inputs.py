@@ -23,6 +23,7 @@ from runyard._sync.testing._execution_base import (
 )
 from runyard._sync.testing.event_lifecycle import _log
 from runyard.errors import InvalidArgumentError, StatePersistenceError
+from runyard.events import EventConflictError
 from runyard.executions.models import Event, SpawnIntent, TimerOp, TraceStep
 from runyard.keys import InvalidIdentifierError
 from runyard.models import RunKey
@@ -125,6 +126,26 @@ class StateInputCases:
             with pytest.raises(InvalidArgumentError) as caught:
                 log.follow(key, poll_seconds=poll)
             assert caught.value.argument == "poll_seconds"
+
+    def test_inputs_a_retry_with_a_bool_for_a_number_is_another_event(
+        self, store: StateStore
+    ) -> None:
+        # Memory, SQLite and PostgreSQL compared with Python's ==, so True == 1: a retry
+        # sending 1 was handed the event stored with true. Redis refused it.
+        log = _log(store)
+        key = RunKey("acme", "r")
+        log.put_run(key, {}, expected_version=0)
+        same = {"big": 1e20, "zero": -0.0, "f": 1.5, "ok": True}
+        first = log.append_event(key, "tick", same, event_id="a")
+        assert (log.append_event(key, "tick", dict(same), event_id="a")).seq == first.seq
+        log.append_event(key, "tick", {"ok": True}, event_id="b")
+        for other in ({"ok": 1}, {"ok": 1.0}, {"ok": None}, {"ok": [True]}):
+            with pytest.raises(EventConflictError):
+                log.append_event(key, "tick", other, event_id="b")
+        log.finalize(key, status="completed", event_type="end", event_data=True, event_id="z")
+        with pytest.raises(EventConflictError):
+            log.finalize(key, status="completed", event_type="end", event_data=1, event_id="z")
+        assert [e.event_id for e in log.read_events(key)] == ["a", "b", "z"]
 
     def test_inputs_a_run_lease_with_bad_fields_is_refused(self, store: StateStore) -> None:
         # A RunLease is a plain model anyone can build: an epoch past a bigint was False on
