@@ -162,6 +162,34 @@ class AsyncStateInputCases:
         assert [e.event_id for e in await log.read_events(key)] == ["a", "b", "z"]
 
     @pytest.mark.asyncio
+    async def test_inputs_a_retry_with_equal_numbers_is_the_same_event(
+        self, store: AsyncStateStore
+    ) -> None:
+        # Redis compared the canonical text, so a retry sending 1.0 for a stored 1 (or 0 for
+        # -0.0) raised EventConflictError there only; it is the stored event everywhere.
+        log = _log(store)
+        key = RunKey("acme", "r")
+        await log.put_run(key, {}, expected_version=0)
+        first = await log.append_event(key, "tick", {"n": 1, "z": -0.0}, event_id="a")
+        again = await log.append_event(key, "tick", {"n": 1.0, "z": 0}, event_id="a")
+        assert (again.seq, again.at) == (first.seq, first.at)
+        assert again.data == {"n": 1, "z": 0}
+        with pytest.raises(EventConflictError):
+            await log.append_event(key, "tick", {"n": 2, "z": 0}, event_id="a")
+        with pytest.raises(EventConflictError):
+            await log.append_event(key, "tock", {"n": 1.0, "z": 0}, event_id="a")
+        done = await log.finalize(
+            key, status="completed", event_type="end", event_data=[10], event_id="z"
+        )
+        retried = await log.finalize(
+            key, status="completed", event_type="end", event_data=[10.0], event_id="z"
+        )
+        assert (retried.version, retried.status) == (done.version, "completed")
+        with pytest.raises(EventConflictError):
+            await log.append_event(key, "end", [10.0], event_id="z")
+        assert [e.event_id for e in await log.read_events(key)] == ["a", "z"]
+
+    @pytest.mark.asyncio
     async def test_inputs_a_run_lease_with_bad_fields_is_refused(
         self, store: AsyncStateStore
     ) -> None:

@@ -20,6 +20,7 @@ from runyard.events import (
     check_finalize,
     event_body,
     lost_append,
+    same_content,
 )
 from runyard.models import RunKey, RunRecord
 from runyard.redis.common import ReplyLost, decode_run, now_arg, opt_text, pairs, text
@@ -69,6 +70,26 @@ class RedisEvents:
             return ["", ""]
         return [keys.channel, self.live_updates.publish_command]
 
+    def _same_by_value(
+        self, reply: Any, key: RunKey, type_: str, data_text: str, terminal: bool
+    ) -> tuple[str, str] | None:
+        """When a script refused a retried event_id as other content (it compares the
+        canonical text), the stored entry's rest and data text if its content is the same by
+        value (``same_content``: ``1`` and ``1.0`` are, ``true`` and ``1`` are not), as on
+        every other backend; sent again with that rest, the script finds the stored event.
+        None otherwise (the refusal stands). One LINDEX, on that path only."""
+        if text(reply[0]) != "event_conflict":
+            return None
+        seq, name = int(reply[1]), self._event_keys(key).log
+        entry = self._runner.call(lambda: self._client.lindex(name, seq - 1), idempotent=True)
+        if entry is None:
+            return None
+        stored = decode_entry(key, seq, entry)
+        if stored.terminal != terminal or not same_content(stored, type_, data_text):
+            return None
+        rest = text(entry).split("\n", 1)[1]
+        return rest, rest.split("\n", 2)[2]
+
     def _run_written_by(
         self,
         lost: ReplyLost,
@@ -114,15 +135,20 @@ class RedisEvents:
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
         args += [now_arg(self.clock), *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
-        try:
-            reply = self._runner.script(
-                EVENT_SCRIPTS["append_event"],
-                keys.script_keys(),
-                args,
-                idempotent=event_id is not None,
-            )
-        except ReplyLost as lost:
-            raise lost_append(key.run_id, lost) from lost
+        for _ in range(2):
+            try:
+                reply = self._runner.script(
+                    EVENT_SCRIPTS["append_event"],
+                    keys.script_keys(),
+                    args,
+                    idempotent=event_id is not None,
+                )
+            except ReplyLost as lost:
+                raise lost_append(key.run_id, lost) from lost
+            same = self._same_by_value(reply, key, type_, data_text, False)
+            if same is None:
+                break
+            args[0], data_text = same
         raise_event_refusal(reply, key, event_id, 0)
         return RunEvent(
             tenant=key.tenant,
@@ -174,12 +200,20 @@ class RedisEvents:
         args += [now_arg(self.clock), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
         args += [terminal_arg(self.terminal_statuses), write_id := mint_write_id()]
-        try:
-            reply = self._runner.script(
-                EVENT_SCRIPTS["finalize"], keys.script_keys(), args, idempotent=event_id is not None
-            )
-        except ReplyLost as lost:
-            return self._run_written_by(lost, key, write_id, "finalize", RETRY_HINT)
+        for _ in range(2):
+            try:
+                reply = self._runner.script(
+                    EVENT_SCRIPTS["finalize"],
+                    keys.script_keys(),
+                    args,
+                    idempotent=event_id is not None,
+                )
+            except ReplyLost as lost:
+                return self._run_written_by(lost, key, write_id, "finalize", RETRY_HINT)
+            same = self._same_by_value(reply, key, type_, data_text, True)
+            if same is None:
+                break
+            args[0], data_text = same
         raise_event_refusal(reply, key, event_id, expected_version or 0)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]))
 
