@@ -70,25 +70,34 @@ class RedisEvents:
             return ["", ""]
         return [keys.channel, self.live_updates.publish_command]
 
-    def _same_by_value(
-        self, reply: Any, key: RunKey, type_: str, data_text: str, terminal: bool
-    ) -> tuple[str, str] | None:
+    def _conflict_settled(
+        self, reply: Any, key: RunKey, args: list[str], event_id: str | None, same: tuple[str, bool]
+    ) -> str | None:
         """When a script refused a retried event_id as other content (it compares the
-        canonical text), the stored entry's rest and data text if its content is the same by
-        value (``same_content``: ``1`` and ``1.0`` are, ``true`` and ``1`` are not), as on
-        every other backend; sent again with that rest, the script finds the stored event.
-        None otherwise (the refusal stands). One LINDEX, on that path only."""
-        if text(reply[0]) != "event_conflict":
+        canonical text): the data text to send again with (``args[0]`` set to the entry to
+        send), or None when the refusal stands. The stored entry is read (one LINDEX, on this
+        path only); when it is the event_id's and its content is the same by value
+        (``same_content``: ``1`` and ``1.0`` are, ``true`` and ``1`` are not), as every other
+        backend judges, the entry is rebuilt with the stored data, so the script finds the
+        stored event. When the entry is gone or another's (the run was deleted, and perhaps
+        made again, between the two round trips), the refusal's premise is stale: the call is
+        sent again as it was. ``same`` is (type, terminal) of the call."""
+        if text(reply[0]) != "event_conflict" or event_id is None:
             return None
         seq, name = int(reply[1]), self._event_keys(key).log
         entry = self._runner.call(lambda: self._client.lindex(name, seq - 1), idempotent=True)
+        type_, terminal = same
+        sent_data = args[0].split("\n", 2)[2]
         if entry is None:
-            return None
+            return sent_data
         stored = decode_entry(key, seq, entry)
-        if stored.terminal != terminal or not same_content(stored, type_, data_text):
+        if stored.event_id != event_id:
+            return sent_data
+        if stored.terminal != terminal or not same_content(stored, type_, sent_data):
             return None
-        rest = text(entry).split("\n", 1)[1]
-        return rest, rest.split("\n", 2)[2]
+        stored_data = text(entry).split("\n", 3)[3]
+        args[0] = entry_rest(type_, stored_data, event_id, terminal)
+        return stored_data
 
     def _run_written_by(
         self,
@@ -135,7 +144,7 @@ class RedisEvents:
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
         args += [now_arg(self.clock), *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
-        for _ in range(2):
+        for sends in range(1, 4):  # again only when a refused retry is settled otherwise
             try:
                 reply = self._runner.script(
                     EVENT_SCRIPTS["append_event"],
@@ -145,10 +154,14 @@ class RedisEvents:
                 )
             except ReplyLost as lost:
                 raise lost_append(key.run_id, lost) from lost
-            same = self._same_by_value(reply, key, type_, data_text, False)
-            if same is None:
+            again = (
+                None
+                if sends == 3
+                else self._conflict_settled(reply, key, args, event_id, (type_, False))
+            )
+            if again is None:
                 break
-            args[0], data_text = same
+            data_text = again
         raise_event_refusal(reply, key, event_id, 0)
         return RunEvent(
             tenant=key.tenant,
@@ -200,7 +213,7 @@ class RedisEvents:
         args += [now_arg(self.clock), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
         args += [terminal_arg(self.terminal_statuses), write_id := mint_write_id()]
-        for _ in range(2):
+        for sends in range(1, 4):  # again only when a refused retry is settled otherwise
             try:
                 reply = self._runner.script(
                     EVENT_SCRIPTS["finalize"],
@@ -210,10 +223,8 @@ class RedisEvents:
                 )
             except ReplyLost as lost:
                 return self._run_written_by(lost, key, write_id, "finalize", RETRY_HINT)
-            same = self._same_by_value(reply, key, type_, data_text, True)
-            if same is None:
+            if sends == 3 or not self._conflict_settled(reply, key, args, event_id, (type_, True)):
                 break
-            args[0], data_text = same
         raise_event_refusal(reply, key, event_id, expected_version or 0)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]))
 

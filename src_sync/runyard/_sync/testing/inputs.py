@@ -156,7 +156,7 @@ class StateInputCases:
         first = log.append_event(key, "tick", {"n": 1, "z": -0.0}, event_id="a")
         again = log.append_event(key, "tick", {"n": 1.0, "z": 0}, event_id="a")
         assert (again.seq, again.at) == (first.seq, first.at)
-        assert again.data == {"n": 1, "z": 0}
+        assert again.data == {"n": 1, "z": 0} and type(again.data["n"]) is int  # as stored
         with pytest.raises(EventConflictError):
             log.append_event(key, "tick", {"n": 2, "z": 0}, event_id="a")
         with pytest.raises(EventConflictError):
@@ -168,6 +168,8 @@ class StateInputCases:
             key, status="completed", event_type="end", event_data=[10.0], event_id="z"
         )
         assert (retried.version, retried.status) == (done.version, "completed")
+        with pytest.raises(EventConflictError):
+            log.finalize(key, status="completed", event_type="end", event_data=[11], event_id="z")
         with pytest.raises(EventConflictError):
             log.append_event(key, "end", [10.0], event_id="z")
         assert [e.event_id for e in log.read_events(key)] == ["a", "z"]
