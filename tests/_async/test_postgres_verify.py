@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -14,7 +15,9 @@ from runyard import (
     StatePersistenceError,
 )
 from runyard._flavours import async_sleep
+from runyard.executions import Event, Execution, SpawnIntent, TraceStep
 from runyard.postgres import (
+    AsyncPostgresExecutionStore,
     AsyncPostgresStateStore,
     AsyncPostgresWorkQueue,
     AsyncPsycopgExecutor,
@@ -22,7 +25,12 @@ from runyard.postgres import (
 )
 
 from tests._async.postgres_support import CountingExecutor, open_pool, open_store
-from tests.support.postgres_migrations import migration_sql, migration_statements, undo_queue_5
+from tests.support.postgres_migrations import (
+    migration_sql,
+    migration_statements,
+    undo_executions_3,
+    undo_queue_5,
+)
 from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
 
 REFUSED = [
@@ -125,6 +133,50 @@ async def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> N
             await AsyncPostgresWorkQueue.open(pool, tables=pg_tables)
         assert "'queue' is at schema version 1" in str(queue.value)
         assert "written for version 5: migrate the schema" in str(queue.value)
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_an_executions_2_schema_is_refused_until_migrated_as_documented(
+    pg_tables: StateTables,
+) -> None:
+    # Executions version 2 stored contexts and event data as jsonb, which rewrote 1e16, -0.0
+    # and key order; version 3 stores the client's text.
+    t = pg_tables
+    value = {"b": 1, "a": -0.0, "f": 1e16}
+    with admin_connection() as conn:
+        undo_executions_3(conn, t)
+    pool = await open_pool()
+    try:
+        with pytest.raises(ConfigurationError) as refused:
+            await AsyncPostgresExecutionStore.open(pool, tables=t)
+        assert "'executions' is at schema version 2" in str(refused.value)
+        assert "written for version 3: migrate the schema" in str(refused.value)
+        with admin_connection() as conn:
+            conn.execute(f'SET search_path TO "{t.schema}"')
+            with conn.transaction():
+                conn.execute(migration_sql("Executions version 3"))
+        store = await AsyncPostgresExecutionStore.open(pool, tables=t)
+        try:
+            exe = Execution(id="e", definition_id="d", context=value)
+            await store.save(exe)
+            saved = await store.load("e")
+            assert saved is not None
+            await store.commit(
+                saved,
+                emits=[("t", Event(id="ev", name="n", data=value))],
+                spawns=[SpawnIntent(child_id="kid", context=value)],
+                trace=TraceStep(data=value),
+            )
+            loaded = await store.load("e")
+            [entry] = await store.pending_outbox()
+            [spawn] = await store.pending_spawns()
+            [step] = await store.read_trace("e")
+            read = [loaded.context if loaded else None, entry.event.data, spawn.context, step.data]
+            assert [json.dumps(v) for v in read] == [json.dumps(value)] * 4
+        finally:
+            await store.aclose()
     finally:
         await pool.close()
 

@@ -253,7 +253,7 @@ def test_the_executions_schema_version_is_checked(pg_tables: StateTables) -> Non
         admin.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
     pool = open_pool()
     try:
-        with pytest.raises(ConfigurationError, match=r"version 1, but .* written for version 2"):
+        with pytest.raises(ConfigurationError, match=r"version 1, but .* written for version 3"):
             PostgresExecutionStore.open(pool, tables=pg_tables)
         with admin_connection() as admin:
             admin.execute(f"DELETE FROM {table} WHERE component = 'executions'")

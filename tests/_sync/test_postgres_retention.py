@@ -19,7 +19,12 @@ from tests._sync.retention_support import (
     marks_are_pruned_by_age_not_by_id,
     marks_inside_the_retention_are_kept,
 )
-from tests.support.postgres_migrations import migration_sql, migration_statements, undo_state_6
+from tests.support.postgres_migrations import (
+    migration_sql,
+    migration_statements,
+    undo_executions_3,
+    undo_state_6,
+)
 from tests.support.postgres_plugin import admin_connection
 
 
@@ -71,7 +76,7 @@ def test_a_schema_from_before_pruning_is_refused_naming_both_versions(
     finally:
         pool.close()
     text = str(executions.value)
-    assert "schema version 1, but this runyard was written for version 2" in text
+    assert "schema version 1, but this runyard was written for version 3" in text
 
 
 def test_a_schema_without_the_epoch_sequence_is_refused(pg_tables: StateTables) -> None:
@@ -119,11 +124,13 @@ def test_the_documented_migrations_bring_a_state_3_schema_to_the_current_version
         conn.execute(f"INSERT INTO {t.qualified(t.run_leases)} VALUES ('acme', 'r', NULL, 7, NULL)")
         table = t.qualified(t.schema_table)
         conn.execute(f"UPDATE {table} SET version = 3 WHERE component = 'state'")
+        undo_executions_3(conn, t)  # then back to executions version 1
         conn.execute(f"UPDATE {table} SET version = 1 WHERE component = 'executions'")
         conn.execute(f'SET search_path TO "{t.schema}"')
         with conn.transaction():
             conn.execute(migration_sql("State version 4, executions version 2"))
             conn.execute(migration_sql("State version 5"))
+            conn.execute(migration_sql("Executions version 3"))
         for statement in migration_statements("State version 6"):  # CONCURRENTLY: one by one
             conn.execute(statement)
     store = open_store(t, ManualClock())

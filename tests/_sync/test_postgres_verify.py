@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -16,7 +17,9 @@ from runyard import (
     StatePersistenceError,
 )
 from runyard._flavours import sleep
+from runyard.executions import Event, Execution, SpawnIntent, TraceStep
 from runyard.postgres import (
+    PostgresExecutionStore,
     PostgresStateStore,
     PostgresWorkQueue,
     PsycopgExecutor,
@@ -24,7 +27,12 @@ from runyard.postgres import (
 )
 
 from tests._sync.postgres_support import CountingExecutor, open_pool, open_store
-from tests.support.postgres_migrations import migration_sql, migration_statements, undo_queue_5
+from tests.support.postgres_migrations import (
+    migration_sql,
+    migration_statements,
+    undo_executions_3,
+    undo_queue_5,
+)
 from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
 
 REFUSED = [
@@ -124,6 +132,49 @@ def test_a_schema_with_jsonb_blobs_is_refused(pg_tables: StateTables) -> None:
             PostgresWorkQueue.open(pool, tables=pg_tables)
         assert "'queue' is at schema version 1" in str(queue.value)
         assert "written for version 5: migrate the schema" in str(queue.value)
+    finally:
+        pool.close()
+
+
+def test_an_executions_2_schema_is_refused_until_migrated_as_documented(
+    pg_tables: StateTables,
+) -> None:
+    # Executions version 2 stored contexts and event data as jsonb, which rewrote 1e16, -0.0
+    # and key order; version 3 stores the client's text.
+    t = pg_tables
+    value = {"b": 1, "a": -0.0, "f": 1e16}
+    with admin_connection() as conn:
+        undo_executions_3(conn, t)
+    pool = open_pool()
+    try:
+        with pytest.raises(ConfigurationError) as refused:
+            PostgresExecutionStore.open(pool, tables=t)
+        assert "'executions' is at schema version 2" in str(refused.value)
+        assert "written for version 3: migrate the schema" in str(refused.value)
+        with admin_connection() as conn:
+            conn.execute(f'SET search_path TO "{t.schema}"')
+            with conn.transaction():
+                conn.execute(migration_sql("Executions version 3"))
+        store = PostgresExecutionStore.open(pool, tables=t)
+        try:
+            exe = Execution(id="e", definition_id="d", context=value)
+            store.save(exe)
+            saved = store.load("e")
+            assert saved is not None
+            store.commit(
+                saved,
+                emits=[("t", Event(id="ev", name="n", data=value))],
+                spawns=[SpawnIntent(child_id="kid", context=value)],
+                trace=TraceStep(data=value),
+            )
+            loaded = store.load("e")
+            [entry] = store.pending_outbox()
+            [spawn] = store.pending_spawns()
+            [step] = store.read_trace("e")
+            read = [loaded.context if loaded else None, entry.event.data, spawn.context, step.data]
+            assert [json.dumps(v) for v in read] == [json.dumps(value)] * 4
+        finally:
+            store.close()
     finally:
         pool.close()
 

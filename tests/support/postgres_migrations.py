@@ -7,7 +7,13 @@ from pathlib import Path
 import psycopg
 from runyard.postgres import StateTables
 
-__all__ = ["migration_sql", "migration_statements", "undo_queue_5", "undo_state_6"]
+__all__ = [
+    "migration_sql",
+    "migration_statements",
+    "undo_executions_3",
+    "undo_queue_5",
+    "undo_state_6",
+]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "postgres.md"
 
@@ -50,3 +56,21 @@ def undo_queue_5(conn: psycopg.Connection[tuple[object, ...]], tables: StateTabl
     conn.execute(f"DROP FUNCTION {park}(text, double precision)")
     rejoin = tables.qualified(tables.turns + "_rejoin")
     conn.execute(f"DROP FUNCTION {rejoin}(text, bigint)")
+
+
+def undo_executions_3(conn: psycopg.Connection[tuple[object, ...]], t: StateTables) -> None:
+    """Put back executions version 2's jsonb columns and schema row, as a database written by
+    an older runyard has them."""
+    for table, column in (
+        (t.executions, "context"),
+        (t.outbox, "data"),
+        (t.spawns, "context"),
+        (t.trace, "data"),
+    ):
+        conn.execute(
+            f"ALTER TABLE {t.qualified(table)} ALTER COLUMN {column} TYPE jsonb "
+            f"USING {column}::jsonb"
+        )
+    conn.execute(
+        f"UPDATE {t.qualified(t.schema_table)} SET version = 2 WHERE component = 'executions'"
+    )

@@ -25,6 +25,8 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   write whose reply was lost and whose record was deleted before the read-back is not sent
 #   again over the delete.
 # executions 2: prune_processed(): the (processed_at, execution_id, event_id) index.
+# executions 3: contexts, outbox and trace data are text (the client's JSON text, returned as
+#   sent) instead of jsonb, as the state tables' since state 3.
 # queue 2: work payloads are text; the rotation holds only tenants with ready work (no count),
 #   retired by a function.
 # queue 3: a per-item max_attempts column on the work table; maintained counts (counts, delays)
@@ -33,7 +35,7 @@ __all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSIONS", "StateTables", "schema_sql"]
 #   head is never planned on it (a vacuumed, never analyzed table read the whole backlog).
 # queue 5: tenants whose ready items are all delayed are parked out of the rotation (the
 #   turns' _parked table, _park and _rejoin functions), so a claim never probes them one by one.
-SCHEMA_VERSIONS: dict[str, int] = {"state": 6, "queue": 5, "executions": 2}
+SCHEMA_VERSIONS: dict[str, int] = {"state": 6, "queue": 5, "executions": 3}
 
 # The execution store's tables (StateTables fields), in the order verify() checks them.
 EXECUTION_TABLES = (

@@ -279,14 +279,15 @@ INSERT INTO {schema_table} (component, version) VALUES ('state', 6), ('queue', 5
 
 -- Execution store ---------------------------------------------------------------------------
 
--- An execution: its fields as columns and its context as jsonb; seq is the listing order.
+-- An execution: its fields as columns and its context as text (the client's JSON text,
+-- returned as sent: executions version 3); seq is the listing order.
 CREATE TABLE {executions} (
     execution_id   text COLLATE "C" PRIMARY KEY,
     seq            bigserial NOT NULL,
     definition_id  text COLLATE "C" NOT NULL,
     status         text COLLATE "C" NOT NULL,
     version        bigint NOT NULL CHECK (version > 0),
-    context        jsonb NOT NULL,
+    context        text NOT NULL,
     parent_id      text COLLATE "C",
     root_path      text COLLATE "C" NOT NULL,
     created_at     double precision NOT NULL,
@@ -305,7 +306,7 @@ CREATE TABLE {outbox} (
     target_id     text COLLATE "C" NOT NULL,
     event_id      text COLLATE "C" NOT NULL,
     event_name    text COLLATE "C" NOT NULL,
-    data          jsonb NOT NULL,
+    data          text NOT NULL,
     created_at    double precision NOT NULL
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 
@@ -315,7 +316,7 @@ CREATE TABLE {spawns} (
     parent_id   text COLLATE "C" NOT NULL,
     child_id    text COLLATE "C" NOT NULL,
     root_path   text COLLATE "C" NOT NULL,
-    context     jsonb NOT NULL,
+    context     text NOT NULL,
     created_at  double precision NOT NULL
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 
@@ -350,8 +351,8 @@ CREATE TABLE {trace} (
     recorded_at   double precision NOT NULL,
     event_id      text COLLATE "C",
     event_name    text COLLATE "C",
-    data          jsonb NOT NULL,
+    data          text NOT NULL,
     PRIMARY KEY (execution_id, idx)
 );
 
-INSERT INTO {schema_table} (component, version) VALUES ('executions', 2);
+INSERT INTO {schema_table} (component, version) VALUES ('executions', 3);

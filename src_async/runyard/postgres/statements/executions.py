@@ -1,7 +1,7 @@
 """Every SQL statement the PostgreSQL execution store sends, rendered once per StateTables.
 
 Same conventions as ``_postgres_sql``: native ``$n`` placeholders with a cast on every use (so
-psycopg and asyncpg run the same text), jsonb selected as text, time always a parameter.
+psycopg and asyncpg run the same text), JSON stored and selected as text, time always a parameter.
 
 A commit is ONE statement: the compare-and-swap on the execution row is the first
 data-modifying CTE (``cas``) and every other write selects from it, so a commit that loses the
@@ -37,7 +37,7 @@ EXECUTION_COLUMN_COUNT = len(_EXECUTION_COLUMNS)
 _CAS_CREATE = """cas AS (
     INSERT INTO {executions} AS e (execution_id, definition_id, status, version, context,
                                    parent_id, root_path, created_at, updated_at)
-    SELECT $1::text, $2::text, $3::text, 1, $4::text::jsonb, $5::text, $6::text,
+    SELECT $1::text, $2::text, $3::text, 1, $4::text, $5::text, $6::text,
            $7::float8, $7::float8
     WHERE $8::bigint = 0
     ON CONFLICT (execution_id) DO NOTHING
@@ -46,7 +46,7 @@ _CAS_CREATE = """cas AS (
 _CAS_UPDATE = """cas AS (
     UPDATE {executions} AS e
     SET definition_id = $2::text, status = $3::text, version = e.version + 1,
-        context = $4::text::jsonb, parent_id = $5::text, root_path = $6::text,
+        context = $4::text, parent_id = $5::text, root_path = $6::text,
         updated_at = $7::float8
     WHERE e.execution_id = $1::text AND e.version = $8::bigint
     RETURNING e.execution_id
@@ -70,7 +70,7 @@ _FOUND = "(SELECT f.version FROM {executions} f WHERE f.execution_id = $1::text)
 # $20 a trace step? $21 its event id $22 its event name $23 its data $24 trace_max
 _FULL_WRITES = """emitted AS (
     INSERT INTO {outbox} (execution_id, target_id, event_id, event_name, data, created_at)
-    SELECT cas.execution_id, m.target_id, m.event_id, m.event_name, m.data::jsonb, $7::float8
+    SELECT cas.execution_id, m.target_id, m.event_id, m.event_name, m.data, $7::float8
     FROM cas, unnest($10::text[], $11::text[], $12::text[], $13::text[])
          WITH ORDINALITY AS m(target_id, event_id, event_name, data, n)
     ORDER BY m.n
@@ -85,7 +85,7 @@ _FULL_WRITES = """emitted AS (
     ON CONFLICT (execution_id, path) DO UPDATE SET fire_at = EXCLUDED.fire_at
 ), spawned AS (
     INSERT INTO {spawns} (parent_id, child_id, root_path, context, created_at)
-    SELECT cas.execution_id, c.child_id, c.root_path, c.context::jsonb, $7::float8
+    SELECT cas.execution_id, c.child_id, c.root_path, c.context, $7::float8
     FROM cas, unnest($17::text[], $18::text[], $19::text[])
          WITH ORDINALITY AS c(child_id, root_path, context, n)
     ORDER BY c.n
@@ -106,7 +106,7 @@ _TRACE_WRITES = """head AS (
 ), traced AS (
     INSERT INTO {trace} (execution_id, idx, recorded_at, event_id, event_name, data)
     SELECT head.execution_id, head.last_index, {now}, {event_id}::text, {event_name}::text,
-           {data}::text::jsonb
+           {data}::text
     FROM head
 ), trimmed AS (
     DELETE FROM {trace} t USING head

@@ -9,6 +9,7 @@ included); ExecutionInputCases into ExecutionStoreConformance.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -289,6 +290,26 @@ class ExecutionInputCases(ExecutionKitBase):
             assert caught.value.reason == "invalid"
         assert store.load("f") is None
         assert len(store.read_trace("e")) == 2
+
+    def test_inputs_execution_json_reads_back_as_written(self, store: ExecutionStore) -> None:
+        # PostgreSQL kept the execution tables' JSON as jsonb, which gave 1e16 back as the int
+        # 10000000000000000, -0.0 as 0.0, and reordered object keys.
+        value = {"b": 1, "a": -0.0, "f": 1e16, "g": 1e308, "s": "x", "n": [2.5, None, True]}
+        text = json.dumps(value)
+        exe = self._created(store, "e", context=value)
+        store.commit(
+            exe,
+            emits=[("t", make_event("ev", data=value))],
+            spawns=[SpawnIntent(child_id="kid", context=value)],
+            trace=TraceStep(data=value),
+        )
+        loaded = store.load("e")
+        assert loaded is not None and json.dumps(loaded.context) == text
+        [entry] = store.pending_outbox()
+        [spawn] = store.pending_spawns()
+        assert json.dumps(entry.event.data) == text and json.dumps(spawn.context) == text
+        assert json.dumps((store.append_trace("e", TraceStep(data=value))).data) == text
+        assert [json.dumps(t.data) for t in store.read_trace("e")] == [text, text]
 
     def test_inputs_times_past_a_float_are_refused(self, store: ExecutionStore) -> None:
         # math.isfinite raised a raw OverflowError for them on every backend.
