@@ -53,6 +53,11 @@ class AsyncQueueKitBase:
         """Move the queue's clock forward by ``seconds``."""
         raise NotImplementedError("implement advance() in your conformance subclass")
 
+    async def make_queue(self, policy: QueuePolicy) -> AsyncWorkQueue:
+        """Return a fresh, empty queue using ``policy`` (a case that needs another policy
+        than KIT_POLICY opens its own, and closes it)."""
+        raise NotImplementedError("implement make_queue() in your conformance subclass")
+
     async def _lease(self, queue: AsyncWorkQueue, worker: str = "w1") -> Lease:
         """Claim, expecting an item to be due."""
         lease = await queue.claim(worker)

@@ -8,6 +8,8 @@ AsyncWorkQueueConformance; they use its ``queue`` fixture and ``advance``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from runyard._async.protocols import AsyncWorkQueue
@@ -155,6 +157,46 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
         self.advance(BACKOFF_1)
         (again,) = await batched.claim_many("w2", limit=5)
         assert (again.item_id, again.item.attempts) == ("crashed", 2)
+
+    @pytest.mark.asyncio
+    async def test_a_lapse_without_backoff_is_served_by_the_claim_that_takes_it_back(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # PostgreSQL's claim took it back, but its snapshot still saw it leased: claim answered
+        # None (claim_many fewer leases) and the item waited for the next call.
+        queue = await self.make_queue(replace(KIT_POLICY, backoff_base=0))
+        try:
+            await queue.enqueue("acme", {}, item_id="a")
+            await self._lease(queue, "crashed-worker")
+            self.advance(LAPSE)
+            again = await queue.claim("w2")
+            assert again is not None and (again.item_id, again.item.attempts) == ("a", 2)
+            stats = await queue.stats()
+            assert (stats.ready, stats.leased) == (0, 1)
+        finally:
+            await queue.aclose()
+
+    @pytest.mark.asyncio
+    async def test_claim_many_serves_lapses_without_backoff_in_the_same_call(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        queue = await self.make_queue(replace(KIT_POLICY, backoff_base=0))
+        try:
+            batched = self._batched(queue)
+            for tenant, item_id in (("acme", "a1"), ("acme", "a2"), ("beta", "b1")):
+                await batched.enqueue(tenant, {}, item_id=item_id)
+            assert len(await batched.claim_many("crashed-worker", limit=3)) == 3
+            self.advance(LAPSE)
+            await batched.enqueue("gamma", {}, item_id="g1")
+            served = await batched.claim_many("w2", limit=5)
+            assert sorted((s.item_id, s.item.attempts) for s in served) == [
+                ("a1", 2),
+                ("a2", 2),
+                ("b1", 2),
+                ("g1", 1),
+            ]
+        finally:
+            await queue.aclose()
 
     @pytest.mark.asyncio
     async def test_a_claim_takes_back_at_most_reclaim_per_claim_leases(

@@ -100,7 +100,7 @@ SELECT p.tenant, """
         + ("(SELECT count(*) FROM reclaimed r)" if reclaiming else "0::bigint")
         + """, c.*
 FROM (SELECT 1) AS one LEFT JOIN pick p ON true LEFT JOIN claimed c ON true"""
-        + reply_filter(retiring)
+        + reply_filter(retiring, reclaiming)
     )
 
 

@@ -156,7 +156,7 @@ SELECT c.pos, p.tenant,
        c.enqueued_at, c.dedupe_key, c.worker, c.lease_expires_at, c.last_error, c.token,
        c.claimed_at, c.dead_reason, c.dead_at, c.max_attempts
 FROM (SELECT 1) AS one LEFT JOIN pick p ON true LEFT JOIN claimed c ON c.tenant = p.tenant"""
-        + reply_filter(True)
+        + reply_filter(True, reclaiming)
         + """
 ORDER BY c.pos NULLS LAST, p.turn, p.tenant"""
     )

@@ -85,8 +85,9 @@ def reclaim(jitter: int, base: int, cap: int, budget: int) -> str:
     attempts reach the item's max_attempts (else the policy's, ``$budget``), otherwise ready
     after the policy's backoff, ``min($cap, $base * 2^(attempts-1)) * $jitter[k]`` (the
     jitter drawn by the client from policy.random). A reclaimed item is thus
-    delayed, and this statement's snapshot still sees it leased, so the same claim never
-    serves it.
+    delayed, and this statement's snapshot still sees it leased, so this statement never
+    serves it; one due at once (a zero backoff) makes the reply ask for the claim to be sent
+    again (reply_filter), so the same call serves it.
 
     The limit is a constant, not the array's length: a parameter as LIMIT is costed as a
     tenth of the rows the planner guesses, so on a large table never analyzed the generic
@@ -213,14 +214,22 @@ def park_ahead(parking: int, reclaiming: bool) -> str:
 )"""
 
 
-def reply_filter(retiring: bool) -> str:
+def reply_filter(retiring: bool, reclaiming: bool = False) -> str:
     """The WHERE of a claim's final SELECT (which reads ``one LEFT JOIN pick p``): a row per
-    picked tenant, or one row without a tenant when the claim put parked tenants back (send it
-    again); and one-time filters,
+    picked tenant, or one row without a tenant when the claim put parked tenants back or, when
+    ``reclaiming``, took back a lapsed lease whose item is due at once (a zero backoff): this
+    statement's snapshot sees neither, so the client sends it again, and the item is served by
+    the same call, as on every other backend; and one-time filters,
     evaluated before any row is read, that run "parked" and, when ``retiring``, "retired",
     whether or not anything is due."""
-    return """
-WHERE (p.tenant IS NOT NULL OR EXISTS (SELECT 1 FROM unparked))
+    due_again = (
+        "\n       OR EXISTS (SELECT 1 FROM reclaimed r"
+        " WHERE r.state = 'ready' AND r.available_at <= $1::float8)"
+        if reclaiming
+        else ""
+    )
+    return f"""
+WHERE (p.tenant IS NOT NULL OR EXISTS (SELECT 1 FROM unparked){due_again})
   AND (SELECT count(*) FROM parked) >= 0""" + (
         "\n  AND (SELECT count(*) FROM retired) >= 0" if retiring else ""
     )

@@ -109,6 +109,12 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
                 continue
             claimed = [row for row in rows if row[0] is not None]
             leases += [decode_lease(row[3:]) for row in claimed]
+            if claimed and reclaim[0] is not None and int(rows[0][2]) and len(leases) < limit:
+                # It took back lapsed leases, which its snapshot still saw leased: sent again
+                # (without the reclaim), the batch is filled with those due at once (a zero
+                # backoff), as every other backend's claim_many serves them.
+                woken += 1
+                continue
             if claimed or not rows:
                 break
             passed_over += [str(row[1]) for row in rows]

@@ -54,6 +54,11 @@ class QueueKitBase:
         """Move the queue's clock forward by ``seconds``."""
         raise NotImplementedError("implement advance() in your conformance subclass")
 
+    def make_queue(self, policy: QueuePolicy) -> WorkQueue:
+        """Return a fresh, empty queue using ``policy`` (a case that needs another policy
+        than KIT_POLICY opens its own, and closes it)."""
+        raise NotImplementedError("implement make_queue() in your conformance subclass")
+
     def _lease(self, queue: WorkQueue, worker: str = "w1") -> Lease:
         """Claim, expecting an item to be due."""
         lease = queue.claim(worker)

@@ -10,6 +10,8 @@ WorkQueueConformance; they use its ``queue`` fixture and ``advance``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from runyard._sync.protocols import WorkQueue
 from runyard._sync.testing._kit import KIT_POLICY, QueueKitBase
@@ -143,6 +145,44 @@ class QueueRecoveryCases(QueueKitBase):
         self.advance(BACKOFF_1)
         (again,) = batched.claim_many("w2", limit=5)
         assert (again.item_id, again.item.attempts) == ("crashed", 2)
+
+    def test_a_lapse_without_backoff_is_served_by_the_claim_that_takes_it_back(
+        self, queue: WorkQueue
+    ) -> None:
+        # PostgreSQL's claim took it back, but its snapshot still saw it leased: claim answered
+        # None (claim_many fewer leases) and the item waited for the next call.
+        queue = self.make_queue(replace(KIT_POLICY, backoff_base=0))
+        try:
+            queue.enqueue("acme", {}, item_id="a")
+            self._lease(queue, "crashed-worker")
+            self.advance(LAPSE)
+            again = queue.claim("w2")
+            assert again is not None and (again.item_id, again.item.attempts) == ("a", 2)
+            stats = queue.stats()
+            assert (stats.ready, stats.leased) == (0, 1)
+        finally:
+            queue.close()
+
+    def test_claim_many_serves_lapses_without_backoff_in_the_same_call(
+        self, queue: WorkQueue
+    ) -> None:
+        queue = self.make_queue(replace(KIT_POLICY, backoff_base=0))
+        try:
+            batched = self._batched(queue)
+            for tenant, item_id in (("acme", "a1"), ("acme", "a2"), ("beta", "b1")):
+                batched.enqueue(tenant, {}, item_id=item_id)
+            assert len(batched.claim_many("crashed-worker", limit=3)) == 3
+            self.advance(LAPSE)
+            batched.enqueue("gamma", {}, item_id="g1")
+            served = batched.claim_many("w2", limit=5)
+            assert sorted((s.item_id, s.item.attempts) for s in served) == [
+                ("a1", 2),
+                ("a2", 2),
+                ("b1", 2),
+                ("g1", 1),
+            ]
+        finally:
+            queue.close()
 
     def test_a_claim_takes_back_at_most_reclaim_per_claim_leases(self, queue: WorkQueue) -> None:
         held = RECLAIM_PER_CLAIM + 2
