@@ -158,21 +158,30 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
         (again,) = await batched.claim_many("w2", limit=5)
         assert (again.item_id, again.item.attempts) == ("crashed", 2)
 
+    async def _lapsed_without_backoff(self) -> AsyncWorkQueue:
+        """A queue with no lapse backoff whose tenant t1 holds a lapsed lease (item x, its
+        turn the oldest) and whose tenants t2 and t3 have an item due each (y, z)."""
+        queue = await self.make_queue(replace(KIT_POLICY, backoff_base=0))
+        await queue.enqueue("t1", {}, item_id="x")
+        await self._lease(queue, "crashed-worker")
+        self.advance(LAPSE)
+        await queue.enqueue("t2", {}, item_id="y")
+        await queue.enqueue("t3", {}, item_id="z")
+        return queue
+
     @pytest.mark.asyncio
     async def test_a_lapse_without_backoff_is_served_by_the_claim_that_takes_it_back(
         self, queue: AsyncWorkQueue
     ) -> None:
-        # PostgreSQL's claim took it back, but its snapshot still saw it leased: claim answered
-        # None (claim_many fewer leases) and the item waited for the next call.
-        queue = await self.make_queue(replace(KIT_POLICY, backoff_base=0))
+        # PostgreSQL's claim took it back, but its snapshot still saw it leased: claim served
+        # another tenant's item (or answered None when nothing else was due).
+        queue = await self._lapsed_without_backoff()
         try:
-            await queue.enqueue("acme", {}, item_id="a")
-            await self._lease(queue, "crashed-worker")
-            self.advance(LAPSE)
             again = await queue.claim("w2")
-            assert again is not None and (again.item_id, again.item.attempts) == ("a", 2)
+            assert again is not None and (again.item_id, again.item.attempts) == ("x", 2)
+            assert (await self._lease(queue, "w2")).item_id == "y"
             stats = await queue.stats()
-            assert (stats.ready, stats.leased) == (0, 1)
+            assert (stats.ready, stats.leased) == (1, 2)
         finally:
             await queue.aclose()
 
@@ -180,21 +189,22 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
     async def test_claim_many_serves_lapses_without_backoff_in_the_same_call(
         self, queue: AsyncWorkQueue
     ) -> None:
-        queue = await self.make_queue(replace(KIT_POLICY, backoff_base=0))
+        # PostgreSQL's claim_many left them out (2 leases of 10 in a review's run).
+        queue = await self._lapsed_without_backoff()
         try:
             batched = self._batched(queue)
-            for tenant, item_id in (("acme", "a1"), ("acme", "a2"), ("beta", "b1")):
-                await batched.enqueue(tenant, {}, item_id=item_id)
-            assert len(await batched.claim_many("crashed-worker", limit=3)) == 3
-            self.advance(LAPSE)
-            await batched.enqueue("gamma", {}, item_id="g1")
             served = await batched.claim_many("w2", limit=5)
-            assert sorted((s.item_id, s.item.attempts) for s in served) == [
-                ("a1", 2),
-                ("a2", 2),
-                ("b1", 2),
-                ("g1", 1),
+            assert [(s.item_id, s.item.attempts) for s in served] == [
+                ("x", 2),
+                ("y", 1),
+                ("z", 1),
             ]
+            await batched.complete_many(served)
+            await batched.enqueue("t4", {}, item_id="w")
+            assert [s.item_id for s in await batched.claim_many("crashed-worker", limit=5)] == ["w"]
+            self.advance(LAPSE)
+            # the lapsed lease is all there is due
+            assert [s.item_id for s in await batched.claim_many("w2", limit=5)] == ["w"]
         finally:
             await queue.aclose()
 

@@ -71,7 +71,7 @@ def _claim(reclaiming: bool, retiring: bool) -> str:
     return (
         "WITH "
         + (reclaim(5, 6, 7, 8) + ", " if reclaiming else "")
-        + pick_tenants("1", "tenant, turn")
+        + pick_tenants("1", "tenant, turn", reclaiming)
         + park_ahead(parking, reclaiming)
         + """, head AS (
     SELECT w.ctid FROM {work} w

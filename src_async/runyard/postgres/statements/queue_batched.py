@@ -101,7 +101,7 @@ def _claim_many(limit: str, reclaiming: bool) -> str:
         "WITH "
         + batch
         + (reclaim(6, 7, 8, 9) + ", " if reclaiming else "")
-        + pick_tenants(limit, "tenant, turn")
+        + pick_tenants(limit, "tenant, turn", reclaiming)
         + park_ahead(parking, reclaiming)
         + """, heads AS (
     SELECT h.row_id, p.tenant, p.turn, h.priority, h.available_at, h.seq

@@ -218,8 +218,9 @@ def reply_filter(retiring: bool, reclaiming: bool = False) -> str:
     """The WHERE of a claim's final SELECT (which reads ``one LEFT JOIN pick p``): a row per
     picked tenant, or one row without a tenant when the claim put parked tenants back or, when
     ``reclaiming``, took back a lapsed lease whose item is due at once (a zero backoff): this
-    statement's snapshot sees neither, so the client sends it again, and the item is served by
-    the same call, as on every other backend; and one-time filters,
+    statement's snapshot sees neither and it picked no tenant (pick_tenants), so the client
+    sends it again, which serves them in the same call, as on every other backend; and
+    one-time filters,
     evaluated before any row is read, that run "parked" and, when ``retiring``, "retired",
     whether or not anything is due."""
     due_again = (
@@ -300,9 +301,13 @@ LEASE = """SET state = 'leased', attempts = w.attempts + 1, worker = $2::text,
         lease_expires_at = $3::float8"""
 
 
-def pick_tenants(limit: str, columns: str) -> str:
+def pick_tenants(limit: str, columns: str, reclaiming: bool = False) -> str:
     """The CTEs of unpark(), then "owned", "shared" and "pick" of a claim (now $1,
-    tenants to pass over $4): none when unpark() put parked tenants back; else up to
+    tenants to pass over $4): none when unpark() put parked tenants back, or (when
+    ``reclaiming``) when the reclaim took back a lease whose item is due at once (a zero
+    backoff: this statement's snapshot still sees it leased, so the client sends the claim
+    again, and that statement serves every due item in the rotation's order, as every other
+    backend's claim does; see reply_filter); else up to
     ``limit`` tenants with due work in turn order whose rotation rows no other session holds
     (locked FOR NO KEY UPDATE SKIP LOCKED); when every such row is held, the same tenants
     unlocked (their turns are not advanced). ``columns`` are the rotation columns
@@ -310,18 +315,24 @@ def pick_tenants(limit: str, columns: str) -> str:
     picked = ", ".join(f"{{alias}}.{c}" for c in columns.split(", "))
     owned, shared = picked.format(alias="o"), picked.format(alias="s")
     chosen = ", ".join(f"t.{c}" for c in columns.split(", "))
+    held_back = (
+        "\n      AND NOT EXISTS (SELECT 1 FROM reclaimed r"
+        " WHERE r.state = 'ready' AND r.available_at <= $1::float8)"
+        if reclaiming
+        else ""
+    )
     return (
         unpark()
         + f""", owned AS (
     SELECT {chosen} FROM {{turns}} t
-    WHERE NOT EXISTS (SELECT 1 FROM unparked)
+    WHERE NOT EXISTS (SELECT 1 FROM unparked){held_back}
       AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
     ORDER BY t.turn, t.tenant
     LIMIT {limit}
     FOR NO KEY UPDATE OF t SKIP LOCKED
 ), shared AS (
     SELECT {chosen} FROM {{turns}} t
-    WHERE NOT EXISTS (SELECT 1 FROM unparked) AND NOT EXISTS (SELECT 1 FROM owned)
+    WHERE NOT EXISTS (SELECT 1 FROM unparked) AND NOT EXISTS (SELECT 1 FROM owned){held_back}
       AND t.tenant <> ALL ($4::text[]) AND {DUE_TENANT}
     ORDER BY t.turn, t.tenant
     LIMIT {limit}

@@ -78,8 +78,9 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
         claims would follow; an empty list when nothing is due.
 
         One statement, waiting on no lock (another round trip only when every due head it
-        found was locked by other claims). Raises StoreOutcomeUnknown when the reply was lost
-        (adopt() recovers such leases).
+        found was locked by other claims, or it put parked tenants back, or took back a lapsed
+        lease due at once: then it claimed nothing, and the next statement serves them).
+        Raises StoreOutcomeUnknown when the reply was lost (adopt() recovers such leases).
         """
         validate_identifier(worker, "worker")
         check_limit(limit)
@@ -109,12 +110,6 @@ class _PostgresBatchedQueue(_PostgresQueueCore):
                 continue
             claimed = [row for row in rows if row[0] is not None]
             leases += [decode_lease(row[3:]) for row in claimed]
-            if claimed and reclaim[0] is not None and int(rows[0][2]) and len(leases) < limit:
-                # It took back lapsed leases, which its snapshot still saw leased: sent again
-                # (without the reclaim), the batch is filled with those due at once (a zero
-                # backoff), as every other backend's claim_many serves them.
-                woken += 1
-                continue
             if claimed or not rows:
                 break
             passed_over += [str(row[1]) for row in rows]
