@@ -70,6 +70,31 @@ class RedisEvents:
             return ["", ""]
         return [keys.channel, self.live_updates.publish_command]
 
+    def _send_event(
+        self, script: str, key: RunKey, args: list[str], type_: str, terminal: bool
+    ) -> tuple[Any, str]:
+        """Send an event script (``args[0]`` the entry, ``args[1]`` the event_id or ""): its
+        reply and the data text of the entry it settled on. Sent again, at most twice, only
+        when a refused retry is settled otherwise (``_conflict_settled``). Raises ReplyLost."""
+        event_id = args[1] or None
+        data_text = args[0].split("\n", 2)[2]
+        for sends in range(1, 4):
+            reply = self._runner.script(
+                EVENT_SCRIPTS[script],
+                self._event_keys(key).script_keys(),
+                args,
+                idempotent=event_id is not None,
+            )
+            again = (
+                None
+                if sends == 3
+                else self._conflict_settled(reply, key, args, event_id, (type_, terminal))
+            )
+            if again is None:
+                break
+            data_text = again
+        return reply, data_text
+
     def _conflict_settled(
         self, reply: Any, key: RunKey, args: list[str], event_id: str | None, same: tuple[str, bool]
     ) -> str | None:
@@ -144,24 +169,10 @@ class RedisEvents:
         fenced = "" if fence is None else str(fence)
         args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
         args += [now_arg(self.clock), *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
-        for sends in range(1, 4):  # again only when a refused retry is settled otherwise
-            try:
-                reply = self._runner.script(
-                    EVENT_SCRIPTS["append_event"],
-                    keys.script_keys(),
-                    args,
-                    idempotent=event_id is not None,
-                )
-            except ReplyLost as lost:
-                raise lost_append(key.run_id, lost) from lost
-            again = (
-                None
-                if sends == 3
-                else self._conflict_settled(reply, key, args, event_id, (type_, False))
-            )
-            if again is None:
-                break
-            data_text = again
+        try:
+            reply, data_text = self._send_event("append_event", key, args, type_, False)
+        except ReplyLost as lost:
+            raise lost_append(key.run_id, lost) from lost
         raise_event_refusal(reply, key, event_id, 0)
         return RunEvent(
             tenant=key.tenant,
@@ -213,18 +224,10 @@ class RedisEvents:
         args += [now_arg(self.clock), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
         args += [terminal_arg(self.terminal_statuses), write_id := mint_write_id()]
-        for sends in range(1, 4):  # again only when a refused retry is settled otherwise
-            try:
-                reply = self._runner.script(
-                    EVENT_SCRIPTS["finalize"],
-                    keys.script_keys(),
-                    args,
-                    idempotent=event_id is not None,
-                )
-            except ReplyLost as lost:
-                return self._run_written_by(lost, key, write_id, "finalize", RETRY_HINT)
-            if sends == 3 or not self._conflict_settled(reply, key, args, event_id, (type_, True)):
-                break
+        try:
+            reply, _ = self._send_event("finalize", key, args, type_, True)
+        except ReplyLost as lost:
+            return self._run_written_by(lost, key, write_id, "finalize", RETRY_HINT)
         raise_event_refusal(reply, key, event_id, expected_version or 0)
         return decode_run(key.tenant, key.run_id, pairs(reply[1:]))
 
