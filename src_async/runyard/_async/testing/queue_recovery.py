@@ -158,11 +158,12 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
         (again,) = await batched.claim_many("w2", limit=5)
         assert (again.item_id, again.item.attempts) == ("crashed", 2)
 
-    async def _lapsed_without_backoff(self) -> AsyncWorkQueue:
-        """A queue with no lapse backoff whose tenant t1 holds a lapsed lease (item x, its
-        turn the oldest) and whose tenants t2 and t3 have an item due each (y, z)."""
+    async def _lapsed_without_backoff(self, lapsed: str = "t1") -> AsyncWorkQueue:
+        """A queue with no lapse backoff whose tenant ``lapsed`` holds a lapsed lease (item
+        x) and whose tenants t2 and t3 have an item due each (y, z); the three tie on their
+        turn, so the rotation serves them in name order."""
         queue = await self.make_queue(replace(KIT_POLICY, backoff_base=0))
-        await queue.enqueue("t1", {}, item_id="x")
+        await queue.enqueue(lapsed, {}, item_id="x")
         await self._lease(queue, "crashed-worker")
         self.advance(LAPSE)
         await queue.enqueue("t2", {}, item_id="y")
@@ -186,6 +187,19 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
             await queue.aclose()
 
     @pytest.mark.asyncio
+    async def test_a_lapse_without_backoff_waits_its_turn_in_the_rotation(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        # Named t9, the lapsed tenant comes last in the rotation: taken back or not, it waits
+        # its turn (a store serving what it took back first would give x here).
+        queue = await self._lapsed_without_backoff("t9")
+        try:
+            served = [await self._lease(queue, "w2") for _ in range(3)]
+            assert [(s.item_id, s.item.attempts) for s in served] == [("y", 1), ("z", 1), ("x", 2)]
+        finally:
+            await queue.aclose()
+
+    @pytest.mark.asyncio
     async def test_claim_many_serves_lapses_without_backoff_in_the_same_call(
         self, queue: AsyncWorkQueue
     ) -> None:
@@ -205,6 +219,17 @@ class AsyncQueueRecoveryCases(AsyncQueueKitBase):
             self.advance(LAPSE)
             # the lapsed lease is all there is due
             assert [s.item_id for s in await batched.claim_many("w2", limit=5)] == ["w"]
+        finally:
+            await queue.aclose()
+
+    @pytest.mark.asyncio
+    async def test_claim_many_serves_lapses_without_backoff_in_their_turn(
+        self, queue: AsyncWorkQueue
+    ) -> None:
+        queue = await self._lapsed_without_backoff("t9")  # last in the rotation, as above
+        try:
+            served = await self._batched(queue).claim_many("w2", limit=5)
+            assert [(s.item_id, s.item.attempts) for s in served] == [("y", 1), ("z", 1), ("x", 2)]
         finally:
             await queue.aclose()
 

@@ -148,7 +148,9 @@ class _PostgresQueueCore(_PostgresAdapter):
 
         One statement, waiting on no lock, first reclaims up to RECLAIM_PER_CLAIM lapsed leases
         (as reap() does: retried after the backoff, or dead-lettered; every
-        RECLAIM_EVERY_SECONDS, and at once again after a full batch or an idle poll), then
+        RECLAIM_EVERY_SECONDS, and at once again after a full batch or an idle poll; when one
+        it took back is due at once, a zero backoff, it claims nothing and is sent again, so
+        this call serves it in its turn), then
         picks the tenant with the oldest turn whose rotation row is free (or, when all are
         held, any with due work), locks its head item (``FOR UPDATE SKIP LOCKED``), writes
         the claim and advances the turn. A tenant that a claim drained leaves the rotation in

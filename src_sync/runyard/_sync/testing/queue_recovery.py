@@ -146,11 +146,12 @@ class QueueRecoveryCases(QueueKitBase):
         (again,) = batched.claim_many("w2", limit=5)
         assert (again.item_id, again.item.attempts) == ("crashed", 2)
 
-    def _lapsed_without_backoff(self) -> WorkQueue:
-        """A queue with no lapse backoff whose tenant t1 holds a lapsed lease (item x, its
-        turn the oldest) and whose tenants t2 and t3 have an item due each (y, z)."""
+    def _lapsed_without_backoff(self, lapsed: str = "t1") -> WorkQueue:
+        """A queue with no lapse backoff whose tenant ``lapsed`` holds a lapsed lease (item
+        x) and whose tenants t2 and t3 have an item due each (y, z); the three tie on their
+        turn, so the rotation serves them in name order."""
         queue = self.make_queue(replace(KIT_POLICY, backoff_base=0))
-        queue.enqueue("t1", {}, item_id="x")
+        queue.enqueue(lapsed, {}, item_id="x")
         self._lease(queue, "crashed-worker")
         self.advance(LAPSE)
         queue.enqueue("t2", {}, item_id="y")
@@ -169,6 +170,16 @@ class QueueRecoveryCases(QueueKitBase):
             assert (self._lease(queue, "w2")).item_id == "y"
             stats = queue.stats()
             assert (stats.ready, stats.leased) == (1, 2)
+        finally:
+            queue.close()
+
+    def test_a_lapse_without_backoff_waits_its_turn_in_the_rotation(self, queue: WorkQueue) -> None:
+        # Named t9, the lapsed tenant comes last in the rotation: taken back or not, it waits
+        # its turn (a store serving what it took back first would give x here).
+        queue = self._lapsed_without_backoff("t9")
+        try:
+            served = [self._lease(queue, "w2") for _ in range(3)]
+            assert [(s.item_id, s.item.attempts) for s in served] == [("y", 1), ("z", 1), ("x", 2)]
         finally:
             queue.close()
 
@@ -191,6 +202,14 @@ class QueueRecoveryCases(QueueKitBase):
             self.advance(LAPSE)
             # the lapsed lease is all there is due
             assert [s.item_id for s in batched.claim_many("w2", limit=5)] == ["w"]
+        finally:
+            queue.close()
+
+    def test_claim_many_serves_lapses_without_backoff_in_their_turn(self, queue: WorkQueue) -> None:
+        queue = self._lapsed_without_backoff("t9")  # last in the rotation, as above
+        try:
+            served = self._batched(queue).claim_many("w2", limit=5)
+            assert [(s.item_id, s.item.attempts) for s in served] == [("y", 1), ("z", 1), ("x", 2)]
         finally:
             queue.close()
 
