@@ -30,14 +30,14 @@ def stores(local_redis_target: RedisTarget) -> Iterator[tuple[RedisStateStore, R
 
 def _before_the_read(store: RedisStateStore, meanwhile: Callable[[], None]) -> None:
     """Run ``meanwhile`` once, after the script's refusal and before the stored entry is read."""
-    settle = store._conflict_settled
+    read = store._stored_entry
 
     def racing(*args: Any, **kwargs: Any) -> Any:
-        store._conflict_settled = settle  # type: ignore[method-assign]
+        store._stored_entry = read  # type: ignore[method-assign]
         meanwhile()
-        return settle(*args, **kwargs)
+        return read(*args, **kwargs)
 
-    store._conflict_settled = racing  # type: ignore[method-assign]
+    store._stored_entry = racing  # type: ignore[method-assign]
 
 
 def test_a_run_made_again_meanwhile_gets_the_retried_event_under_its_own_id(

@@ -145,10 +145,13 @@ async def test_an_executions_2_schema_is_refused_until_migrated_as_documented(
     # and key order; version 3 stores the client's text.
     t = pg_tables
     value = {"b": 1, "a": -0.0, "f": 1e16}
-    with admin_connection() as conn:
-        undo_executions_3(conn, t)
     pool = await open_pool()
     try:
+        before = await AsyncPostgresExecutionStore.open(pool, tables=t)
+        await before.save(Execution(id="old", definition_id="d", context=value))
+        await before.aclose()
+        with admin_connection() as conn:
+            undo_executions_3(conn, t)  # the row as version 2 held it: jsonb's rendering
         with pytest.raises(ConfigurationError) as refused:
             await AsyncPostgresExecutionStore.open(pool, tables=t)
         assert "'executions' is at schema version 2" in str(refused.value)
@@ -159,6 +162,9 @@ async def test_an_executions_2_schema_is_refused_until_migrated_as_documented(
                 conn.execute(migration_sql("Executions version 3"))
         store = await AsyncPostgresExecutionStore.open(pool, tables=t)
         try:
+            old = await store.load("old")  # loads, keeping jsonb's rendering (docs/postgres.md)
+            assert old is not None and old.context == value
+            assert json.dumps(old.context) == '{"a": 0.0, "b": 1, "f": 10000000000000000}'
             exe = Execution(id="e", definition_id="d", context=value)
             await store.save(exe)
             saved = await store.load("e")

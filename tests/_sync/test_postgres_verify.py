@@ -143,10 +143,13 @@ def test_an_executions_2_schema_is_refused_until_migrated_as_documented(
     # and key order; version 3 stores the client's text.
     t = pg_tables
     value = {"b": 1, "a": -0.0, "f": 1e16}
-    with admin_connection() as conn:
-        undo_executions_3(conn, t)
     pool = open_pool()
     try:
+        before = PostgresExecutionStore.open(pool, tables=t)
+        before.save(Execution(id="old", definition_id="d", context=value))
+        before.close()
+        with admin_connection() as conn:
+            undo_executions_3(conn, t)  # the row as version 2 held it: jsonb's rendering
         with pytest.raises(ConfigurationError) as refused:
             PostgresExecutionStore.open(pool, tables=t)
         assert "'executions' is at schema version 2" in str(refused.value)
@@ -157,6 +160,9 @@ def test_an_executions_2_schema_is_refused_until_migrated_as_documented(
                 conn.execute(migration_sql("Executions version 3"))
         store = PostgresExecutionStore.open(pool, tables=t)
         try:
+            old = store.load("old")  # loads, keeping jsonb's rendering (docs/postgres.md)
+            assert old is not None and old.context == value
+            assert json.dumps(old.context) == '{"a": 0.0, "b": 1, "f": 10000000000000000}'
             exe = Execution(id="e", definition_id="d", context=value)
             store.save(exe)
             saved = store.load("e")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
 from runyard._json import dump_json, load_json
 from runyard.errors import RunFinalizedError, StateNotFoundError
-from runyard.events import EventConflictError, RunEvent
+from runyard.events import EventConflictError, RunEvent, same_content
 from runyard.models import RunKey
 from runyard.redis.common import raise_refusal, text
 from runyard.redis.keys import StateKeys, segment
@@ -18,10 +18,11 @@ from runyard.redis.scripts import LuaScript
 
 __all__ = [
     "EVENT_SCRIPTS",
+    "EventEntry",
     "EventKeys",
     "decode_entry",
-    "entry_rest",
     "raise_event_refusal",
+    "settle_conflict",
     "terminal_arg",
 ]
 
@@ -70,10 +71,24 @@ class EventKeys:
         return [self.state.run(self.run_id), self.state.lease(self.run_id), self.log, self.ids]
 
 
-def entry_rest(event_type: str, data_text: str, event_id: str | None, terminal: bool) -> str:
-    """An entry without its time: what a retried event_id must match."""
-    head = dump_json([event_type, event_id])
-    return f"{'t' if terminal else 'f'}\n{head}\n{data_text}"
+@dataclass(frozen=True)
+class EventEntry:
+    """What an event script writes to the log besides the time: the event's type, its data
+    as JSON text, its event_id, and whether it is the terminal event (finalize's)."""
+
+    type: str
+    data_text: str
+    event_id: str | None
+    terminal: bool
+
+    def rest(self) -> str:
+        """The entry without its time: what the script compares a retried event_id with."""
+        head = dump_json([self.type, self.event_id])
+        return f"{'t' if self.terminal else 'f'}\n{head}\n{self.data_text}"
+
+    def args(self) -> list[str]:
+        """The scripts' first two arguments: the rest, and the event_id ('' for none)."""
+        return [self.rest(), self.event_id or ""]
 
 
 def terminal_arg(terminal_statuses: frozenset[str]) -> str:
@@ -96,6 +111,25 @@ def decode_entry(key: RunKey, seq: int, entry: Any) -> RunEvent:
         event_id=event_id,
         terminal=flag == "t",
     )
+
+
+def settle_conflict(key: RunKey, seq: int, entry: Any, sent: EventEntry) -> EventEntry | None:
+    """After a script refused ``sent``, a retried event_id, as other content (it compares the
+    canonical text) naming log entry ``seq``, read as ``entry`` (None: gone): the entry to
+    send the call again with, or None when the refusal stands. ``sent`` with the stored data
+    when the stored entry is the event_id's and its content is the same by value
+    (``same_content``: ``1`` and ``1.0`` are, ``true`` and ``1`` are not), as every other
+    backend judges, so the script finds the stored event; ``sent`` itself when the entry is
+    gone or another's (the run was deleted, and perhaps made again, since the refusal: its
+    premise is stale)."""
+    if entry is None:
+        return sent
+    stored = decode_entry(key, seq, entry)
+    if stored.event_id != sent.event_id:
+        return sent
+    if stored.terminal != sent.terminal or not same_content(stored, sent.type, sent.data_text):
+        return None
+    return replace(sent, data_text=text(entry).split("\n", 3)[3])
 
 
 def raise_event_refusal(

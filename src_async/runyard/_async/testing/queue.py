@@ -20,7 +20,6 @@ from runyard._async.testing.validation import AsyncQueueValidationCases
 from runyard._flavours import async_gather
 from runyard.capabilities import certify
 from runyard.errors import LeaseLostError, WorkItemNotFoundError
-from runyard.policy import QueuePolicy
 
 __all__ = ["KIT_POLICY", "AsyncWorkQueueConformance"]
 
@@ -38,10 +37,6 @@ class AsyncWorkQueueConformance(
     ``make_queue(policy)`` returns a fresh, empty queue (its own namespace) that uses
     ``policy`` and a clock that ``advance`` moves forward.
     """
-
-    async def make_queue(self, policy: QueuePolicy) -> AsyncWorkQueue:
-        """Return a fresh, empty queue using ``policy``."""
-        raise NotImplementedError("implement make_queue() in your conformance subclass")
 
     @pytest_asyncio.fixture
     async def queue(self) -> AsyncIterator[AsyncWorkQueue]:

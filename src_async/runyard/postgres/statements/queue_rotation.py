@@ -214,6 +214,14 @@ def park_ahead(parking: int, reclaiming: bool) -> str:
 )"""
 
 
+# "Did the reclaim (the CTE "reclaimed") take back a lease whose item is due at once (now is
+# $1; a zero backoff)?" This statement's snapshot still sees such an item leased: the claim
+# picks no tenant (pick_tenants) and its reply asks to be sent again (reply_filter).
+RECLAIMED_DUE = (
+    "EXISTS (SELECT 1 FROM reclaimed r WHERE r.state = 'ready' AND r.available_at <= $1::float8)"
+)
+
+
 def reply_filter(retiring: bool, reclaiming: bool = False) -> str:
     """The WHERE of a claim's final SELECT (which reads ``one LEFT JOIN pick p``): a row per
     picked tenant, or one row without a tenant when the claim put parked tenants back or, when
@@ -223,12 +231,7 @@ def reply_filter(retiring: bool, reclaiming: bool = False) -> str:
     one-time filters,
     evaluated before any row is read, that run "parked" and, when ``retiring``, "retired",
     whether or not anything is due."""
-    due_again = (
-        "\n       OR EXISTS (SELECT 1 FROM reclaimed r"
-        " WHERE r.state = 'ready' AND r.available_at <= $1::float8)"
-        if reclaiming
-        else ""
-    )
+    due_again = f"\n       OR {RECLAIMED_DUE}" if reclaiming else ""
     return f"""
 WHERE (p.tenant IS NOT NULL OR EXISTS (SELECT 1 FROM unparked){due_again})
   AND (SELECT count(*) FROM parked) >= 0""" + (
@@ -315,12 +318,7 @@ def pick_tenants(limit: str, columns: str, reclaiming: bool = False) -> str:
     picked = ", ".join(f"{{alias}}.{c}" for c in columns.split(", "))
     owned, shared = picked.format(alias="o"), picked.format(alias="s")
     chosen = ", ".join(f"t.{c}" for c in columns.split(", "))
-    held_back = (
-        "\n      AND NOT EXISTS (SELECT 1 FROM reclaimed r"
-        " WHERE r.state = 'ready' AND r.available_at <= $1::float8)"
-        if reclaiming
-        else ""
-    )
+    held_back = f"\n      AND NOT {RECLAIMED_DUE}" if reclaiming else ""
     return (
         unpark()
         + f""", owned AS (

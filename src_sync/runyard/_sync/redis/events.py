@@ -20,16 +20,16 @@ from runyard.events import (
     check_finalize,
     event_body,
     lost_append,
-    same_content,
 )
 from runyard.models import RunKey, RunRecord
 from runyard.redis.common import ReplyLost, decode_run, now_arg, opt_text, pairs, text
 from runyard.redis.events import (
     EVENT_SCRIPTS,
+    EventEntry,
     EventKeys,
     decode_entry,
-    entry_rest,
     raise_event_refusal,
+    settle_conflict,
     terminal_arg,
 )
 from runyard.redis.flavours import RedisClient
@@ -71,58 +71,32 @@ class RedisEvents:
         return [keys.channel, self.live_updates.publish_command]
 
     def _send_event(
-        self, script: str, key: RunKey, args: list[str], type_: str, terminal: bool
-    ) -> tuple[Any, str]:
-        """Send an event script (``args[0]`` the entry, ``args[1]`` the event_id or ""): its
-        reply and the data text of the entry it settled on. Sent again, at most twice, only
-        when a refused retry is settled otherwise (``_conflict_settled``). Raises ReplyLost."""
-        event_id = args[1] or None
-        data_text = args[0].split("\n", 2)[2]
+        self, script: str, key: RunKey, sent: EventEntry, rest_args: list[str]
+    ) -> tuple[Any, EventEntry]:
+        """Send an event script for ``sent`` (its arguments after the entry's are
+        ``rest_args``): its reply and the entry it settled on. Only when the script refuses a
+        retried event_id as other content is the stored entry read (one LINDEX) and, per
+        ``settle_conflict``, the script sent again; at most three sends. Raises ReplyLost."""
         for sends in range(1, 4):
             reply = self._runner.script(
                 EVENT_SCRIPTS[script],
                 self._event_keys(key).script_keys(),
-                args,
-                idempotent=event_id is not None,
+                sent.args() + rest_args,
+                idempotent=sent.event_id is not None,
             )
-            again = (
-                None
-                if sends == 3
-                else self._conflict_settled(reply, key, args, event_id, (type_, terminal))
-            )
+            if sends == 3 or sent.event_id is None or text(reply[0]) != "event_conflict":
+                break
+            seq = int(reply[1])
+            again = settle_conflict(key, seq, self._stored_entry(key, seq), sent)
             if again is None:
                 break
-            data_text = again
-        return reply, data_text
+            sent = again
+        return reply, sent
 
-    def _conflict_settled(
-        self, reply: Any, key: RunKey, args: list[str], event_id: str | None, same: tuple[str, bool]
-    ) -> str | None:
-        """When a script refused a retried event_id as other content (it compares the
-        canonical text): the data text to send again with (``args[0]`` set to the entry to
-        send), or None when the refusal stands. The stored entry is read (one LINDEX, on this
-        path only); when it is the event_id's and its content is the same by value
-        (``same_content``: ``1`` and ``1.0`` are, ``true`` and ``1`` are not), as every other
-        backend judges, the entry is rebuilt with the stored data, so the script finds the
-        stored event. When the entry is gone or another's (the run was deleted, and perhaps
-        made again, between the two round trips), the refusal's premise is stale: the call is
-        sent again as it was. ``same`` is (type, terminal) of the call."""
-        if text(reply[0]) != "event_conflict" or event_id is None:
-            return None
-        seq, name = int(reply[1]), self._event_keys(key).log
-        entry = self._runner.call(lambda: self._client.lindex(name, seq - 1), idempotent=True)
-        type_, terminal = same
-        sent_data = args[0].split("\n", 2)[2]
-        if entry is None:
-            return sent_data
-        stored = decode_entry(key, seq, entry)
-        if stored.event_id != event_id:
-            return sent_data
-        if stored.terminal != terminal or not same_content(stored, type_, sent_data):
-            return None
-        stored_data = text(entry).split("\n", 3)[3]
-        args[0] = entry_rest(type_, stored_data, event_id, terminal)
-        return stored_data
+    def _stored_entry(self, key: RunKey, seq: int) -> Any:
+        """Log entry ``seq`` of the run (None when there is none): one LINDEX."""
+        name = self._event_keys(key).log
+        return self._runner.call(lambda: self._client.lindex(name, seq - 1), idempotent=True)
 
     def _run_written_by(
         self,
@@ -167,10 +141,11 @@ class RedisEvents:
         type_, data_text = event_body(type, data, event_id, max_bytes=self.settings.max_value_bytes)
         keys = self._event_keys(key)
         fenced = "" if fence is None else str(fence)
-        args = [entry_rest(type_, data_text, event_id, False), event_id or "", fenced]
-        args += [now_arg(self.clock), *self._hint_args(keys), terminal_arg(self.terminal_statuses)]
+        args = [fenced, now_arg(self.clock), *self._hint_args(keys)]
+        args.append(terminal_arg(self.terminal_statuses))
+        sent = EventEntry(type_, data_text, event_id, terminal=False)
         try:
-            reply, data_text = self._send_event("append_event", key, args, type_, False)
+            reply, sent = self._send_event("append_event", key, sent, args)
         except ReplyLost as lost:
             raise lost_append(key.run_id, lost) from lost
         raise_event_refusal(reply, key, event_id, 0)
@@ -179,7 +154,7 @@ class RedisEvents:
             run_id=key.run_id,
             seq=int(reply[1]),
             type=type_,
-            data=load_json(data_text),
+            data=load_json(sent.data_text),
             at=float(text(reply[2])),
             event_id=event_id,
         )
@@ -220,12 +195,12 @@ class RedisEvents:
         )
         keys = self._event_keys(key)
         fenced = "" if fence is None else str(fence)
-        args = [entry_rest(type_, data_text, event_id, True), event_id or "", fenced]
-        args += [now_arg(self.clock), *self._hint_args(keys), status]
+        args = [fenced, now_arg(self.clock), *self._hint_args(keys), status]
         args.append("" if expected_version is None else str(expected_version))
         args += [terminal_arg(self.terminal_statuses), write_id := mint_write_id()]
         try:
-            reply, _ = self._send_event("finalize", key, args, type_, True)
+            sent = EventEntry(type_, data_text, event_id, terminal=True)
+            reply, _ = self._send_event("finalize", key, sent, args)
         except ReplyLost as lost:
             return self._run_written_by(lost, key, write_id, "finalize", RETRY_HINT)
         raise_event_refusal(reply, key, event_id, expected_version or 0)

@@ -20,7 +20,6 @@ from runyard._sync.testing.roundtrip import QueueRoundTripCases
 from runyard._sync.testing.validation import QueueValidationCases
 from runyard.capabilities import certify
 from runyard.errors import LeaseLostError, WorkItemNotFoundError
-from runyard.policy import QueuePolicy
 
 __all__ = ["KIT_POLICY", "WorkQueueConformance"]
 
@@ -38,10 +37,6 @@ class WorkQueueConformance(
     ``make_queue(policy)`` returns a fresh, empty queue (its own namespace) that uses
     ``policy`` and a clock that ``advance`` moves forward.
     """
-
-    def make_queue(self, policy: QueuePolicy) -> WorkQueue:
-        """Return a fresh, empty queue using ``policy``."""
-        raise NotImplementedError("implement make_queue() in your conformance subclass")
 
     @pytest.fixture
     def queue(self) -> Iterator[WorkQueue]:
