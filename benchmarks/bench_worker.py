@@ -11,12 +11,13 @@ The printed "x bare" is that median of ratios, not the ratio of the medians. The
 worker (default settings, woken by the queue's hint), the delay from ``enqueue`` to the
 handler's start (p50/p99; measured from before the enqueue call, and split: the enqueue call
 itself, its commit included; the start and the hint's arrival at the worker's wake-up counted
-from the enqueue's return; the claim round trips) and the calls the idle worker makes per
-second (queue calls and wake-up waits: on Redis each is one command; a PostgreSQL wake-up wait
-sends nothing, it reads its LISTEN connection). Where the queue's enqueue does not send its
-wake-up hint yet, the benchmark sends it right after each enqueue (one extra command) and says
-so. Writes ``worker.json`` and ``worker.png`` (the ratios) into ``--out-dir`` through
-``benchmarks/_report.py``.
+from the enqueue's return; the claim round trips; each enqueue sent once the worker is seen
+idle: its last job settled, no queue call in flight, its wake-up waiting) and the calls the
+idle worker makes per second (queue calls and wake-up waits: on Redis each is one command; a
+PostgreSQL wake-up wait sends nothing, it reads its LISTEN connection). Where the queue's
+enqueue does not send its wake-up hint yet, the benchmark sends it right after each enqueue
+(one extra command) and says so. Writes ``worker.json`` and ``worker.png`` (the ratios) into
+``--out-dir`` through ``benchmarks/_report.py``.
 """
 
 from __future__ import annotations
@@ -141,6 +142,26 @@ def _summary(
     return out
 
 
+IDLE_POLL = 0.001  # s between looks at the worker while waiting for it to go idle
+IDLE_LOOKS = 3  # looks in a row that find it idle
+IDLE_PATIENCE = 10.0  # s at most: a worker not idle by then is a failed run
+
+
+def _quiet(
+    worker: Worker | AsyncWorker, settled: int, queue: Counting, wakeup: Counting | None
+) -> bool:
+    """Whether the worker looks idle: its ``settled`` jobs completed, no queue call in
+    flight, its wake-up listener waiting. Looked at ``IDLE_LOOKS`` times in a row (the
+    loop's claim after a settle starts within microseconds of the settle's return) before
+    each enqueue: one sent earlier would time the worker's own next claim, not the start of
+    an idle worker woken by its hint."""
+    return (
+        worker.stats().completed >= settled
+        and queue.busy == 0
+        and (wakeup is None or wakeup.busy > 0)
+    )
+
+
 def _idle_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float]:
     """Enqueue -> handler start with an idle sync worker; then its calls per idle second."""
     queue, wakeup = lane.open_sync()
@@ -160,7 +181,14 @@ def _idle_sync(lane: Lane, samples: int, idle_seconds: float) -> dict[str, float
     moments = []
     for i in range(samples):
         started.clear()
-        time.sleep(0.005)  # let the worker go idle again
+        looks, deadline = 0, time.monotonic() + IDLE_PATIENCE
+        while looks < IDLE_LOOKS and time.monotonic() < deadline:
+            looks = looks + 1 if _quiet(worker, i, counted, counted_wakeup) else 0
+            time.sleep(IDLE_POLL)
+        if looks < IDLE_LOOKS:
+            raise RuntimeError(
+                f"the {lane.name} worker was not idle {IDLE_PATIENCE:g} s after job {i}"
+            )
         t0 = time.perf_counter()
         producer.enqueue("bench", {"i": i})
         t1 = time.perf_counter()
@@ -201,7 +229,14 @@ async def _idle_async(lane: Lane, samples: int, idle_seconds: float) -> dict[str
     moments = []
     for i in range(samples):
         started.clear()
-        await asyncio.sleep(0.005)  # let the worker go idle again
+        looks, deadline = 0, time.monotonic() + IDLE_PATIENCE
+        while looks < IDLE_LOOKS and time.monotonic() < deadline:
+            looks = looks + 1 if _quiet(worker, i, counted, counted_wakeup) else 0
+            await asyncio.sleep(IDLE_POLL)
+        if looks < IDLE_LOOKS:
+            raise RuntimeError(
+                f"the {lane.name} worker was not idle {IDLE_PATIENCE:g} s after job {i}"
+            )
         t0 = time.perf_counter()
         await producer.enqueue("bench", {"i": i})
         t1 = time.perf_counter()

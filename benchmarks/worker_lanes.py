@@ -36,10 +36,11 @@ PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c stateme
 
 class Counting:
     """Delegates to a queue or wake-up and counts the calls the worker makes; notes when a
-    wake-up wait returned with a hint, and how long each claim took."""
+    wake-up wait returned with a hint, how long each claim took, and how many calls are in
+    flight now (``busy``: the benchmark enqueues only once the worker is idle)."""
 
     def __init__(self, inner: Any) -> None:
-        self._inner, self.calls = inner, 0
+        self._inner, self.calls, self.busy = inner, 0, 0
         self.woke: list[float] = []
         self.claims: list[float] = []
 
@@ -50,17 +51,26 @@ class Counting:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.calls += 1
+            self.busy += 1
             start = time.perf_counter()
-            result = attr(*args, **kwargs)
+            try:
+                result = attr(*args, **kwargs)
+            except BaseException:
+                self.busy -= 1
+                raise
             if inspect.isawaitable(result):
                 return self._noted(name, start, result)
+            self.busy -= 1
             self._note(name, start, result)
             return result
 
         return counted
 
     async def _noted(self, name: str, start: float, result: Awaitable[Any]) -> Any:
-        value = await result
+        try:
+            value = await result
+        finally:
+            self.busy -= 1
         self._note(name, start, value)
         return value
 
