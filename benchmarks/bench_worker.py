@@ -16,8 +16,10 @@ idle: its last job settled, no queue call in flight, its wake-up waiting) and th
 idle worker makes per second (queue calls and wake-up waits: on Redis each is one command; a
 PostgreSQL wake-up wait sends nothing, it reads its LISTEN connection). Where the queue's
 enqueue does not send its wake-up hint yet, the benchmark sends it right after each enqueue
-(one extra command) and says so. Writes ``worker.json`` and ``worker.png`` (the ratios) into
-``--out-dir`` through ``benchmarks/_report.py``.
+(one extra command) and says so. The idle latency's baseline, in the same run: the same path
+through the bare driver (``benchmarks/worker_idle_bare.py``; ``p50_x_bare``). Writes
+``worker.json`` and ``worker.png`` (the ratios) into ``--out-dir`` through
+``benchmarks/_report.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from typing import Any
 from runyard.worker import AsyncWorker, Job, Worker
 
 from benchmarks._report import write_report
-from benchmarks.worker_lanes import Counting, Lane
+from benchmarks.worker_idle_bare import bare_idle
+from benchmarks.worker_lanes import Counting, Lane, cuts
 
 
 def _cell(n: int, wall: float, cpu: float) -> dict[str, float]:
@@ -106,14 +109,6 @@ def _sync_burn(lane: Lane, n: int, conc: int, mode: str) -> dict[str, float] | N
     return out
 
 
-def _cuts(delays: list[float]) -> dict[str, float]:
-    delays = sorted(delays)
-    return {
-        "p50_ms": statistics.median(delays) * 1e3,
-        "p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1e3,
-    }
-
-
 def _summary(
     moments: list[tuple[float, float, float]],
     woke: list[float],
@@ -126,18 +121,18 @@ def _summary(
     return, the hint read by the worker's wake-up counted from the enqueue's return (below
     zero when it was read before the producer had read the commit's reply), and the claim
     round trips of the latency phase; then the idle worker's calls per second."""
-    out: dict[str, Any] = _cuts([start - sent for sent, _, start in moments])
-    out["enqueue call"] = _cuts([done - sent for sent, done, _ in moments])
-    out["start from enqueue return"] = _cuts([start - done for _, done, start in moments])
+    out: dict[str, Any] = cuts([start - sent for sent, _, start in moments])
+    out["enqueue call"] = cuts([done - sent for sent, done, _ in moments])
+    out["start from enqueue return"] = cuts([start - done for _, done, start in moments])
     hinted = []
     for sent, done, start in moments:
         first = next((w for w in woke if sent <= w <= start), None)
         if first is not None:
             hinted.append(first - done)
     if hinted:
-        out["hint from enqueue return"] = _cuts(hinted)
+        out["hint from enqueue return"] = cuts(hinted)
     if claims:
-        out["claim call"] = _cuts(claims)
+        out["claim call"] = cuts(claims)
     out["idle_calls_per_s"] = calls / idle_seconds
     return out
 
@@ -310,17 +305,26 @@ def _burns(lane: Lane, twin: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def _lane(lane: Lane, args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {"enqueue_sends_hint": lane.enqueue_hints}
+    bare = figures["bare idle"] = bare_idle(lane, args.samples)
+    if bare is not None:
+        print(
+            f"{lane.name:<9}bare  idle driver: send -> taken p50 {bare['p50_ms']:.2f} ms, "
+            f"p99 {bare['p99_ms']:.2f} ms"
+        )
     for twin in ("async", "sync"):
         cells = _burns(lane, twin, args)
         if twin == "async":
             idle = asyncio.run(_idle_async(lane, args.samples, args.idle_seconds))
         else:
             idle = _idle_sync(lane, args.samples, args.idle_seconds)
+        if bare is not None:
+            idle["p50_x_bare"] = idle["p50_ms"] / bare["p50_ms"]
         cells["idle worker"] = idle
         hinted = "" if lane.enqueue_hints else " (hint sent by the benchmark)"
         print(
             f"{lane.name:<9}{twin:<6}idle worker: enqueue->start p50 {idle['p50_ms']:.2f} ms, "
             f"p99 {idle['p99_ms']:.2f} ms; {idle['idle_calls_per_s']:.1f} calls/s{hinted}"
+            + (f"; p50 {idle['p50_x_bare']:.2f}x the bare driver's" if bare is not None else "")
         )
         for part in (
             "enqueue call",

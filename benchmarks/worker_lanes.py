@@ -5,6 +5,7 @@ makes. Used by ``benchmarks/bench_worker.py``."""
 from __future__ import annotations
 
 import inspect
+import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,15 @@ from runyard.redis.wake import wake_key
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c statement_timeout=30s'"
+
+
+def cuts(delays: list[float]) -> dict[str, float]:
+    """The p50 and p99 of ``delays`` (seconds), in milliseconds."""
+    delays = sorted(delays)
+    return {
+        "p50_ms": statistics.median(delays) * 1e3,
+        "p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1e3,
+    }
 
 
 class Counting:

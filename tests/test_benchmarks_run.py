@@ -252,5 +252,9 @@ def test_the_worker_benchmark_runs(pg_server: None, tmp_path: Path) -> None:
             assert {"enqueue call", "start from enqueue return", "claim call"} <= set(idle)
             if backend != "memory":  # the memory queue's own wake-up is not counted
                 assert "hint from enqueue return" in idle
+                bare = figures[backend]["bare idle"]
+                assert idle["p50_x_bare"] == pytest.approx(idle["p50_ms"] / bare["p50_ms"])
+            else:
+                assert figures[backend]["bare idle"] is None and "p50_x_bare" not in idle
     assert "start from enqueue return: p50" in out
     assert (tmp_path / "worker.png").read_bytes().startswith(PNG_SIGNATURE)
