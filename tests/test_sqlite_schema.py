@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runyard import ConfigurationError, RunKey, StatePersistenceError
@@ -30,11 +31,11 @@ def test_table_names_that_are_not_plain_identifiers_are_refused(bad: object) -> 
         SqliteTables(runs=bad)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("bad", ["Bad-", "1app_", "sqlite_", "x" * 28])
+@pytest.mark.parametrize("bad", ["Bad-", "1app_", "sqlite_", "x" * 28, ""])
 def test_a_bad_prefix_is_refused_naming_table_prefix_and_the_rule(bad: str) -> None:
     """It named the first table it made (``table name runs='Bad-runs'``), not what was given;
     a 28-character prefix was refused naming ``trace_heads`` and the table names' limit (48),
-    not the prefix's (27)."""
+    not the prefix's (27); an empty one was taken (tables named runs, schema, counters)."""
     rule = "table_prefix=.* at most 27 lower-case letters, digits and underscores"
     with pytest.raises(ConfigurationError, match=rule) as caught:
         SqliteTables.with_prefix(bad)
@@ -334,3 +335,36 @@ def test_the_read_only_probe_gives_the_connection_its_wait_back_whatever_happens
         assert raw.execute("PRAGMA busy_timeout").fetchone() == (1250,)
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize(
+    ("store_class", "index"),
+    [
+        (SqliteStateStore, "runyard_runs_by_status"),
+        (SqliteWorkQueue, "runyard_work_items_ready"),
+        (SqliteWorkQueue, "runyard_work_items_due"),
+        (SqliteWorkQueue, "runyard_tenant_turns_parked_due"),
+    ],
+)
+def test_a_file_without_an_index_a_statement_names_is_refused_with_the_repair(
+    tmp_path: Path, store_class: Any, index: str
+) -> None:
+    """Statements name these indexes (INDEXED BY): a file at the current version without one
+    (a migration that set the version row and skipped the schema script) opened, then every
+    claim, or list_runs by status, failed as "no such index". Now open names the index and
+    the repair; the schema script, applied as the message says, makes the file usable."""
+    path = tmp_path / "f.db"
+    create_schema(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute(f'DROP INDEX "{index}"')
+    with pytest.raises(ConfigurationError) as caught:
+        store_class.open(path)
+    message = str(caught.value)
+    assert f"index {index} does not exist" in message and "create_schema" in message
+    store = store_class.open(path, create_schema=True)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        (found,) = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?", (index,)
+        ).fetchone()
+    assert found == 1

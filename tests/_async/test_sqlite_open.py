@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runyard import ConfigurationError, QueueUnavailableError, StatePersistenceError
+from runyard import (
+    ConfigurationError,
+    QueueUnavailableError,
+    RunyardError,
+    StatePersistenceError,
+)
 from runyard._async.sqlite import connect
 from runyard._async.sqlite import create_schema as create_schema_on
 from runyard.sqlite import (
@@ -217,3 +222,56 @@ async def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: P
             await AsyncSqliteWorkQueue.open(connection, busy_timeout_seconds=True)
     finally:
         await connection.close()
+
+
+COMMON_BAD: list[tuple[dict[str, Any], str]] = [
+    ({"max_value_bytes": 0}, "max_value_bytes"),
+    ({"max_value_bytes": True}, "max_value_bytes"),
+    ({"tables": "app_"}, "tables"),
+    ({"bogus": 1}, "bogus"),
+    ({"durable": None}, "durable"),
+    ({"durable": "no"}, "durable"),
+    ({"create_schema": "no"}, "create_schema"),
+]
+OWN_BAD: list[tuple[Any, dict[str, Any], str]] = [
+    (AsyncSqliteWorkQueue, {"policy": "fast"}, "policy"),
+    (AsyncSqliteStateStore, {"live_updates": "yes"}, "live_updates"),
+    (AsyncSqliteStore, {"trace_max": 0}, "trace_max"),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("store_class", "options", "named"),
+    [(c, o, n) for c in STORES for o, n in COMMON_BAD] + OWN_BAD,
+)
+async def test_a_bad_option_is_refused_naming_it_before_the_file_is_made(
+    tmp_path: Path, store_class: Any, options: dict[str, Any], named: str
+) -> None:
+    """open() made the file (and switched it to WAL) before its options were checked: a
+    refused call left a database behind; ``tables="app_"`` gave an AttributeError, and
+    ``durable=None`` silently opened with synchronous=NORMAL, ``durable="no"`` with FULL."""
+    options = {"create_schema": True, **options}
+    with pytest.raises(RunyardError) as caught:
+        await store_class.open(tmp_path / "new.db", **options)
+    assert named in str(caught.value)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", [b"bytes.db", None, 7])
+async def test_a_path_that_is_not_a_str_or_pathlike_is_refused_naming_path(path: Any) -> None:
+    with pytest.raises(ConfigurationError, match="path must be a str") as caught:
+        await AsyncSqliteStateStore.open(path, create_schema=True)
+    assert caught.value.fields == ("path",)
+    with pytest.raises(ConfigurationError, match="path must be a str"):
+        await connect(path)
+
+
+@pytest.mark.asyncio
+async def test_durable_must_be_a_bool_when_connecting(tmp_path: Path) -> None:
+    bad: Any
+    for bad in (None, "no", 0):
+        with pytest.raises(ConfigurationError, match="durable must be True or False"):
+            await connect(tmp_path / "c.db", durable=bad)
+    assert os.listdir(tmp_path) == []

@@ -22,6 +22,7 @@ __all__ = [
     "migration_sql",
     "migration_steps",
     "missing_schema_message",
+    "named_indexes",
     "queue_triggers_sql",
     "render",
     "schema_named",
@@ -194,20 +195,22 @@ _LONGEST_SUFFIX = max(
     (str(f.default).removeprefix("runyard_") for f in fields(SqliteTables)), key=len
 )
 MAX_TABLE_PREFIX = MAX_TABLE_NAME - len(_LONGEST_SUFFIX)
-_PREFIX = re.compile(rf"([a-z_][a-z0-9_]{{0,{MAX_TABLE_PREFIX - 1}}})?")
+_PREFIX = re.compile(rf"[a-z_][a-z0-9_]{{0,{MAX_TABLE_PREFIX - 1}}}")
 
 
 def check_table_prefix(prefix: object) -> str:
     """Return ``prefix`` if every table name it makes (``SqliteTables.with_prefix``) is a plain
     identifier; else raise ConfigurationError naming ``table_prefix`` and the rule: at most
     MAX_TABLE_PREFIX (27) lower-case letters, digits and underscores, starting with a letter
-    or underscore, and not with ``sqlite_`` (SQLite's own tables)."""
+    or underscore, and not with ``sqlite_`` (SQLite's own tables); not empty (the tables
+    would be named ``runs``, ``schema``, ... beside an application's own)."""
     if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix) or prefix.startswith("sqlite_"):
         raise ConfigurationError(
             f"table_prefix={prefix!r} is not a table prefix: use at most {MAX_TABLE_PREFIX} "
-            "lower-case letters, digits and underscores, starting with a letter or underscore "
-            f"and not with 'sqlite_' (the longest table name, <prefix>{_LONGEST_SUFFIX}, must "
-            f"be a plain identifier of at most {MAX_TABLE_NAME} characters)",
+            "lower-case letters, digits and underscores (at least one), starting with a letter "
+            f"or underscore and not with 'sqlite_' (the longest table name, "
+            f"<prefix>{_LONGEST_SUFFIX}, must be a plain identifier of at most {MAX_TABLE_NAME} "
+            "characters)",
             fields=("table_prefix",),
         )
     return prefix
@@ -274,6 +277,21 @@ def schema_named(tables: SqliteTables | None) -> str:
         "runyard.sqlite.schema_sql(tables) for these table names (SQLITE_SCHEMA holds the "
         "default names)"
     )
+
+
+def named_indexes(tables: SqliteTables, component: str) -> dict[str, str]:
+    """The indexes ``component``'s statements name with ``INDEXED BY`` (placeholder -> name).
+    A file without one is refused when a store opens (each statement that names it would
+    fail with "no such index")."""
+    if component == "state":
+        return {"runs_by_status": f"{tables.runs}_by_status"}
+    if component == "queue":
+        return {
+            "work_ready": f"{tables.work}_ready",
+            "work_due": f"{tables.work}_due",
+            "turns_parked_due": f"{tables.turns_parked}_due",
+        }
+    return {}
 
 
 def missing_schema_message(what: str, where: str, tables: SqliteTables | None = None) -> str:

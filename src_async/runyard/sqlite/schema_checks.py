@@ -14,6 +14,7 @@ from runyard.sqlite.schema import (
     migration_sql,
     migration_steps,
     missing_schema_message,
+    named_indexes,
     queue_triggers_sql,
     version_message,
 )
@@ -161,7 +162,9 @@ def schema_refusal(
     with its migration first, before a table of this version it lacks is named (the
     migration's first step adds it). The schema row is shared by every set of queue tables
     in the file, so a queue's migration is the one for the version its own tables are at, and
-    a queue whose own tables are behind the row (or ahead of it) is refused saying so."""
+    a queue whose own tables are behind the row (or ahead of it) is refused saying so. Last,
+    with ``objects``, an index the component's statements name (``named_indexes``) that the
+    file lacks is named, with the repair (the schema script, which creates it)."""
     wanted = SCHEMA_VERSIONS[component]
     found = None if versions is None else versions.get(component)
     own = objects if component == "queue" and tables.work in present else None
@@ -177,9 +180,12 @@ def schema_refusal(
             return missing_schema_message(f"table {name} does not exist", where, tables)
     if found != wanted:
         return version_message(tables, component, found, where)
-    if own is not None:
-        return _queue_set_refusal(tables, own, where)
-    return None
+    refusal = None if own is None else _queue_set_refusal(tables, own, where)
+    for name in named_indexes(tables, component).values():
+        if refusal is None and objects is not None and ("index", name) not in objects:
+            # a statement names it (INDEXED BY): without it, "no such index" at every call
+            refusal = missing_schema_message(f"index {name} does not exist", where, tables)
+    return refusal
 
 
 def read_objects(rows: Sequence[Sequence[object]]) -> tuple[set[str], Objects]:

@@ -21,6 +21,7 @@ __all__ = [
     "MEMORY_PATH",
     "SqliteStoreSettings",
     "check_busy_timeout",
+    "check_open_flag",
     "check_path",
     "check_wal",
     "is_memory_path",
@@ -53,15 +54,34 @@ def check_busy_timeout(value: object) -> float:
 
 
 def check_path(path: str | os.PathLike[str]) -> str:
-    """``path`` as a string; ConfigurationError for the empty path, which sqlite3 would open
-    as a private temporary database (gone at close) where a file was meant."""
-    where = os.fspath(path)
+    """``path`` as a string; ConfigurationError naming ``path`` for anything but a str or an
+    ``os.PathLike`` of one, and for the empty path, which sqlite3 would open as a private
+    temporary database (gone at close) where a file was meant."""
+    where = os.fspath(path) if isinstance(path, str | os.PathLike) else None
+    if not isinstance(where, str):
+        raise ConfigurationError(
+            f"path must be a str or an os.PathLike of one (a file path, or ':memory:'), not "
+            f"{type(path).__name__}",
+            fields=("path",),
+        )
     if not where:
         raise ConfigurationError(
             "the SQLite path is empty (sqlite3 would open a private temporary database, gone "
-            "at close): give a file path, or ':memory:' for a private in-memory database"
+            "at close): give a file path, or ':memory:' for a private in-memory database",
+            fields=("path",),
         )
     return where
+
+
+def check_open_flag(value: object, argument: str) -> bool:
+    """``value`` if it is a bool; else ConfigurationError naming ``argument`` (``durable``,
+    ``create``, ``create_schema``: read by truthiness, ``durable=None`` relaxed the fsync
+    and ``durable="no"`` kept it)."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(
+            f"{argument} must be True or False, not {value!r}", fields=(argument,)
+        )
+    return value
 
 
 def check_wal(path: str, mode: object) -> None:

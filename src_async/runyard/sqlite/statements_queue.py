@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from runyard.sqlite.schema import SqliteTables, render
+from runyard.sqlite.schema import SqliteTables, named_indexes, render
 
 __all__ = ["WORK_COLUMNS", "queue_statements"]
 
@@ -211,9 +211,4 @@ FROM {work}""",
 @cache
 def queue_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the work queue's statements rendered for ``tables`` (cached per SqliteTables)."""
-    indexes = {
-        "work_ready": f"{tables.work}_ready",
-        "work_due": f"{tables.work}_due",
-        "turns_parked_due": f"{tables.turns_parked}_due",
-    }
-    return render(_TEMPLATES, tables, indexes)
+    return render(_TEMPLATES, tables, named_indexes(tables, "queue"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from runyard.sqlite.schema import SqliteTables, render
+from runyard.sqlite.schema import SqliteTables, named_indexes, render
 from runyard.sqlite.statements_retention import STATE_RETENTION
 from runyard.validation import MAX_COUNTER
 
@@ -157,8 +157,7 @@ RETURNING epoch""",
 @cache
 def state_statements(tables: SqliteTables) -> dict[str, str]:
     """Return the state store's statements rendered for ``tables`` (cached per SqliteTables)."""
-    indexes = {"runs_by_status": f"{tables.runs}_by_status"}
-    return render({**_TEMPLATES, **STATE_RETENTION}, tables, indexes)
+    return render({**_TEMPLATES, **STATE_RETENTION}, tables, named_indexes(tables, "state"))
 
 
 def update_run_name(session_id: str | None, status: str | None) -> str:

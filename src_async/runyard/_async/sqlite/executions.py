@@ -58,9 +58,16 @@ class AsyncSqliteStore(AsyncSqliteExecutionRetention, _AsyncSqliteAdapter):
     _kind = "executions"
     capabilities = StoreCapabilities(version=1, retry_ids=True, deployment="single_host")
 
+    _options = _AsyncSqliteAdapter._options | {"trace_max"}
+
+    @classmethod
+    def _check_options(cls, options: dict[str, Any]) -> None:
+        super()._check_options(options)
+        check_trace_max(options.get("trace_max", DEFAULT_TRACE_MAX))
+
     def __init__(self, *args: Any, trace_max: int = DEFAULT_TRACE_MAX, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
         self._trace_max = check_trace_max(trace_max)
+        super().__init__(*args, **kwargs)
         self._sql = execution_statements(self.tables)
 
     @property

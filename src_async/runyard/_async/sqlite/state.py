@@ -15,6 +15,7 @@ from runyard._json import dump_json
 from runyard._sql import fence_refusal, list_runs_name
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
+    ConfigurationError,
     LeaseLostError,
     RunLeaseHeldError,
     StateConflictError,
@@ -75,6 +76,19 @@ class AsyncSqliteStateStore(
         deployment="single_host",
     )
 
+    _options = _AsyncSqliteAdapter._options | {"live_updates"}
+
+    @classmethod
+    def _check_options(cls, options: dict[str, Any]) -> None:
+        super()._check_options(options)
+        live = options.get("live_updates")
+        if not (live is None or isinstance(live, bool | AsyncLocalUpdates)):
+            hub = AsyncLocalUpdates.__name__
+            raise ConfigurationError(
+                f"live_updates must be True, False, None or a {hub}, not {type(live).__name__}",
+                fields=("live_updates",),
+            )
+
     def __init__(
         self, *args: Any, live_updates: bool | AsyncLocalUpdates | None = None, **kwargs: Any
     ) -> None:
@@ -82,6 +96,7 @@ class AsyncSqliteStateStore(
         followers in this process at every append and finalize; an AsyncLocalUpdates instance
         is shared (with other stores on the same file in this process). Followers in other
         processes always poll."""
+        type(self)._check_options({"live_updates": live_updates})
         super().__init__(*args, **kwargs)
         self._sql = event_statements(self.tables)
         self.live_updates = AsyncLocalUpdates() if live_updates is True else live_updates or None

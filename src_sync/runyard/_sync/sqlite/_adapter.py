@@ -30,6 +30,7 @@ from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
     check_busy_timeout,
+    check_open_flag,
     is_memory_path,
 )
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
@@ -175,6 +176,37 @@ class _SqliteAdapter(Closing):
 
     _kind: ClassVar[Kind]
     capabilities: StoreCapabilities
+    # The keyword options __init__ takes beside the connection (open() passes them on).
+    _options: ClassVar[frozenset[str]] = frozenset({"tables", "clock", "max_value_bytes"})
+
+    @classmethod
+    def _check_options(cls, options: dict[str, Any]) -> None:
+        """ConfigurationError naming the option for one ``__init__`` would refuse: ``open``
+        asks before it opens (or creates) the file, ``__init__`` again."""
+        unknown = sorted(set(options) - cls._options)
+        if unknown:
+            raise ConfigurationError(
+                f"{cls.__name__} takes no option {unknown[0]!r}; its options are "
+                f"{', '.join(sorted(cls._options))}",
+                fields=tuple(unknown),
+            )
+        tables = options.get("tables")
+        if tables is not None and not isinstance(tables, SqliteTables):
+            raise ConfigurationError(
+                f"tables must be a runyard.sqlite.SqliteTables (or None for the default "
+                f"names), not {type(tables).__name__}",
+                fields=("tables",),
+            )
+        max_value_bytes = options.get("max_value_bytes", DEFAULT_MAX_VALUE_BYTES)
+        if (
+            isinstance(max_value_bytes, bool)
+            or not isinstance(max_value_bytes, int)
+            or max_value_bytes < 1
+        ):
+            raise ConfigurationError(
+                f"max_value_bytes must be a positive int, not {max_value_bytes!r}",
+                fields=("max_value_bytes",),
+            )
 
     def __init__(
         self,
@@ -191,10 +223,7 @@ class _SqliteAdapter(Closing):
                 f"a SQLite store is built on a connection from runyard.sqlite connect(path), "
                 f"not {type(connection).__name__}; or call open(path)"
             )
-        if not isinstance(max_value_bytes, int) or max_value_bytes < 1:
-            raise ConfigurationError(
-                f"max_value_bytes must be a positive int, not {max_value_bytes!r}"
-            )
+        type(self)._check_options({"tables": tables, "max_value_bytes": max_value_bytes})
         self.connection = connection
         self.tables = tables or SqliteTables()
         self.clock = clock
@@ -229,6 +258,9 @@ class _SqliteAdapter(Closing):
         StatePersistenceError "contended") when another writer holds the file past the busy
         timeout.
         """
+        check_open_flag(create_schema, "create_schema")
+        check_open_flag(durable, "durable")
+        cls._check_options(options)
         if isinstance(source, Connection):
             connection, owned = source, False
         else:

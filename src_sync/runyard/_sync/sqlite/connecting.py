@@ -16,6 +16,7 @@ from runyard.sqlite.schema_checks import foreign_refusal, verify_statements
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     check_busy_timeout,
+    check_open_flag,
     check_path,
     check_wal,
 )
@@ -64,6 +65,8 @@ def _connect(
     header and leaves -wal and -shm files beside it."""
     busy = check_busy_timeout(busy_timeout_seconds)
     where = check_path(path)
+    check_open_flag(durable, "durable")
+    check_open_flag(create, "create")
     try:
         connection = Connection.connect(where, busy_timeout_seconds=busy, create=create)
     except sqlite3.Error as exc:
@@ -148,7 +151,7 @@ def connect_file(
     without the schema, as verify would, and is not made (the connection is ``mode=rw``: a
     file removed meanwhile is refused too, as one not opened)."""
     check_busy_timeout(busy_timeout_seconds)
-    where = os.fspath(source)
+    where = check_path(source)
     if not create and file_missing(where):
         raise ConfigurationError(
             missing_schema_message(f"table {tables.schema_table} does not exist", where, tables)
