@@ -42,11 +42,17 @@ async def redis_settings(local_redis_target: RedisTarget) -> AsyncIterator[Redis
     local_redis_target.purge(settings.namespace)
 
 
-async def _woken_by_the_enqueue_script(target: RedisTarget, settings: RedisStoreSettings) -> None:
+async def _woken_by_the_enqueue_script(
+    target: RedisTarget, settings: RedisStoreSettings, *, own: bool = False
+) -> None:
+    """``own``: the worker is given no wake-up and opens the queue's (open_wakeup)."""
     client = AsyncClients.for_target(target)
     queue = SpyRedisQueue(client, settings=settings, owns_client=True)
     listener = AsyncClients.for_target(target)
     wakeup = AsyncRedisWakeup(listener, namespace=settings.namespace, owns_client=True)
+    if own:
+        await wakeup.aclose()
+        wakeup = None
     ran = AsyncEvent()
 
     async def handler(job: Job) -> None:
@@ -71,6 +77,15 @@ async def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
     local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
     await _woken_by_the_enqueue_script(local_redis_target, redis_settings)
+
+
+@pytest.mark.asyncio
+async def test_a_redis_worker_given_no_wakeup_opens_the_queues_own(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # It polled at its backstop (a 1 s default: 0.3 to 0.6 s from enqueue to start, in the
+    # reviewer's run) unless the caller built the wake-up as the CLI does.
+    await _woken_by_the_enqueue_script(local_redis_target, redis_settings, own=True)
 
 
 @pytest.mark.slow
@@ -214,12 +229,16 @@ async def test_a_hint_a_worker_pops_once_its_slots_filled_is_given_back(
 
 
 async def _woken_postgres_worker(
-    tables: StateTables, enqueue: Callable[[AsyncPostgresWorkQueue], Awaitable[object]]
+    tables: StateTables,
+    enqueue: Callable[[AsyncPostgresWorkQueue], Awaitable[object]],
+    *,
+    own: bool = False,
 ) -> None:
     """An idle worker with a 60 s polling backstop runs the job ``enqueue`` adds: woken by the
-    enqueue statement's pg_notify at its commit, not by a poll."""
+    enqueue statement's pg_notify at its commit, not by a poll. ``own``: the worker is given
+    no wake-up and opens the queue's (open_wakeup, with its pool's conninfo)."""
     queue = await SpyPostgresQueue.open(await open_pool(), tables=tables, close_source=True)
-    wakeup = await AsyncPostgresWakeup.connect(PG_DSN, tables=tables)
+    wakeup = None if own else await AsyncPostgresWakeup.connect(PG_DSN, tables=tables)
     ran = AsyncEvent()
 
     async def handler(job: Job) -> None:
@@ -245,6 +264,16 @@ async def test_an_idle_postgres_worker_is_woken_by_enqueue(pg_tables: StateTable
         return await queue.enqueue("acme", {})
 
     await _woken_postgres_worker(pg_tables, enqueue)
+
+
+@pytest.mark.asyncio
+async def test_a_postgres_worker_given_no_wakeup_opens_the_queues_own(
+    pg_tables: StateTables,
+) -> None:
+    async def enqueue(queue: AsyncPostgresWorkQueue) -> object:
+        return await queue.enqueue("acme", {})
+
+    await _woken_postgres_worker(pg_tables, enqueue, own=True)
 
 
 @pytest.mark.asyncio

@@ -43,11 +43,17 @@ def redis_settings(local_redis_target: RedisTarget) -> Iterator[RedisStoreSettin
     local_redis_target.purge(settings.namespace)
 
 
-def _woken_by_the_enqueue_script(target: RedisTarget, settings: RedisStoreSettings) -> None:
+def _woken_by_the_enqueue_script(
+    target: RedisTarget, settings: RedisStoreSettings, *, own: bool = False
+) -> None:
+    """``own``: the worker is given no wake-up and opens the queue's (open_wakeup)."""
     client = Clients.for_target(target)
     queue = SpyRedisQueue(client, settings=settings, owns_client=True)
     listener = Clients.for_target(target)
     wakeup = RedisWakeup(listener, namespace=settings.namespace, owns_client=True)
+    if own:
+        wakeup.close()
+        wakeup = None
     ran = Event()
 
     def handler(job: Job) -> None:
@@ -71,6 +77,14 @@ def test_an_idle_redis_worker_is_woken_by_the_enqueue_script(
     local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
     _woken_by_the_enqueue_script(local_redis_target, redis_settings)
+
+
+def test_a_redis_worker_given_no_wakeup_opens_the_queues_own(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # It polled at its backstop (a 1 s default: 0.3 to 0.6 s from enqueue to start, in the
+    # reviewer's run) unless the caller built the wake-up as the CLI does.
+    _woken_by_the_enqueue_script(local_redis_target, redis_settings, own=True)
 
 
 @pytest.mark.slow
@@ -211,12 +225,16 @@ def test_a_hint_a_worker_pops_once_its_slots_filled_is_given_back(
 
 
 def _woken_postgres_worker(
-    tables: StateTables, enqueue: Callable[[PostgresWorkQueue], object]
+    tables: StateTables,
+    enqueue: Callable[[PostgresWorkQueue], object],
+    *,
+    own: bool = False,
 ) -> None:
     """An idle worker with a 60 s polling backstop runs the job ``enqueue`` adds: woken by the
-    enqueue statement's pg_notify at its commit, not by a poll."""
+    enqueue statement's pg_notify at its commit, not by a poll. ``own``: the worker is given
+    no wake-up and opens the queue's (open_wakeup, with its pool's conninfo)."""
     queue = SpyPostgresQueue.open(open_pool(), tables=tables, close_source=True)
-    wakeup = PostgresWakeup.connect(PG_DSN, tables=tables)
+    wakeup = None if own else PostgresWakeup.connect(PG_DSN, tables=tables)
     ran = Event()
 
     def handler(job: Job) -> None:
@@ -241,6 +259,15 @@ def test_an_idle_postgres_worker_is_woken_by_enqueue(pg_tables: StateTables) -> 
         return queue.enqueue("acme", {})
 
     _woken_postgres_worker(pg_tables, enqueue)
+
+
+def test_a_postgres_worker_given_no_wakeup_opens_the_queues_own(
+    pg_tables: StateTables,
+) -> None:
+    def enqueue(queue: PostgresWorkQueue) -> object:
+        return queue.enqueue("acme", {})
+
+    _woken_postgres_worker(pg_tables, enqueue, own=True)
 
 
 def test_an_idle_postgres_worker_is_woken_by_enqueue_many(pg_tables: StateTables) -> None:

@@ -8,6 +8,7 @@ from runyard._async.closing import AsyncClosing
 from runyard._async.redis.queue_batched import AsyncRedisQueueBatched
 from runyard._async.redis.queue_retention import AsyncRedisQueueRetention
 from runyard._async.redis.scripts import AsyncScriptRunner, client_from_url
+from runyard._async.redis.wakeup import AsyncRedisWakeup
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
@@ -120,6 +121,12 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
         return (
             f"{type(self).__name__}(namespace={self.settings.namespace!r}, policy={self.policy!r})"
         )
+
+    async def open_wakeup(self) -> AsyncRedisWakeup:
+        """The wake-up an idle worker of this queue blocks on (``BLPOP`` on its wake key), on
+        this queue's client: each wait holds one of the client's connections while it blocks.
+        A worker given no ``wakeup`` opens it when it starts."""
+        return AsyncRedisWakeup.on_client(self._client, self.settings)
 
     async def preflight(self) -> None:
         """Refuse a server that may evict or forget data (see RedisStoreSettings.durable).

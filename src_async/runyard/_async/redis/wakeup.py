@@ -11,6 +11,12 @@ from runyard.redis.wake import WAKE_LIST_MAX, wake_key
 __all__ = ["AsyncRedisWakeup"]
 
 
+def block_seconds_for(settings: RedisStoreSettings) -> float:
+    """How long one ``BLPOP`` blocks: at most 4 s, and 1 s under the client's socket timeout
+    (a block past it would read as a lost connection)."""
+    return max(0.1, min(4.0, settings.socket_timeout - 1.0))
+
+
 class AsyncRedisWakeup:
     """Hints for the queue of ``namespace``: ``BLPOP <wake key>``, one command per wait.
 
@@ -43,8 +49,18 @@ class AsyncRedisWakeup:
         """A wake-up on a client of its own (the block needs a connection to itself)."""
         settings = settings or RedisStoreSettings()
         client = client_from_url(url, settings)
-        block = max(0.1, min(4.0, settings.socket_timeout - 1.0))
-        return cls(client, namespace=settings.namespace, block_seconds=block, owns_client=True)
+        return cls(
+            client,
+            namespace=settings.namespace,
+            block_seconds=block_seconds_for(settings),
+            owns_client=True,
+        )
+
+    @classmethod
+    def on_client(cls, client: AsyncRedisClient, settings: RedisStoreSettings) -> AsyncRedisWakeup:
+        """A wake-up on ``client`` (a queue's own, which keeps it): each wait holds one of
+        its connections while it blocks."""
+        return cls(client, namespace=settings.namespace, block_seconds=block_seconds_for(settings))
 
     async def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds (at most ``block_seconds``) for a hint."""

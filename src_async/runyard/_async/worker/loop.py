@@ -19,7 +19,7 @@ from dataclasses import fields, replace
 from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.worker.listening import AsyncWorkerListening
 from runyard._async.worker.store import AsyncWorkerStore, WorkerAborted
-from runyard._async.worker.wakeup import AsyncWakeup, wakeup_for
+from runyard._async.worker.wakeup import AsyncWakeup, open_queue_wakeup, wakeup_for
 from runyard._flavours import AsyncEvent
 from runyard._flavours_worker import AsyncGuard, AsyncJobRunner
 from runyard.clock import Clock, SystemClock
@@ -99,6 +99,9 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
         self._store.on_give_up = self.abort
         self._store.holding = self._holding
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
+        # None: the queue's own wake-up (Redis, PostgreSQL), opened as run() starts and
+        # closed as it ends; a queue without one is polled.
+        self._opens_wakeup = self._wakeup is None
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0
         # Whether a claim may find work: set by a hint or a full claim, and cleared as a claim
@@ -165,6 +168,8 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
     # -- the loop --------------------------------------------------------------------------
     async def _serve(self, *, until_idle: bool) -> WorkerStats:
         self._serving, self._until_idle = True, until_idle
+        if self._opens_wakeup:
+            self._wakeup = await open_queue_wakeup(self.queue, self.name)
         log.info(
             "worker %s serving: concurrency %d, %s, %s",
             self.name,
@@ -217,6 +222,8 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
             await self._listener.aclose()
             if self._wakeup is not None:
                 await self._wakeup.aclose()
+                if self._opens_wakeup:
+                    self._wakeup = None  # a next run() opens another
         if self._hook_exit is not None:  # a hook's SystemExit or KeyboardInterrupt
             raised, self._hook_exit = self._hook_exit, None
             raise raised

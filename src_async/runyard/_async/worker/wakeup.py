@@ -7,11 +7,14 @@ hints are in ``runyard._async.redis.wakeup`` and ``runyard._async.postgres.wakeu
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol, runtime_checkable
 
 from runyard._flavours_worker import AsyncCondition
 
-__all__ = ["AsyncConditionWakeup", "AsyncWakeup", "wakeup_for"]
+__all__ = ["AsyncConditionWakeup", "AsyncWakeup", "open_queue_wakeup", "wakeup_for"]
+
+log = logging.getLogger("runyard.worker")
 
 
 @runtime_checkable
@@ -63,6 +66,26 @@ class AsyncConditionWakeup:
 
     async def aclose(self) -> None:
         """Nothing to release: the condition belongs to the queue."""
+
+
+async def open_queue_wakeup(queue: object, worker: str) -> AsyncWakeup | None:
+    """The wake-up the queue opens for a worker (``open_wakeup``: Redis, PostgreSQL), or None
+    (the worker polls at its backstop): when it has none, or opening it failed (logged at
+    WARNING; the queue's own calls fail or recover on their own)."""
+    opener = getattr(queue, "open_wakeup", None)
+    if opener is None:
+        return None
+    try:
+        wakeup: AsyncWakeup | None = await opener()
+    except Exception as exc:
+        log.warning(
+            "worker %s: could not open the queue's wake-up (%s): polling at its backstop",
+            worker,
+            exc,
+            extra={"worker": worker},
+        )
+        return None
+    return wakeup
 
 
 def wakeup_for(queue: object) -> AsyncWakeup | None:

@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 from runyard._sync.postgres.queue_batched import _PostgresBatchedQueue
+from runyard._sync.postgres.wakeup import PostgresWakeup
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import ItemLeasedError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
+from runyard.postgres.flavours import ConnectionPool
 from runyard.postgres.rows import (
     PruneCursor,
     decode_dead_letter,
@@ -32,6 +34,21 @@ class PostgresWorkQueue(_PostgresBatchedQueue):
     caller's transaction, so work is enqueued atomically with the caller's own writes (and
     idle workers are woken when that transaction commits).
     """
+
+    def open_wakeup(self) -> PostgresWakeup | None:
+        """The wake-up an idle worker of this queue waits on: a LISTEN connection of its own
+        on the work table's channel, made with the DSN this queue was opened with (settings
+        or URL) or its pool's conninfo; None when it has neither (a connection or an
+        executor given as the source). A worker given no ``wakeup`` opens it when it starts.
+        Raises psycopg.OperationalError when the connection cannot be made."""
+        dsn = self._secret
+        source = getattr(self._executor, "source", None)
+        if dsn is None and isinstance(source, ConnectionPool):
+            conninfo = source.conninfo  # a str, or a function that makes one per connection
+            dsn = conninfo if isinstance(conninfo, str) else None
+        if dsn is None:
+            return None
+        return PostgresWakeup.connect(dsn, tables=self.tables)
 
     capabilities = StoreCapabilities(
         version=1,

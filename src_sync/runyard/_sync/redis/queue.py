@@ -10,6 +10,7 @@ from runyard._sync.closing import Closing
 from runyard._sync.redis.queue_batched import RedisQueueBatched
 from runyard._sync.redis.queue_retention import RedisQueueRetention
 from runyard._sync.redis.scripts import ScriptRunner, client_from_url
+from runyard._sync.redis.wakeup import RedisWakeup
 from runyard.capabilities import StoreCapabilities
 from runyard.clock import Clock
 from runyard.errors import QueueUnavailableError, StoreOutcomeUnknown, WorkItemNotFoundError
@@ -122,6 +123,12 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
         return (
             f"{type(self).__name__}(namespace={self.settings.namespace!r}, policy={self.policy!r})"
         )
+
+    def open_wakeup(self) -> RedisWakeup:
+        """The wake-up an idle worker of this queue blocks on (``BLPOP`` on its wake key), on
+        this queue's client: each wait holds one of the client's connections while it blocks.
+        A worker given no ``wakeup`` opens it when it starts."""
+        return RedisWakeup.on_client(self._client, self.settings)
 
     def preflight(self) -> None:
         """Refuse a server that may evict or forget data (see RedisStoreSettings.durable).

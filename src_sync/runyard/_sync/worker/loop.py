@@ -23,7 +23,7 @@ from runyard._flavours_worker import Guard, JobRunner
 from runyard._sync.protocols import WorkQueue
 from runyard._sync.worker.listening import WorkerListening
 from runyard._sync.worker.store import WorkerAborted, WorkerStore
-from runyard._sync.worker.wakeup import Wakeup, wakeup_for
+from runyard._sync.worker.wakeup import Wakeup, open_queue_wakeup, wakeup_for
 from runyard.clock import Clock, SystemClock
 from runyard.errors import ConfigurationError
 from runyard.keys import validate_identifier
@@ -99,6 +99,9 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
         self._store.on_give_up = self.abort
         self._store.holding = self._holding
         self._wakeup = wakeup if wakeup is not None else wakeup_for(queue)
+        # None: the queue's own wake-up (Redis, PostgreSQL), opened as run() starts and
+        # closed as it ends; a queue without one is polled.
+        self._opens_wakeup = self._wakeup is None
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0
         # Whether a claim may find work: set by a hint or a full claim, and cleared as a claim
@@ -165,6 +168,8 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
     # -- the loop --------------------------------------------------------------------------
     def _serve(self, *, until_idle: bool) -> WorkerStats:
         self._serving, self._until_idle = True, until_idle
+        if self._opens_wakeup:
+            self._wakeup = open_queue_wakeup(self.queue, self.name)
         log.info(
             "worker %s serving: concurrency %d, %s, %s",
             self.name,
@@ -217,6 +222,8 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
             self._listener.close()
             if self._wakeup is not None:
                 self._wakeup.close()
+                if self._opens_wakeup:
+                    self._wakeup = None  # a next run() opens another
         if self._hook_exit is not None:  # a hook's SystemExit or KeyboardInterrupt
             raised, self._hook_exit = self._hook_exit, None
             raise raised

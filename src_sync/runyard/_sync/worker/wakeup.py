@@ -9,11 +9,14 @@ hints are in ``runyard._sync.redis.wakeup`` and ``runyard._sync.postgres.wakeup`
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol, runtime_checkable
 
 from runyard._flavours_worker import Condition
 
-__all__ = ["ConditionWakeup", "Wakeup", "wakeup_for"]
+__all__ = ["ConditionWakeup", "Wakeup", "open_queue_wakeup", "wakeup_for"]
+
+log = logging.getLogger("runyard.worker")
 
 
 @runtime_checkable
@@ -65,6 +68,26 @@ class ConditionWakeup:
 
     def close(self) -> None:
         """Nothing to release: the condition belongs to the queue."""
+
+
+def open_queue_wakeup(queue: object, worker: str) -> Wakeup | None:
+    """The wake-up the queue opens for a worker (``open_wakeup``: Redis, PostgreSQL), or None
+    (the worker polls at its backstop): when it has none, or opening it failed (logged at
+    WARNING; the queue's own calls fail or recover on their own)."""
+    opener = getattr(queue, "open_wakeup", None)
+    if opener is None:
+        return None
+    try:
+        wakeup: Wakeup | None = opener()
+    except Exception as exc:
+        log.warning(
+            "worker %s: could not open the queue's wake-up (%s): polling at its backstop",
+            worker,
+            exc,
+            extra={"worker": worker},
+        )
+        return None
+    return wakeup
 
 
 def wakeup_for(queue: object) -> Wakeup | None:
