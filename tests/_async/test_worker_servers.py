@@ -49,8 +49,10 @@ async def _woken_by_the_enqueue_script(
     client = AsyncClients.for_target(target)
     queue = SpyRedisQueue(client, settings=settings, owns_client=True)
     listener = AsyncClients.for_target(target)
-    wakeup = AsyncRedisWakeup(listener, namespace=settings.namespace, owns_client=True)
-    if own:
+    wakeup: AsyncRedisWakeup | None = AsyncRedisWakeup(
+        listener, namespace=settings.namespace, owns_client=True
+    )
+    if own and wakeup is not None:
         await wakeup.aclose()
         wakeup = None
     ran = AsyncEvent()

@@ -50,8 +50,10 @@ def _woken_by_the_enqueue_script(
     client = Clients.for_target(target)
     queue = SpyRedisQueue(client, settings=settings, owns_client=True)
     listener = Clients.for_target(target)
-    wakeup = RedisWakeup(listener, namespace=settings.namespace, owns_client=True)
-    if own:
+    wakeup: RedisWakeup | None = RedisWakeup(
+        listener, namespace=settings.namespace, owns_client=True
+    )
+    if own and wakeup is not None:
         wakeup.close()
         wakeup = None
     ran = Event()
