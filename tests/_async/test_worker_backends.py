@@ -5,6 +5,7 @@ override of the server's clock."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, cast
@@ -13,7 +14,7 @@ import pytest
 import pytest_asyncio
 from runyard import AsyncMemoryWorkQueue, ManualClock, QueuePolicy
 from runyard._async.protocols import AsyncWorkQueue
-from runyard._flavours import AsyncEvent
+from runyard._flavours import AsyncEvent, async_sleep
 from runyard.models import Lease
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
 from runyard.sqlite import AsyncSqliteWorkQueue
@@ -105,6 +106,49 @@ async def test_a_job_three_lease_lengths_long_completes_once(opener: Opener, bat
     assert (stats.completed, stats.lost, len(runs)) == (1, 0, 1)
     assert stats.heartbeat_round_trips == 9
     assert await queue.get_item("acme", item.item_id) is None
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [True, False])
+async def test_a_job_whose_lease_reaches_its_cap_is_given_up_at_the_cap(
+    opener: Opener, batched: bool
+) -> None:
+    """A lease stops at max_lease_seconds (45 s here) whatever the heartbeats: the job is
+    given up then (a task is cancelled, a thread sees ``job.cancelled``), counted lost, and no
+    settle is sent. It ran on until the next heartbeat round (50 s here; lease/3 after the
+    cap at worst), while the lapsed item could be claimed and run again beside it."""
+    clock = ManualClock()
+    queue = Beating(await opener(clock, QueuePolicy(lease_seconds=30, max_lease_seconds=45)))
+    item = await queue.enqueue("acme", {})
+    runs: list[int] = []
+    seen: list[bool] = []
+    ended = AsyncEvent()
+    worker: AsyncWorker
+
+    async def handler(job: Job) -> None:
+        runs.append(job.token)
+        for _ in range(4):  # renewed at 10 s (to 40 s), then at 20, 30, 40 s to the cap, 45 s
+            queue.beats.clear()
+            clock.advance(10)
+            worker.wake()
+            assert await queue.beats.wait(SAFETY), "no heartbeat round"
+        clock.advance(5)  # 45 s: the cap; the next heartbeat round is due at 50 s
+        worker.wake()
+        try:
+            deadline = time.monotonic() + SAFETY
+            while not job.cancelled and time.monotonic() < deadline:
+                await async_sleep(0.005)
+        finally:
+            seen.append(job.cancelled)
+            ended.set()
+
+    worker = AsyncWorker(cast(AsyncWorkQueue, queue), handler, clock=clock, batched=batched)
+    stats = await worker.run_until_idle()
+    assert await ended.wait(SAFETY)  # the thread twin's job ends after the worker gave it up
+    assert (stats.completed, stats.lost, runs, seen) == (0, 1, runs[:1], [True])
+    assert stats.heartbeat_round_trips == 4
+    held = await queue.get_item("acme", item.item_id)
+    assert held is not None and held.state == "leased"  # not settled: it lapses, then is reaped
 
 
 @pytest.mark.asyncio

@@ -7,13 +7,14 @@ override of the server's clock."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from runyard import ManualClock, MemoryWorkQueue, QueuePolicy
-from runyard._flavours import Event
+from runyard._flavours import Event, sleep
 from runyard._sync.protocols import WorkQueue
 from runyard.models import Lease
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
@@ -105,6 +106,48 @@ def test_a_job_three_lease_lengths_long_completes_once(opener: Opener, batched: 
     assert (stats.completed, stats.lost, len(runs)) == (1, 0, 1)
     assert stats.heartbeat_round_trips == 9
     assert queue.get_item("acme", item.item_id) is None
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_job_whose_lease_reaches_its_cap_is_given_up_at_the_cap(
+    opener: Opener, batched: bool
+) -> None:
+    """A lease stops at max_lease_seconds (45 s here) whatever the heartbeats: the job is
+    given up then (a task is cancelled, a thread sees ``job.cancelled``), counted lost, and no
+    settle is sent. It ran on until the next heartbeat round (50 s here; lease/3 after the
+    cap at worst), while the lapsed item could be claimed and run again beside it."""
+    clock = ManualClock()
+    queue = Beating(opener(clock, QueuePolicy(lease_seconds=30, max_lease_seconds=45)))
+    item = queue.enqueue("acme", {})
+    runs: list[int] = []
+    seen: list[bool] = []
+    ended = Event()
+    worker: Worker
+
+    def handler(job: Job) -> None:
+        runs.append(job.token)
+        for _ in range(4):  # renewed at 10 s (to 40 s), then at 20, 30, 40 s to the cap, 45 s
+            queue.beats.clear()
+            clock.advance(10)
+            worker.wake()
+            assert queue.beats.wait(SAFETY), "no heartbeat round"
+        clock.advance(5)  # 45 s: the cap; the next heartbeat round is due at 50 s
+        worker.wake()
+        try:
+            deadline = time.monotonic() + SAFETY
+            while not job.cancelled and time.monotonic() < deadline:
+                sleep(0.005)
+        finally:
+            seen.append(job.cancelled)
+            ended.set()
+
+    worker = Worker(cast(WorkQueue, queue), handler, clock=clock, batched=batched)
+    stats = worker.run_until_idle()
+    assert ended.wait(SAFETY)  # the thread twin's job ends after the worker gave it up
+    assert (stats.completed, stats.lost, runs, seen) == (0, 1, runs[:1], [True])
+    assert stats.heartbeat_round_trips == 4
+    held = queue.get_item("acme", item.item_id)
+    assert held is not None and held.state == "leased"  # not settled: it lapses, then is reaped
 
 
 @pytest.mark.parametrize("batched", [True, False])

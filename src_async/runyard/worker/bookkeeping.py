@@ -40,6 +40,7 @@ class WorkerBookkeeping:
     _time: Callable[[], float]
     _wall_clock: Clock
     _stats: WorkerStats
+    _lease_limits: tuple[float, float] | None  # the policy's lease_seconds, max_lease_seconds
     _heartbeat_every: float
     _next_heartbeat: float | None
     _running: dict[tuple[str, str], Slot]
@@ -197,8 +198,21 @@ class WorkerBookkeeping:
                 self._hook(hook, slot.job)
 
     def _slot(self, lease: Lease) -> Slot:
-        timeout = self.settings.job_timeout
-        return Slot(lease, self._time() + timeout if timeout is not None else None)
+        now, timeout = self._time(), self.settings.job_timeout
+        return Slot(lease, now + timeout if timeout is not None else None, self._cap_at(lease, now))
+
+    def _cap_at(self, lease: Lease, now: float) -> float | None:
+        """When ``lease`` (just taken, at ``now`` on the worker's timer) reaches the policy's
+        ``max_lease_seconds``, or None without a policy. Only store times are compared, so a
+        clock off between worker and store moves nothing: the store stamped the reply at
+        ``expires_at - lease_seconds`` (``claimed_at`` for a claim; for an adopted lease the
+        time of the adopt), unless the lease was already capped, when the estimate runs late
+        by at most ``lease_seconds`` and the next heartbeat gives the job up instead."""
+        if self._lease_limits is None:
+            return None
+        lease_seconds, max_lease_seconds = self._lease_limits
+        replied = lease.expires_at - lease_seconds
+        return now + (lease.claimed_at + max_lease_seconds - replied)
 
     def _start(self, lease: Lease) -> Slot:
         slot = self._slot(lease)
@@ -234,9 +248,9 @@ class WorkerBookkeeping:
                 self._closing.remove(slot)
                 self._lost(slot, slot.outcome)
         for slot in list(self._running.values()):
-            if slot.outcome is not None or (
-                not slot.settling and slot.deadline is not None and now >= slot.deadline
-            ):
+            if slot.outcome is None and not slot.settling and _past(slot.cap_at, now):
+                self._capped(slot)
+            elif slot.outcome is not None or (not slot.settling and _past(slot.deadline, now)):
                 self._collect_one(slot, now)
         if self._handoff:  # after the outcomes: a job hands its successor off first
             # One hold of the guard for the whole handoff (a job's adopt replaces a lease in
@@ -251,6 +265,16 @@ class WorkerBookkeeping:
                     self._collect_one(slot, now)
         if not self._running and not self._finished:
             self._next_heartbeat = None
+
+    def _capped(self, slot: Slot) -> None:
+        """Give up ``slot``, whose lease reached max_lease_seconds while its job ran: no
+        settle is sent for it (the store would refuse it as capped), and the job is
+        cancelled (async) or marked cancelled (a thread), so it does not run on beside the
+        claim that takes the item back once the lease lapses."""
+        if not self._give_up(slot):
+            return  # its complete went first: that decides
+        del self._running[slot.key]
+        self._lost(slot, LeaseLostError(slot.lease.item_id, "capped"))
 
     def _collect_one(self, slot: Slot, now: float) -> None:
         """Move ``slot`` (running) to the settle buffer: its job finished or (outcome None)
@@ -276,3 +300,7 @@ class WorkerBookkeeping:
             self._first_finished = time.monotonic()
         self._finished.append(slot)  # before it leaves the running: always seen as held
         del self._running[slot.key]
+
+
+def _past(deadline: float | None, now: float) -> bool:
+    return deadline is not None and now >= deadline

@@ -38,6 +38,7 @@ class Slot:
     """
 
     __slots__ = (
+        "cap_at",
         "deadline",
         "handle",
         "job",
@@ -49,8 +50,11 @@ class Slot:
         "settling",
     )
 
-    def __init__(self, lease: Lease, deadline: float | None) -> None:
+    def __init__(self, lease: Lease, deadline: float | None, cap_at: float | None = None) -> None:
         self.lease = lease
+        # When the lease reaches max_lease_seconds on the worker's timer: no heartbeat renews
+        # it past that, nor can a complete be sent after it, so the job is given up then.
+        self.cap_at = cap_at
         # (tenant, item id): a renewed or adopted lease the slot takes is of the same claim.
         item = lease.item
         self.key = (item.tenant, item.item_id)

@@ -51,6 +51,7 @@ class WorkerTiming:
             waits.append(0.05)  # jobs going on with successors nudge only now and then
         running = [s for s in self._running.values() if not s.settling]
         waits.extend(s.deadline - now for s in running if s.deadline is not None)
+        waits.extend(s.cap_at - now for s in running if s.cap_at is not None)
         if self._stopping:
             if self._grace_deadline is not None and running:
                 waits.append(self._grace_deadline - now)

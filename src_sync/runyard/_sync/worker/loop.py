@@ -87,6 +87,11 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
         self._wall_clock = clock or SystemClock()  # to compare with the store's times
         policy = getattr(queue, "policy", None)
         lease_seconds = policy.lease_seconds if isinstance(policy, QueuePolicy) else None
+        self._lease_limits = (
+            (policy.lease_seconds, policy.max_lease_seconds)
+            if isinstance(policy, QueuePolicy)
+            else None
+        )
         self._heartbeat_every = self.settings.heartbeat_every(lease_seconds)
         self._stats = WorkerStats()
         self._nudge = Event()
