@@ -58,10 +58,15 @@ def test_the_tenant_is_checked_before_the_item() -> None:
 
 
 def test_a_batch_past_ten_thousand_is_refused_naming_it() -> None:
-    with pytest.raises(InvalidArgumentError, match="items"):
+    # The rule is the batch's (0 to 10000: an empty batch is taken), not a page size's (it
+    # said "items 10001 is not a page size (an int from 1 to 10000)").
+    rule = "a collection (list, tuple, dict values) of 0 to 10000"
+    with pytest.raises(InvalidArgumentError, match="items holds 10001 NewItem") as caught:
         check_items("acme", [NewItem(payload={})] * 10_001, 1024)
-    with pytest.raises(InvalidArgumentError, match="leases"):
+    assert caught.value.argument == "items" and rule in str(caught.value.limit)
+    with pytest.raises(InvalidArgumentError, match="leases holds 10001 Lease") as caught:
         check_leases([_lease("acme", "i", 1)] * 10_001)
+    assert caught.value.argument == "leases" and rule in str(caught.value.limit)
     assert check_items("acme", [], 1024) == []
     assert check_leases([]) == []
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 import random
 from collections.abc import Callable
@@ -11,7 +10,7 @@ from decimal import Decimal
 from typing import Literal
 
 from runyard.errors import InvalidArgumentError
-from runyard.validation import MAX_DELAY_SECONDS
+from runyard.validation import MAX_DELAY_SECONDS, is_finite
 
 __all__ = ["MAX_POLICY_ATTEMPTS", "RECLAIM_PER_CLAIM", "FailureDecision", "QueuePolicy"]
 
@@ -49,7 +48,7 @@ def _check_seconds(setting: str, value: object, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
         raise _refused(setting, f"must be a number, not {type(value).__name__}", rule)
     seconds = value if isinstance(value, int | float) else float(value)
-    if not math.isfinite(seconds):
+    if not is_finite(seconds):
         raise _refused(setting, f"is {value!r}, not finite", rule)
     low = seconds > 0 if positive else seconds >= 0
     if not low or seconds > MAX_DELAY_SECONDS:

@@ -13,7 +13,6 @@ from runyard._json import dump_json
 from runyard.errors import InvalidArgumentError
 from runyard.keys import validate_identifier
 from runyard.validation import (
-    check_limit,
     check_max_attempts,
     check_priority,
     check_schedule,
@@ -134,8 +133,12 @@ def _check_batch(batch: object, argument: str, kind: str) -> None:
             argument=argument,
             limit=rule,
         )
-    if batch:
-        check_limit(len(batch), argument)
+    if len(batch) > 10_000:
+        raise InvalidArgumentError(
+            f"{argument} holds {len(batch)} {kind}, more than 10000 ({rule})",
+            argument=argument,
+            limit=rule,
+        )
     for position, element in enumerate(batch):
         if not isinstance(element, model):
             raise InvalidArgumentError(

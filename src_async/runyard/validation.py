@@ -49,6 +49,7 @@ __all__ = [
     "check_version_number",
     "check_write_guards",
     "counter_overflow",
+    "is_finite",
     "item_id_or_new",
     "session_in_use",
     "session_still_growing",
@@ -140,13 +141,22 @@ def check_priority(priority: object) -> int:
     return priority
 
 
+def is_finite(value: float) -> bool:
+    """``math.isfinite``, False for an int past a float's range (for which it raised a bare
+    OverflowError, not the caller's error naming the argument: ``run_at=10**400``)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_delay(delay_seconds: object, argument: str = "delay_seconds") -> float:
     """Return ``delay_seconds`` as a float if it is finite and in 0..MAX_DELAY_SECONDS."""
     if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int | float):
         raise _refuse(
             argument, f"must be a number, not {type(delay_seconds).__name__}", _DELAY_RULE
         )
-    if not math.isfinite(delay_seconds):
+    if not is_finite(delay_seconds):
         raise _refuse(argument, f"is {delay_seconds!r}, not finite", _DELAY_RULE)
     if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
         raise _refuse(argument, f"is {delay_seconds!r}, out of range", _DELAY_RULE)
@@ -167,7 +177,7 @@ def check_schedule(delay_seconds: object, run_at: object) -> tuple[float, float 
         return delay, None
     if isinstance(run_at, bool) or not isinstance(run_at, int | float):
         raise _refuse("run_at", f"must be a number, not {type(run_at).__name__}", _RUN_AT_RULE)
-    if not math.isfinite(run_at) or not 0 <= run_at <= MAX_RUN_AT:
+    if not is_finite(run_at) or not 0 <= run_at <= MAX_RUN_AT:
         raise _refuse("run_at", f"is {run_at!r}, out of range", _RUN_AT_RULE)
     if delay:
         raise _refuse(
@@ -347,7 +357,7 @@ def check_ttl(ttl_seconds: float) -> float:
     """Return ``ttl_seconds`` as a float if it is a positive, finite number; else raise
     InvalidArgumentError (a ValueError)."""
     number = isinstance(ttl_seconds, int | float) and not isinstance(ttl_seconds, bool)
-    if not (number and math.isfinite(ttl_seconds) and ttl_seconds > 0):
+    if not (number and is_finite(ttl_seconds) and ttl_seconds > 0):
         raise _refuse(
             "ttl_seconds",
             f"{ttl_seconds!r} is not a positive, finite number of seconds",

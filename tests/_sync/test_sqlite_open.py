@@ -116,7 +116,7 @@ def test_state_and_executions_opened_on_a_locked_file_raise_a_contended_error(
         connection.close()
 
 
-@pytest.mark.parametrize("bad", [math.inf, math.nan, 1e7, 3600.5, "5", True, None])
+@pytest.mark.parametrize("bad", [math.inf, math.nan, 1e7, 3600.5, 10**400, "5", True, None])
 def test_a_busy_timeout_that_is_not_seconds_up_to_an_hour_is_refused_before_opening(
     tmp_path: Path, bad: Any
 ) -> None:

@@ -336,6 +336,9 @@ def test_bad_settings_are_configuration_errors() -> None:
         Worker(queue, handler, concurrency=0)
     with pytest.raises(ConfigurationError, match="unknown worker setting"):
         Worker(queue, handler, poll_seconds=1)
+    # An int past a float's range raised a bare OverflowError.
+    with pytest.raises(ConfigurationError, match="backstop_seconds must be a finite number"):
+        Worker(queue, handler, backstop_seconds=10**400)
     # The lease is 30 s: a heartbeat every 15 s or more would let it lapse after one round
     # that fails, and the job would run again while it still runs.
     with pytest.raises(ConfigurationError, match=r"heartbeat_seconds .* \(30 s\), not 15"):

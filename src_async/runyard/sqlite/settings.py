@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from typing import Any
 from urllib.parse import parse_qsl
@@ -13,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runyard.errors import ConfigurationError
 from runyard.sqlite.schema import SqliteTables
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES, is_finite
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_SECONDS",
@@ -42,7 +41,7 @@ def check_busy_timeout(value: object) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or not math.isfinite(value)
+        or not is_finite(value)
         or not 0 < value <= MAX_BUSY_TIMEOUT_SECONDS
     ):
         raise ConfigurationError(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runyard.errors import ConfigurationError
+from runyard.validation import is_finite
 
 __all__ = ["WorkerSettings"]
 
@@ -15,7 +15,7 @@ __all__ = ["WorkerSettings"]
 def _positive(name: str, value: float | None, *, zero: bool = False) -> None:
     if value is None:
         return
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and is_finite(value)
     if not ok or value < 0 or (value == 0 and not zero):
         rule = "a finite number >= 0" if zero else "a finite number > 0"
         raise ConfigurationError(f"worker setting {name} must be {rule}, not {value!r}")

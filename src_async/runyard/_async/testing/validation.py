@@ -38,7 +38,16 @@ BAD_PRIORITIES: list[Any] = [
     10**15,
     2**63,
 ]
-BAD_DELAYS: list[Any] = [float("nan"), float("inf"), -1, -0.5, True, "1", None]
+BAD_DELAYS: list[Any] = [
+    float("nan"),
+    float("inf"),
+    -1,
+    -0.5,
+    10**400,
+    True,
+    "1",
+    None,
+]  # past a float
 BAD_ERRORS = ["nul\x00", "lone\ud800", "e" * (MAX_ERROR_BYTES + 1)]
 
 

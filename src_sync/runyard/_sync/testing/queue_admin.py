@@ -21,7 +21,15 @@ from runyard.errors import InvalidArgumentError, ItemLeasedError
 
 __all__ = ["QueueAdminCases"]
 
-BAD_AGES: list[Any] = [float("nan"), float("inf"), -1, True, "1", None]
+BAD_AGES: list[Any] = [
+    float("nan"),
+    float("inf"),
+    -1,
+    10**400,
+    True,
+    "1",
+    None,
+]  # 10**400: past a float
 BAD_LIMITS: list[Any] = [0, -1, 10_001, True, 1.5, None]
 
 
