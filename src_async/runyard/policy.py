@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Literal
 
 from runyard.errors import InvalidArgumentError
-from runyard.validation import MAX_DELAY_SECONDS, is_finite
+from runyard.validation import MAX_DELAY_SECONDS, is_finite, shown
 
 __all__ = ["MAX_POLICY_ATTEMPTS", "RECLAIM_PER_CLAIM", "FailureDecision", "QueuePolicy"]
 
@@ -47,12 +47,15 @@ def _check_seconds(setting: str, value: object, positive: bool) -> float:
     rule = f"a finite number of seconds {bound} up to {MAX_DELAY_SECONDS}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
         raise _refused(setting, f"must be a number, not {type(value).__name__}", rule)
-    seconds = value if isinstance(value, int | float) else float(value)
+    try:
+        seconds = value if isinstance(value, int | float) else float(value)
+    except OverflowError:  # a Fraction or Decimal past a float's range
+        raise _refused(setting, f"is {shown(value)}, out of range", rule) from None
     if not is_finite(seconds):
-        raise _refused(setting, f"is {value!r}, not finite", rule)
+        raise _refused(setting, f"is {shown(value)}, not finite", rule)
     low = seconds > 0 if positive else seconds >= 0
     if not low or seconds > MAX_DELAY_SECONDS:
-        raise _refused(setting, f"is {value!r}, out of range", rule)
+        raise _refused(setting, f"is {shown(value)}, out of range", rule)
     return seconds
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "session_in_use",
     "session_still_growing",
     "settle_target",
+    "shown",
     "storable_error_tail",
     "storable_error_text",
 ]
@@ -141,6 +142,15 @@ def check_priority(priority: object) -> int:
     return priority
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` for a refusal's message, but an int of more than 30 digits by its size
+    (its repr is long, and past 4,300 digits Python refuses to make one: the refusal raised
+    ValueError instead); every such int is past every limit here."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 100:
+        return f"an int of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+    return repr(value)
+
+
 def is_finite(value: float) -> bool:
     """``math.isfinite``, False for an int past a float's range (for which it raised a bare
     OverflowError, not the caller's error naming the argument: ``run_at=10**400``)."""
@@ -157,9 +167,9 @@ def check_delay(delay_seconds: object, argument: str = "delay_seconds") -> float
             argument, f"must be a number, not {type(delay_seconds).__name__}", _DELAY_RULE
         )
     if not is_finite(delay_seconds):
-        raise _refuse(argument, f"is {delay_seconds!r}, not finite", _DELAY_RULE)
+        raise _refuse(argument, f"is {shown(delay_seconds)}, not finite", _DELAY_RULE)
     if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
-        raise _refuse(argument, f"is {delay_seconds!r}, out of range", _DELAY_RULE)
+        raise _refuse(argument, f"is {shown(delay_seconds)}, out of range", _DELAY_RULE)
     return float(delay_seconds)
 
 
@@ -178,7 +188,7 @@ def check_schedule(delay_seconds: object, run_at: object) -> tuple[float, float 
     if isinstance(run_at, bool) or not isinstance(run_at, int | float):
         raise _refuse("run_at", f"must be a number, not {type(run_at).__name__}", _RUN_AT_RULE)
     if not is_finite(run_at) or not 0 <= run_at <= MAX_RUN_AT:
-        raise _refuse("run_at", f"is {run_at!r}, out of range", _RUN_AT_RULE)
+        raise _refuse("run_at", f"is {shown(run_at)}, out of range", _RUN_AT_RULE)
     if delay:
         raise _refuse(
             "run_at", "was given with a non-zero delay_seconds", "one of run_at or delay_seconds"
@@ -360,7 +370,7 @@ def check_ttl(ttl_seconds: float) -> float:
     if not (number and is_finite(ttl_seconds) and ttl_seconds > 0):
         raise _refuse(
             "ttl_seconds",
-            f"{ttl_seconds!r} is not a positive, finite number of seconds",
+            f"{shown(ttl_seconds)} is not a positive, finite number of seconds",
             "a finite number of seconds above 0",
         )
     return float(ttl_seconds)

@@ -184,3 +184,11 @@ async def test_a_bad_table_prefix_is_refused_before_anything_is_opened(
     with pytest.raises(ConfigurationError, match="table_prefix"):
         await AsyncYard.from_url(f"sqlite:///{tmp_path / 'x.db'}?table_prefix={prefix}")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.asyncio
+async def test_a_bad_store_option_is_refused_before_the_file_is_made(tmp_path: Path) -> None:
+    # The yard made the file (in WAL, with all its tables), then the queue refused the policy.
+    with pytest.raises(ConfigurationError, match=r"policy must be a runyard\.QueuePolicy"):
+        await AsyncYard.from_url(f"sqlite:///{tmp_path / 'new.db'}", policy="fast")  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == []

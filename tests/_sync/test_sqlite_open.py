@@ -262,3 +262,36 @@ def test_durable_must_be_a_bool_when_connecting(tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError, match="durable must be True or False"):
             connect(tmp_path / "c.db", durable=bad)
     assert os.listdir(tmp_path) == []
+
+
+class _LabelledQueue(SqliteWorkQueue):
+    """A store subclass with an option of its own, as an application may write."""
+
+    def __init__(self, *args: Any, label: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.label = label
+
+
+def test_a_subclass_option_goes_through_open(tmp_path: Path) -> None:
+    # open() refused every option but its class's own list: a subclass's own was unknown.
+    store = _LabelledQueue.open(tmp_path / "q.db", create_schema=True, label="jobs")
+    try:
+        assert store.label == "jobs"
+    finally:
+        store.close()
+    with pytest.raises(ConfigurationError, match="takes no option 'labl'") as caught:
+        _LabelledQueue.open(tmp_path / "q.db", labl="jobs")
+    assert "label" in str(caught.value) and caught.value.fields == ("labl",)
+
+
+def test_create_schema_refuses_tables_that_are_not_sqlite_tables(tmp_path: Path) -> None:
+    # A prefix string in their place failed as an AttributeError, after the file was made.
+    with pytest.raises(ConfigurationError, match=r"tables must be a runyard\.sqlite\.SqliteTables"):
+        create_schema(tmp_path / "a.db", "app_")  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == []
+    connection = connect(tmp_path / "b.db")
+    try:
+        with pytest.raises(ConfigurationError, match="tables must be"):
+            create_schema_on(connection, "app_")  # type: ignore[arg-type]
+    finally:
+        connection.close()

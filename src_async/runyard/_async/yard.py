@@ -171,6 +171,13 @@ async def _open_sqlite(url: YardURL, options: YardOptions) -> AsyncYard:
 
     path = sqlite_path(url)
     durable, live, tables = sqlite_options(url)
+    # The stores' options are checked before the file is opened (or made, with its schema).
+    AsyncSqliteStateStore._check_options(
+        {"tables": tables, "clock": options.clock, "live_updates": live}
+    )
+    AsyncSqliteWorkQueue._check_options(
+        {"tables": tables, "clock": options.clock, "policy": options.policy}
+    )
     try:
         # A new (empty) database is taken; one holding other tables must have the schema,
         # else it is refused before anything is written (WAL included).

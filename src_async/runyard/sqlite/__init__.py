@@ -14,7 +14,13 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from runyard.sqlite.schema import SCHEMA_VERSIONS, SQLITE_SCHEMA, SqliteTables, schema_sql
+from runyard.sqlite.schema import (
+    SCHEMA_VERSIONS,
+    SQLITE_SCHEMA,
+    SqliteTables,
+    check_tables,
+    schema_sql,
+)
 from runyard.sqlite.settings import DEFAULT_BUSY_TIMEOUT_SECONDS, SqliteStoreSettings
 
 if TYPE_CHECKING:
@@ -79,6 +85,7 @@ def create_schema(
     ``busy_timeout_seconds``."""
     from runyard._sync.sqlite import connect, create_schema
 
+    check_tables(tables)  # before the file is made
     connection = connect(path, busy_timeout_seconds=busy_timeout_seconds)
     try:
         create_schema(connection, tables)

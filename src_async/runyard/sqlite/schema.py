@@ -18,6 +18,7 @@ __all__ = [
     "SQLITE_SCHEMA",
     "SqliteTables",
     "check_table_prefix",
+    "check_tables",
     "create_script",
     "migration_sql",
     "migration_steps",
@@ -196,6 +197,22 @@ _LONGEST_SUFFIX = max(
 )
 MAX_TABLE_PREFIX = MAX_TABLE_NAME - len(_LONGEST_SUFFIX)
 _PREFIX = re.compile(rf"[a-z_][a-z0-9_]{{0,{MAX_TABLE_PREFIX - 1}}}")
+
+
+def check_tables(tables: object) -> SqliteTables:
+    """``tables`` if it is a SqliteTables, the default names for None; else ConfigurationError
+    naming ``tables`` (a prefix string given in its place failed later as an AttributeError,
+    after the file was made)."""
+    if tables is None:
+        return SqliteTables()
+    if not isinstance(tables, SqliteTables):
+        raise ConfigurationError(
+            f"tables must be a runyard.sqlite.SqliteTables (or None for the default names), "
+            f"not {type(tables).__name__}; SqliteTables.with_prefix(prefix) makes one from a "
+            "prefix",
+            fields=("tables",),
+        )
+    return tables
 
 
 def check_table_prefix(prefix: object) -> str:

@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runyard.errors import ConfigurationError
 from runyard.sqlite.schema import SqliteTables
-from runyard.validation import DEFAULT_MAX_VALUE_BYTES, is_finite
+from runyard.validation import DEFAULT_MAX_VALUE_BYTES, is_finite, shown
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_SECONDS",
@@ -45,8 +45,8 @@ def check_busy_timeout(value: object) -> float:
         or not 0 < value <= MAX_BUSY_TIMEOUT_SECONDS
     ):
         raise ConfigurationError(
-            f"busy_timeout_seconds is {value!r}: it must be a number of seconds greater than 0 "
-            f"and at most {MAX_BUSY_TIMEOUT_SECONDS:g}",
+            f"busy_timeout_seconds is {shown(value)}: it must be a number of seconds greater "
+            f"than 0 and at most {MAX_BUSY_TIMEOUT_SECONDS:g}",
             fields=("busy_timeout_seconds",),
         )
     return float(value)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runyard.errors import ConfigurationError
-from runyard.validation import is_finite
+from runyard.validation import is_finite, shown
 
 __all__ = ["WorkerSettings"]
 
@@ -18,7 +18,7 @@ def _positive(name: str, value: float | None, *, zero: bool = False) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and is_finite(value)
     if not ok or value < 0 or (value == 0 and not zero):
         rule = "a finite number >= 0" if zero else "a finite number > 0"
-        raise ConfigurationError(f"worker setting {name} must be {rule}, not {value!r}")
+        raise ConfigurationError(f"worker setting {name} must be {rule}, not {shown(value)}")
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,6 @@ class AsyncSqliteStore(AsyncSqliteExecutionRetention, _AsyncSqliteAdapter):
     _kind = "executions"
     capabilities = StoreCapabilities(version=1, retry_ids=True, deployment="single_host")
 
-    _options = _AsyncSqliteAdapter._options | {"trace_max"}
-
     @classmethod
     def _check_options(cls, options: dict[str, Any]) -> None:
         super()._check_options(options)

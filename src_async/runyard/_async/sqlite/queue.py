@@ -53,8 +53,6 @@ class AsyncSqliteWorkQueue(_AsyncBatchedSqliteQueue):
         deployment="single_host",
     )
 
-    _options = _AsyncBatchedSqliteQueue._options | {"policy"}
-
     @classmethod
     def _check_options(cls, options: dict[str, Any]) -> None:
         super()._check_options(options)

@@ -76,8 +76,6 @@ class AsyncSqliteStateStore(
         deployment="single_host",
     )
 
-    _options = _AsyncSqliteAdapter._options | {"live_updates"}
-
     @classmethod
     def _check_options(cls, options: dict[str, Any]) -> None:
         super()._check_options(options)

@@ -11,7 +11,12 @@ import sqlite3
 from runyard.errors import ConfigurationError
 from runyard.sqlite.errors import Kind, StoreClosed, closed_error, open_error
 from runyard.sqlite.flavours import Connection, file_missing
-from runyard.sqlite.schema import SqliteTables, create_script, missing_schema_message
+from runyard.sqlite.schema import (
+    SqliteTables,
+    check_tables,
+    create_script,
+    missing_schema_message,
+)
 from runyard.sqlite.schema_checks import foreign_refusal, verify_statements
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
@@ -114,8 +119,9 @@ def create_schema(connection: Connection, tables: SqliteTables | None = None) ->
     """Create runyard's tables on ``connection`` unless they exist, in one transaction.
 
     Raises a retryable StatePersistenceError when another writer holds the file past the busy
-    timeout, ConfigurationError when the file refuses the schema (naming it)."""
-    create_tables(connection, tables, "state")
+    timeout, ConfigurationError when the file refuses the schema (naming it) or ``tables`` is
+    not a SqliteTables."""
+    create_tables(connection, check_tables(tables), "state")
 
 
 def create_tables(connection: Connection, tables: SqliteTables | None, kind: Kind) -> None:

@@ -60,8 +60,6 @@ class SqliteStore(SqliteExecutionRetention, _SqliteAdapter):
     _kind = "executions"
     capabilities = StoreCapabilities(version=1, retry_ids=True, deployment="single_host")
 
-    _options = _SqliteAdapter._options | {"trace_max"}
-
     @classmethod
     def _check_options(cls, options: dict[str, Any]) -> None:
         super()._check_options(options)

@@ -55,8 +55,6 @@ class SqliteWorkQueue(_BatchedSqliteQueue):
         deployment="single_host",
     )
 
-    _options = _BatchedSqliteQueue._options | {"policy"}
-
     @classmethod
     def _check_options(cls, options: dict[str, Any]) -> None:
         super()._check_options(options)

@@ -76,8 +76,6 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
         deployment="single_host",
     )
 
-    _options = _SqliteAdapter._options | {"live_updates"}
-
     @classmethod
     def _check_options(cls, options: dict[str, Any]) -> None:
         super()._check_options(options)

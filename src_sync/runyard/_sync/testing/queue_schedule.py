@@ -19,7 +19,16 @@ from runyard.validation import MAX_ITEM_ATTEMPTS, MAX_RUN_AT
 __all__ = ["QueueScheduleCases"]
 
 # 10**400: past a float (math.isfinite raised a bare OverflowError for it on every backend).
-BAD_RUN_ATS: list[Any] = [float("nan"), float("inf"), -1.0, MAX_RUN_AT + 1, 10**400, True, "1"]
+BAD_RUN_ATS: list[Any] = [
+    float("nan"),
+    float("inf"),
+    -1.0,
+    MAX_RUN_AT + 1,
+    10**400,
+    10**5000,
+    True,
+    "1",
+]
 BAD_MAX_ATTEMPTS: list[Any] = [0, -1, MAX_ITEM_ATTEMPTS + 1, True, 1.5, "2"]
 LONG_AGO = 1_000.0  # seconds since the epoch: always in the past
 
