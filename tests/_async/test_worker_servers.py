@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 from runyard import QueuePolicy
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
@@ -19,6 +20,7 @@ from runyard.models import NewItem
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
 from runyard.postgres.flavours import AsyncConnection
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
+from runyard.redis.wake import wake_key
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import open_pool, open_queue
@@ -235,11 +237,13 @@ async def _woken_postgres_worker(
     enqueue: Callable[[AsyncPostgresWorkQueue], Awaitable[object]],
     *,
     own: bool = False,
+    pool: AsyncConnectionPool[Any] | None = None,
 ) -> None:
     """An idle worker with a 60 s polling backstop runs the job ``enqueue`` adds: woken by the
     enqueue statement's pg_notify at its commit, not by a poll. ``own``: the worker is given
-    no wake-up and opens the queue's (open_wakeup, with its pool's conninfo)."""
-    queue = await SpyPostgresQueue.open(await open_pool(), tables=tables, close_source=True)
+    no wake-up and opens the queue's (open_wakeup, with its pool's conninfo and keywords)."""
+    pool = pool or await open_pool()
+    queue = await SpyPostgresQueue.open(pool, tables=tables, close_source=True)
     wakeup = None if own else await AsyncPostgresWakeup.connect(PG_DSN, tables=tables)
     ran = AsyncEvent()
 
@@ -276,6 +280,71 @@ async def test_a_postgres_worker_given_no_wakeup_opens_the_queues_own(
         return await queue.enqueue("acme", {})
 
     await _woken_postgres_worker(pg_tables, enqueue, own=True)
+
+
+@pytest.mark.asyncio
+async def test_a_postgres_worker_listens_where_its_pool_connects(pg_tables: StateTables) -> None:
+    # The pool's keywords name the database: the wake-up took the conninfo alone, listened on
+    # the database 'postgres' and was never woken (the job started at the backstop).
+    where = conninfo_to_dict(PG_DSN)
+    dbname = where.pop("dbname")
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        make_conninfo("", **where), kwargs={"dbname": dbname}, min_size=1, open=False
+    )
+    await pool.open(wait=True)
+
+    async def enqueue(queue: AsyncPostgresWorkQueue) -> object:
+        return await queue.enqueue("acme", {})
+
+    await _woken_postgres_worker(pg_tables, enqueue, own=True, pool=pool)
+
+
+@pytest.mark.asyncio
+async def test_a_redis_worker_on_a_pool_of_one_connection_claims_beside_its_wakeup(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # The worker's own wake-up blocked on the queue's only connection while the job ran (a
+    # slot was free): its settle, and every claim after, waited out the pool timeout.
+    settings = redis_settings.model_copy(update={"max_connections": 1, "pool_timeout_seconds": 2})
+    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    queue = await AsyncRedisWorkQueue.from_url(url, settings=settings)
+    await queue.enqueue("acme", {})
+    done: list[str] = []
+
+    async def handler(job: Job) -> None:
+        await async_sleep(1.0)  # the listener blocks meanwhile, on a connection of its own
+        done.append(job.item_id)
+
+    worker = AsyncWorker(queue, handler, concurrency=2, backstop_seconds=60, reap_seconds=600)
+    stats = await worker.run_until_idle()
+    await queue.aclose()
+    assert (stats.completed, stats.store_errors, len(done)) == (1, 0, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # A listener that outlived run() (the thread twin's, blocked in BLPOP) took the hints
+    # meant for idle workers and dropped them: theirs started at the backstop instead.
+    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    queue = await AsyncRedisWorkQueue.from_url(url, settings=redis_settings)
+
+    async def handler(job: Job) -> None:
+        pass
+
+    worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
+    for _ in range(3):
+        await worker.run_until_idle()
+    client = AsyncClients.for_target(local_redis_target)
+    key = wake_key(redis_settings.namespace)
+    try:
+        await client.lpush(key, "1")
+        await async_sleep(0.5)  # a listener left blocked would have popped it at once
+        assert await client.llen(key) == 1
+    finally:
+        await client.aclose()
+        await queue.aclose()
 
 
 @pytest.mark.asyncio

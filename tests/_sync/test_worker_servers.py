@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 from runyard import QueuePolicy
 from runyard._flavours import Event, gather, sleep
@@ -20,6 +21,7 @@ from runyard.models import NewItem
 from runyard.postgres import PostgresWorkQueue, StateTables
 from runyard.postgres.flavours import Connection
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
+from runyard.redis.wake import wake_key
 from runyard.worker import Job, Worker
 
 from tests._sync.postgres_support import open_pool, open_queue
@@ -231,11 +233,13 @@ def _woken_postgres_worker(
     enqueue: Callable[[PostgresWorkQueue], object],
     *,
     own: bool = False,
+    pool: ConnectionPool[Any] | None = None,
 ) -> None:
     """An idle worker with a 60 s polling backstop runs the job ``enqueue`` adds: woken by the
     enqueue statement's pg_notify at its commit, not by a poll. ``own``: the worker is given
-    no wake-up and opens the queue's (open_wakeup, with its pool's conninfo)."""
-    queue = SpyPostgresQueue.open(open_pool(), tables=tables, close_source=True)
+    no wake-up and opens the queue's (open_wakeup, with its pool's conninfo and keywords)."""
+    pool = pool or open_pool()
+    queue = SpyPostgresQueue.open(pool, tables=tables, close_source=True)
     wakeup = None if own else PostgresWakeup.connect(PG_DSN, tables=tables)
     ran = Event()
 
@@ -270,6 +274,68 @@ def test_a_postgres_worker_given_no_wakeup_opens_the_queues_own(
         return queue.enqueue("acme", {})
 
     _woken_postgres_worker(pg_tables, enqueue, own=True)
+
+
+def test_a_postgres_worker_listens_where_its_pool_connects(pg_tables: StateTables) -> None:
+    # The pool's keywords name the database: the wake-up took the conninfo alone, listened on
+    # the database 'postgres' and was never woken (the job started at the backstop).
+    where = conninfo_to_dict(PG_DSN)
+    dbname = where.pop("dbname")
+    pool: ConnectionPool[Any] = ConnectionPool(
+        make_conninfo("", **where), kwargs={"dbname": dbname}, min_size=1, open=False
+    )
+    pool.open(wait=True)
+
+    def enqueue(queue: PostgresWorkQueue) -> object:
+        return queue.enqueue("acme", {})
+
+    _woken_postgres_worker(pg_tables, enqueue, own=True, pool=pool)
+
+
+def test_a_redis_worker_on_a_pool_of_one_connection_claims_beside_its_wakeup(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # The worker's own wake-up blocked on the queue's only connection while the job ran (a
+    # slot was free): its settle, and every claim after, waited out the pool timeout.
+    settings = redis_settings.model_copy(update={"max_connections": 1, "pool_timeout_seconds": 2})
+    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    queue = RedisWorkQueue.from_url(url, settings=settings)
+    queue.enqueue("acme", {})
+    done: list[str] = []
+
+    def handler(job: Job) -> None:
+        sleep(1.0)  # the listener blocks meanwhile, on a connection of its own
+        done.append(job.item_id)
+
+    worker = Worker(queue, handler, concurrency=2, backstop_seconds=60, reap_seconds=600)
+    stats = worker.run_until_idle()
+    queue.close()
+    assert (stats.completed, stats.store_errors, len(done)) == (1, 0, 1)
+
+
+def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # A listener that outlived run() (the thread twin's, blocked in BLPOP) took the hints
+    # meant for idle workers and dropped them: theirs started at the backstop instead.
+    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    queue = RedisWorkQueue.from_url(url, settings=redis_settings)
+
+    def handler(job: Job) -> None:
+        pass
+
+    worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=600)
+    for _ in range(3):
+        worker.run_until_idle()
+    client = Clients.for_target(local_redis_target)
+    key = wake_key(redis_settings.namespace)
+    try:
+        client.lpush(key, "1")
+        sleep(0.5)  # a listener left blocked would have popped it at once
+        assert client.llen(key) == 1
+    finally:
+        client.close()
+        queue.close()
 
 
 def test_an_idle_postgres_worker_is_woken_by_enqueue_many(pg_tables: StateTables) -> None:

@@ -41,6 +41,7 @@ from redis.retry import Retry
 __all__ = [
     "AsyncBlockingConnectionPool",
     "AsyncClientStartup",
+    "AsyncConnectionPool",
     "AsyncDedicatedPubSub",
     "AsyncRedis",
     "AsyncRedisClient",
@@ -53,6 +54,7 @@ __all__ = [
     "BusyLoadingError",
     "ClientStartup",
     "ClusterDownError",
+    "ConnectionPool",
     "DedicatedPubSub",
     "MaxConnectionsError",
     "NoBackoff",

@@ -124,9 +124,10 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
 
     async def open_wakeup(self) -> AsyncRedisWakeup:
         """The wake-up an idle worker of this queue blocks on (``BLPOP`` on its wake key), on
-        this queue's client: each wait holds one of the client's connections while it blocks.
-        A worker given no ``wakeup`` opens it when it starts."""
-        return AsyncRedisWakeup.on_client(self._client, self.settings)
+        a client of its own with this queue's connection settings (``AsyncRedisWakeup.beside``;
+        a cluster client is shared). A worker given no ``wakeup`` opens it when it starts and
+        closes it when it stops."""
+        return AsyncRedisWakeup.beside(self._client, self.settings)
 
     async def preflight(self) -> None:
         """Refuse a server that may evict or forget data (see RedisStoreSettings.durable).

@@ -22,13 +22,14 @@ class AsyncWorkerListening(AsyncWorkerJobs):
     _listening: AsyncEvent
     _aborted: AsyncEvent
     _nudge: AsyncEvent
+    _runs: int  # run() calls so far (a listener serves the one it was started for)
 
     def wake(self) -> None:
         """Make the loop look at its work now (as a wake-up hint does)."""
         self._claim_due = True
         self._nudge.set()
 
-    async def _listen(self) -> None:
+    async def _listen(self, wakeup: AsyncWakeup, run: int) -> None:
         """Turn wake-up hints into nudges while the worker serves (a job of its own).
 
         A wake-up that consumes its hints (Redis: one listener pops each) is waited on only
@@ -38,21 +39,20 @@ class AsyncWorkerListening(AsyncWorkerJobs):
         other wake-up (PostgreSQL: every listener gets every notification, and a listener
         that stops reading holds the server's notification queue) is read busy or not; a
         hint while busy only makes the next claim due."""
-        assert self._wakeup is not None
-        consumes = self._wakeup.consumes_hints
+        consumes = wakeup.consumes_hints
         failures = 0
-        while self._serving:
+        while self._serving and self._runs == run:
             if consumes and not self._listening.is_set():
                 await self._listening.wait()
                 continue
             try:
-                woke = await self._wakeup.wait(min(self.settings.backstop_seconds, 5.0))
+                woke = await wakeup.wait(min(self.settings.backstop_seconds, 5.0))
                 wanted = self._wants_hints()
                 if woke and consumes and not wanted:
-                    await self._wakeup.give_back()  # not this worker's wake: an idle one's
+                    await wakeup.give_back()  # not this worker's wake: an idle one's
                     continue
             except Exception as exc:  # a lost listener: the backstop polls meanwhile
-                if not self._serving:
+                if not self._serving or self._runs != run:
                     break  # the wake-up was closed under it: the worker is stopping
                 failures += 1
                 level = logging.WARNING if failures == 1 else logging.DEBUG

@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
+from functools import partial
 
 from runyard._async.protocols import AsyncWorkQueue
 from runyard._async.worker.listening import AsyncWorkerListening
@@ -107,6 +108,7 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
         # None: the queue's own wake-up (Redis, PostgreSQL), opened as run() starts and
         # closed as it ends; a queue without one is polled.
         self._opens_wakeup = self._wakeup is None
+        self._runs = 0  # run() calls so far: a listener left from an earlier one stops
         self._settle_in_job = not self._store.batched
         self._nudged_at = 0.0
         # Whether a claim may find work: set by a hint or a full claim, and cleared as a claim
@@ -183,8 +185,9 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
             "woken by hints" if self._wakeup is not None else "polling",
             extra={"worker": self.name},
         )
+        self._runs += 1
         if self._wakeup is not None:
-            self._listener.start(self._listen)
+            self._listener.start(partial(self._listen, self._wakeup, self._runs))
         try:
             while not self._aborted.is_set():
                 self._nudge.clear()
@@ -224,11 +227,14 @@ class AsyncWorker(AsyncWorkerListening, WorkerHoldings, WorkerTiming):
             self._serving = False
             self._listening.set()  # a listener waiting for a free slot ends
             await self._jobs.aclose()
-            await self._listener.aclose()
+            # The wake-up is closed first: a wait blocked on it ends (a client or connection
+            # of its own is closed under it), so the listener ends at once instead of after
+            # a cancellation the driver may hold up, still blocked on the wake key.
             if self._wakeup is not None:
                 await self._wakeup.aclose()
-                if self._opens_wakeup:
-                    self._wakeup = None  # a next run() opens another
+            await self._listener.aclose()
+            if self._opens_wakeup:
+                self._wakeup = None  # a next run() opens another
         if self._hook_exit is not None:  # a hook's SystemExit or KeyboardInterrupt
             raised, self._hook_exit = self._hook_exit, None
             raise raised

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from psycopg.conninfo import make_conninfo
 from runyard._sync.postgres.queue_batched import _PostgresBatchedQueue
 from runyard._sync.postgres.wakeup import PostgresWakeup
 from runyard.capabilities import StoreCapabilities
@@ -22,6 +23,11 @@ from runyard.validation import check_limit, check_older_than
 
 __all__ = ["PostgresWorkQueue"]
 
+# Keywords psycopg's connect() takes as the connection's own settings, not as conninfo.
+_CONNECTION_SETTINGS = frozenset(
+    {"autocommit", "prepare_threshold", "context", "row_factory", "cursor_factory"}
+)
+
 # How many rotation rows one prune() call looks at (it resumes after the last one next time).
 PRUNE_WINDOW = 1_000
 
@@ -38,14 +44,24 @@ class PostgresWorkQueue(_PostgresBatchedQueue):
     def open_wakeup(self) -> PostgresWakeup | None:
         """The wake-up an idle worker of this queue waits on: a LISTEN connection of its own
         on the work table's channel, made with the DSN this queue was opened with (settings
-        or URL) or its pool's conninfo; None when it has neither (a connection or an
-        executor given as the source). A worker given no ``wakeup`` opens it when it starts.
-        Raises psycopg.OperationalError when the connection cannot be made."""
+        or URL) or its pool's conninfo and connection keywords; None when it has neither (a
+        connection or an executor given as the source, a pool whose conninfo is a function).
+        A worker given no ``wakeup`` opens it when it starts. Raises psycopg.Error when the
+        connection cannot be made (or the pool's keywords make no conninfo)."""
         dsn = self._secret
         source = getattr(self._executor, "source", None)
         if dsn is None and isinstance(source, ConnectionPool):
-            conninfo = source.conninfo  # a str, or a function that makes one per connection
-            dsn = conninfo if isinstance(conninfo, str) else None
+            # Each a value, or a function that makes one per connection.
+            conninfo, keywords = source.conninfo, source.kwargs or {}
+            if isinstance(conninfo, str) and isinstance(keywords, dict):
+                # The pool's keywords (dbname, password, ...) are part of where it connects;
+                # those psycopg takes as the connection's own settings are not conninfo.
+                settings = {
+                    key: value
+                    for key, value in keywords.items()
+                    if key not in _CONNECTION_SETTINGS and value is not None
+                }
+                dsn = make_conninfo(conninfo, **settings)
         if dsn is None:
             return None
         return PostgresWakeup.connect(dsn, tables=self.tables)

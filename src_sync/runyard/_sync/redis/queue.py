@@ -126,9 +126,10 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
 
     def open_wakeup(self) -> RedisWakeup:
         """The wake-up an idle worker of this queue blocks on (``BLPOP`` on its wake key), on
-        this queue's client: each wait holds one of the client's connections while it blocks.
-        A worker given no ``wakeup`` opens it when it starts."""
-        return RedisWakeup.on_client(self._client, self.settings)
+        a client of its own with this queue's connection settings (``RedisWakeup.beside``;
+        a cluster client is shared). A worker given no ``wakeup`` opens it when it starts and
+        closes it when it stops."""
+        return RedisWakeup.beside(self._client, self.settings)
 
     def preflight(self) -> None:
         """Refuse a server that may evict or forget data (see RedisStoreSettings.durable).

@@ -6,7 +6,12 @@ pushes a hint, or its block time passes."""
 from __future__ import annotations
 
 from runyard._sync.redis.scripts import client_from_url
-from runyard.redis.flavours import RedisClient
+from runyard.redis.flavours import (
+    ConnectionPool,
+    Redis,
+    RedisClient,
+    RedisCluster,
+)
 from runyard.redis.settings import RedisStoreSettings
 from runyard.redis.wake import WAKE_LIST_MAX, wake_key
 
@@ -59,10 +64,24 @@ class RedisWakeup:
         )
 
     @classmethod
-    def on_client(cls, client: RedisClient, settings: RedisStoreSettings) -> RedisWakeup:
-        """A wake-up on ``client`` (a queue's own, which keeps it): each wait holds one of
-        its connections while it blocks."""
-        return cls(client, namespace=settings.namespace, block_seconds=block_seconds_for(settings))
+    def beside(cls, client: RedisClient, settings: RedisStoreSettings) -> RedisWakeup:
+        """A wake-up for the queue on ``client``, on a client of its own made with the same
+        connection settings (one connection; closed with the wake-up): a ``BLPOP`` holds its
+        connection while it blocks, and on the queue's pool it took a connection the queue's
+        own calls wait for (with ``max_connections=1`` a worker never claimed again). A
+        cluster client is shared: each of its nodes opens a connection per command at once."""
+        block = block_seconds_for(settings)
+        if isinstance(client, RedisCluster):
+            return cls(client, namespace=settings.namespace, block_seconds=block)
+        pool = client.connection_pool
+        own = Redis(
+            connection_pool=ConnectionPool(
+                connection_class=pool.connection_class,
+                max_connections=2,
+                **pool.connection_kwargs,
+            )
+        )
+        return cls(own, namespace=settings.namespace, block_seconds=block, owns_client=True)
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds (at most ``block_seconds``) for a hint."""
