@@ -102,6 +102,21 @@ def test_an_idle_redis_cluster_worker_is_woken_by_the_enqueue_script(
         cluster_redis_target.purge(settings.namespace)
 
 
+@pytest.mark.slow
+def test_a_redis_cluster_queue_opens_no_wakeup_of_its_own(
+    cluster_redis_target: RedisTarget,
+) -> None:
+    # Shared, its BLPOP took a connection of the one node holding the queue's keys, whose pool
+    # the queue's calls share: at max_connections=1 the worker hung as on a single server.
+    settings = RedisStoreSettings(namespace=fresh_namespace(), durable=False)
+    client = Clients.for_target(cluster_redis_target)
+    queue = RedisWorkQueue(client, settings=settings, owns_client=True)
+    try:
+        assert queue.open_wakeup() is None
+    finally:
+        queue.close()
+
+
 def test_a_busy_redis_worker_leaves_the_hint_to_an_idle_one(
     local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
@@ -311,6 +326,32 @@ def test_a_redis_worker_on_a_pool_of_one_connection_claims_beside_its_wakeup(
     stats = worker.run_until_idle()
     queue.close()
     assert (stats.completed, stats.store_errors, len(done)) == (1, 0, 1)
+
+
+def test_closing_a_queues_own_redis_wakeup_ends_a_wait_blocked_on_it(
+    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+) -> None:
+    # Its client did not close its pool (redis-py leaves a pool passed in open): the wait
+    # went on blocking until its block time (4 s) and the connection stayed open.
+    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    queue = RedisWorkQueue.from_url(url, settings=redis_settings)
+    wakeup = queue.open_wakeup()
+    assert wakeup is not None and wakeup.block_seconds == 4.0
+    outcome: list[object] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(wakeup.wait(4.0))
+        except Exception as exc:  # the connection closed under it
+            outcome.append(exc)
+
+    def close() -> None:
+        sleep(0.2)
+        wakeup.close()
+
+    gather([wait, close])
+    queue.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
 
 
 def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(

@@ -122,10 +122,10 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
             f"{type(self).__name__}(namespace={self.settings.namespace!r}, policy={self.policy!r})"
         )
 
-    async def open_wakeup(self) -> AsyncRedisWakeup:
+    async def open_wakeup(self) -> AsyncRedisWakeup | None:
         """The wake-up an idle worker of this queue blocks on (``BLPOP`` on its wake key), on
         a client of its own with this queue's connection settings (``AsyncRedisWakeup.beside``;
-        a cluster client is shared). A worker given no ``wakeup`` opens it when it starts and
+        None on a cluster client). A worker given no ``wakeup`` opens it when it starts and
         closes it when it stops."""
         return AsyncRedisWakeup.beside(self._client, self.settings)
 

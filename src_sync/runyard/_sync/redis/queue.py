@@ -124,10 +124,10 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
             f"{type(self).__name__}(namespace={self.settings.namespace!r}, policy={self.policy!r})"
         )
 
-    def open_wakeup(self) -> RedisWakeup:
+    def open_wakeup(self) -> RedisWakeup | None:
         """The wake-up an idle worker of this queue blocks on (``BLPOP`` on its wake key), on
         a client of its own with this queue's connection settings (``RedisWakeup.beside``;
-        a cluster client is shared). A worker given no ``wakeup`` opens it when it starts and
+        None on a cluster client). A worker given no ``wakeup`` opens it when it starts and
         closes it when it stops."""
         return RedisWakeup.beside(self._client, self.settings)
 

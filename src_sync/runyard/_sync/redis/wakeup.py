@@ -64,15 +64,16 @@ class RedisWakeup:
         )
 
     @classmethod
-    def beside(cls, client: RedisClient, settings: RedisStoreSettings) -> RedisWakeup:
+    def beside(cls, client: RedisClient, settings: RedisStoreSettings) -> RedisWakeup | None:
         """A wake-up for the queue on ``client``, on a client of its own made with the same
-        connection settings (one connection; closed with the wake-up): a ``BLPOP`` holds its
-        connection while it blocks, and on the queue's pool it took a connection the queue's
-        own calls wait for (with ``max_connections=1`` a worker never claimed again). A
-        cluster client is shared: each of its nodes opens a connection per command at once."""
-        block = block_seconds_for(settings)
+        connection settings (closed with the wake-up, which ends a wait blocked on it): a
+        ``BLPOP`` holds its connection while it blocks, and on the queue's pool it took a
+        connection the queue's own calls wait for (with ``max_connections=1`` a worker never
+        claimed again). None for a cluster client: every key of a queue is on one node,
+        whose pool the queue's calls share (capped by ``max_connections`` too); give a worker
+        on Redis Cluster ``RedisWakeup.from_url(url, settings=...)``."""
         if isinstance(client, RedisCluster):
-            return cls(client, namespace=settings.namespace, block_seconds=block)
+            return None
         pool = client.connection_pool
         own = Redis(
             connection_pool=ConnectionPool(
@@ -81,6 +82,8 @@ class RedisWakeup:
                 **pool.connection_kwargs,
             )
         )
+        own.auto_close_connection_pool = True  # closing the client closes its connection
+        block = block_seconds_for(settings)
         return cls(own, namespace=settings.namespace, block_seconds=block, owns_client=True)
 
     def wait(self, timeout: float) -> bool:
