@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from psycopg.conninfo import make_conninfo
-
 from runyard._async.postgres.queue_batched import _AsyncPostgresBatchedQueue
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import ItemLeasedError, WorkItemNotFoundError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
-from runyard.postgres.flavours import AsyncConnectionPool
 from runyard.postgres.rows import (
     PruneCursor,
     decode_dead_letter,
@@ -18,14 +15,10 @@ from runyard.postgres.rows import (
     decode_lease,
     item_state,
 )
+from runyard.postgres.wake import listen_dsn
 from runyard.validation import check_limit, check_older_than
 
 __all__ = ["AsyncPostgresWorkQueue"]
-
-# Keywords psycopg's connect() takes as the connection's own settings, not as conninfo.
-_CONNECTION_SETTINGS = frozenset(
-    {"autocommit", "prepare_threshold", "context", "row_factory", "cursor_factory"}
-)
 
 # How many rotation rows one prune() call looks at (it resumes after the last one next time).
 PRUNE_WINDOW = 1_000
@@ -47,20 +40,7 @@ class AsyncPostgresWorkQueue(_AsyncPostgresBatchedQueue):
         connection or an executor given as the source, a pool whose conninfo is a function).
         A worker given no ``wakeup`` opens it when it starts. Raises psycopg.Error when the
         connection cannot be made (or the pool's keywords make no conninfo)."""
-        dsn = self._secret
-        source = getattr(self._executor, "source", None)
-        if dsn is None and isinstance(source, AsyncConnectionPool):
-            # Each a value, or a function that makes one per connection.
-            conninfo, keywords = source.conninfo, source.kwargs or {}
-            if isinstance(conninfo, str) and isinstance(keywords, dict):
-                # The pool's keywords (dbname, password, ...) are part of where it connects;
-                # those psycopg takes as the connection's own settings are not conninfo.
-                settings = {
-                    key: value
-                    for key, value in keywords.items()
-                    if key not in _CONNECTION_SETTINGS and value is not None
-                }
-                dsn = make_conninfo(conninfo, **settings)
+        dsn = listen_dsn(self._secret, getattr(self._executor, "source", None))
         if dsn is None:
             return None
         return await AsyncPostgresWakeup.connect(dsn, tables=self.tables)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import sqlite3
 from types import TracebackType
@@ -25,7 +24,8 @@ from runyard.sqlite.flavours import (
     in_transaction,
     probe_write,
 )
-from runyard.sqlite.schema import DATABASE_NOW, SqliteTables, check_tables
+from runyard.sqlite.options import check_store_options
+from runyard.sqlite.schema import DATABASE_NOW, SqliteTables
 from runyard.sqlite.schema_checks import read_objects, schema_refusal, verify_statements
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
@@ -179,30 +179,9 @@ class _AsyncSqliteAdapter(AsyncClosing):
 
     @classmethod
     def _check_options(cls, options: dict[str, Any]) -> None:
-        """ConfigurationError naming the option for one ``__init__`` would refuse: ``open``
-        asks before it opens (or creates) the file, ``__init__`` again. The options taken
-        are the keyword parameters of every ``__init__`` in the class's MRO (a subclass's
-        own included), but those ``open`` passes itself."""
-        taken = _init_options(cls)
-        unknown = sorted(set(options) - taken)
-        if unknown:
-            raise ConfigurationError(
-                f"{cls.__name__} takes no option {unknown[0]!r}; its options are "
-                f"{', '.join(sorted(taken))} (and open()'s own: create_schema, durable, "
-                "busy_timeout_seconds)",
-                fields=tuple(unknown),
-            )
-        check_tables(options.get("tables"))
-        max_value_bytes = options.get("max_value_bytes", DEFAULT_MAX_VALUE_BYTES)
-        if (
-            isinstance(max_value_bytes, bool)
-            or not isinstance(max_value_bytes, int)
-            or max_value_bytes < 1
-        ):
-            raise ConfigurationError(
-                f"max_value_bytes must be a positive int, not {max_value_bytes!r}",
-                fields=("max_value_bytes",),
-            )
+        """Refuse an option ``__init__`` would refuse (``check_store_options``): ``open``
+        asks before it opens (or creates) the file, ``__init__`` again."""
+        check_store_options(cls, options)
 
     def __init__(
         self,
@@ -380,17 +359,3 @@ class _AsyncSqliteAdapter(AsyncClosing):
         if self._owns_connection:
             self._owns_connection = False
             await self.connection.close()
-
-
-def _init_options(cls: type) -> frozenset[str]:
-    """The keyword options the ``__init__``s of ``cls``'s MRO take, but the connection and
-    those ``open`` passes itself."""
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass is object:
-            continue
-        for parameter in list(inspect.signature(init).parameters.values())[1:]:
-            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
-                names.add(parameter.name)
-    return frozenset(names - {"connection", "close_connection", "busy_timeout_seconds"})

@@ -60,11 +60,6 @@ class SqliteStore(SqliteExecutionRetention, _SqliteAdapter):
     _kind = "executions"
     capabilities = StoreCapabilities(version=1, retry_ids=True, deployment="single_host")
 
-    @classmethod
-    def _check_options(cls, options: dict[str, Any]) -> None:
-        super()._check_options(options)
-        check_trace_max(options.get("trace_max", DEFAULT_TRACE_MAX))
-
     def __init__(self, *args: Any, trace_max: int = DEFAULT_TRACE_MAX, **kwargs: Any) -> None:
         self._trace_max = check_trace_max(trace_max)
         super().__init__(*args, **kwargs)

@@ -9,7 +9,7 @@ from typing import Any
 from runyard._sql import decode_dead_letter, decode_item
 from runyard._sync.sqlite.queue_batched import _BatchedSqliteQueue
 from runyard.capabilities import StoreCapabilities
-from runyard.errors import ConfigurationError, RunyardError
+from runyard.errors import RunyardError
 from runyard.keys import validate_identifier
 from runyard.models import DeadLetter, Lease, QueueStats, WorkItem
 from runyard.policy import QueuePolicy
@@ -54,17 +54,6 @@ class SqliteWorkQueue(_BatchedSqliteQueue):
         batched_operations=True,
         deployment="single_host",
     )
-
-    @classmethod
-    def _check_options(cls, options: dict[str, Any]) -> None:
-        super()._check_options(options)
-        policy = options.get("policy")
-        if policy is not None and not isinstance(policy, QueuePolicy):
-            raise ConfigurationError(
-                f"policy must be a runyard.QueuePolicy (or None for the default), not "
-                f"{type(policy).__name__}",
-                fields=("policy",),
-            )
 
     def __init__(self, *args: Any, policy: QueuePolicy | None = None, **kwargs: Any) -> None:
         type(self)._check_options({"policy": policy})
