@@ -124,11 +124,12 @@ async def test_a_busy_timeout_that_is_not_seconds_up_to_an_hour_is_refused_befor
     tmp_path: Path, bad: Any
 ) -> None:
     """inf and 1e7 reached SQLite as busy_timeout 0 (no wait at all), "5" was a TypeError and
-    True was taken for 1 s."""
+    True was taken for 1 s. open()'s None is "not given" (the default, 5 s)."""
     path = tmp_path / "never.db"
-    with pytest.raises(ConfigurationError, match="busy_timeout_seconds") as caught:
-        await AsyncSqliteStateStore.open(path, create_schema=True, busy_timeout_seconds=bad)
-    assert "3600" in str(caught.value)
+    if bad is not None:
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds") as caught:
+            await AsyncSqliteStateStore.open(path, create_schema=True, busy_timeout_seconds=bad)
+        assert "3600" in str(caught.value)
     with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
         await connect(path, busy_timeout_seconds=bad)
     assert not path.exists()
@@ -213,6 +214,44 @@ async def test_opening_a_missing_file_by_uri_without_create_schema_makes_no_file
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("store_class", STORES)
+async def test_options_a_shared_connection_sets_are_refused_unless_they_are_its_own(
+    tmp_path: Path, store_class: Any
+) -> None:
+    # durable= and busy_timeout_seconds= given to open() with a shared connection were
+    # ignored without a word: the connection's pragmas and driver wait were kept.
+    path = tmp_path / "shared.db"
+    await (await store_class.open(path, create_schema=True)).aclose()
+    relaxed = await connect(path, durable=False, busy_timeout_seconds=0.5)
+    try:
+        assert (await relaxed.fetch("PRAGMA synchronous"))[0][0] == 1  # NORMAL
+        with pytest.raises(ConfigurationError, match=r"durable=True .* durable=False") as caught:
+            await store_class.open(relaxed, durable=True)
+        assert caught.value.fields == ("durable",)
+        other_wait = r"busy_timeout_seconds=30 .* busy_timeout_seconds=0\.5"
+        with pytest.raises(ConfigurationError, match=other_wait):
+            await store_class.open(relaxed, busy_timeout_seconds=30)
+        with pytest.raises(ConfigurationError, match=other_wait):
+            store_class(relaxed, busy_timeout_seconds=30)
+        # Its own values, or none given, are taken; the store reports the connection's.
+        store = await store_class.open(relaxed, durable=False, busy_timeout_seconds=0.5)
+        assert store.busy_timeout_seconds == 0.5
+        await store.aclose()
+        store = await store_class.open(relaxed)
+        assert store.busy_timeout_seconds == 0.5
+        await store.aclose()
+    finally:
+        await relaxed.close()
+    durable = await connect(path)
+    try:
+        with pytest.raises(ConfigurationError, match=r"durable=False .* durable=True"):
+            await store_class.open(durable, durable=False)
+        assert (await durable.fetch("PRAGMA synchronous"))[0][0] == 2  # FULL, unchanged
+    finally:
+        await durable.close()
+
+
+@pytest.mark.asyncio
 async def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: Path) -> None:
     connection = await connect(tmp_path / "shared.db")
     try:
@@ -229,7 +268,6 @@ COMMON_BAD: list[tuple[dict[str, Any], str]] = [
     ({"max_value_bytes": True}, "max_value_bytes"),
     ({"tables": "app_"}, "tables"),
     ({"bogus": 1}, "bogus"),
-    ({"durable": None}, "durable"),
     ({"durable": "no"}, "durable"),
     ({"create_schema": "no"}, "create_schema"),
 ]
@@ -250,7 +288,7 @@ async def test_a_bad_option_is_refused_naming_it_before_the_file_is_made(
 ) -> None:
     """open() made the file (and switched it to WAL) before its options were checked: a
     refused call left a database behind; ``tables="app_"`` gave an AttributeError, and
-    ``durable=None`` silently opened with synchronous=NORMAL, ``durable="no"`` with FULL."""
+    ``durable="no"`` silently opened with synchronous=FULL."""
     options = {"create_schema": True, **options}
     with pytest.raises(RunyardError) as caught:
         await store_class.open(tmp_path / "new.db", **options)
@@ -266,6 +304,17 @@ async def test_a_path_that_is_not_a_str_or_pathlike_is_refused_naming_path(path:
     assert caught.value.fields == ("path",)
     with pytest.raises(ConfigurationError, match="path must be a str"):
         await connect(path)
+
+
+@pytest.mark.asyncio
+async def test_open_given_durable_none_opens_durable(tmp_path: Path) -> None:
+    # open()'s None is "not given": synchronous = FULL, as by default (it once meant NORMAL).
+    store = await AsyncSqliteStateStore.open(tmp_path / "d.db", create_schema=True, durable=None)
+    try:
+        assert (await store.connection.fetch("PRAGMA synchronous"))[0][0] == 2
+        assert store.connection.durable is True
+    finally:
+        await store.aclose()
 
 
 @pytest.mark.asyncio

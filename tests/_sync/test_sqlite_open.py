@@ -121,11 +121,12 @@ def test_a_busy_timeout_that_is_not_seconds_up_to_an_hour_is_refused_before_open
     tmp_path: Path, bad: Any
 ) -> None:
     """inf and 1e7 reached SQLite as busy_timeout 0 (no wait at all), "5" was a TypeError and
-    True was taken for 1 s."""
+    True was taken for 1 s. open()'s None is "not given" (the default, 5 s)."""
     path = tmp_path / "never.db"
-    with pytest.raises(ConfigurationError, match="busy_timeout_seconds") as caught:
-        SqliteStateStore.open(path, create_schema=True, busy_timeout_seconds=bad)
-    assert "3600" in str(caught.value)
+    if bad is not None:
+        with pytest.raises(ConfigurationError, match="busy_timeout_seconds") as caught:
+            SqliteStateStore.open(path, create_schema=True, busy_timeout_seconds=bad)
+        assert "3600" in str(caught.value)
     with pytest.raises(ConfigurationError, match="busy_timeout_seconds"):
         connect(path, busy_timeout_seconds=bad)
     assert not path.exists()
@@ -203,6 +204,43 @@ def test_opening_a_missing_file_by_uri_without_create_schema_makes_no_file(
     assert "typo.db" in os.listdir(tmp_path)
 
 
+@pytest.mark.parametrize("store_class", STORES)
+def test_options_a_shared_connection_sets_are_refused_unless_they_are_its_own(
+    tmp_path: Path, store_class: Any
+) -> None:
+    # durable= and busy_timeout_seconds= given to open() with a shared connection were
+    # ignored without a word: the connection's pragmas and driver wait were kept.
+    path = tmp_path / "shared.db"
+    (store_class.open(path, create_schema=True)).close()
+    relaxed = connect(path, durable=False, busy_timeout_seconds=0.5)
+    try:
+        assert (relaxed.fetch("PRAGMA synchronous"))[0][0] == 1  # NORMAL
+        with pytest.raises(ConfigurationError, match=r"durable=True .* durable=False") as caught:
+            store_class.open(relaxed, durable=True)
+        assert caught.value.fields == ("durable",)
+        other_wait = r"busy_timeout_seconds=30 .* busy_timeout_seconds=0\.5"
+        with pytest.raises(ConfigurationError, match=other_wait):
+            store_class.open(relaxed, busy_timeout_seconds=30)
+        with pytest.raises(ConfigurationError, match=other_wait):
+            store_class(relaxed, busy_timeout_seconds=30)
+        # Its own values, or none given, are taken; the store reports the connection's.
+        store = store_class.open(relaxed, durable=False, busy_timeout_seconds=0.5)
+        assert store.busy_timeout_seconds == 0.5
+        store.close()
+        store = store_class.open(relaxed)
+        assert store.busy_timeout_seconds == 0.5
+        store.close()
+    finally:
+        relaxed.close()
+    durable = connect(path)
+    try:
+        with pytest.raises(ConfigurationError, match=r"durable=False .* durable=True"):
+            store_class.open(durable, durable=False)
+        assert (durable.fetch("PRAGMA synchronous"))[0][0] == 2  # FULL, unchanged
+    finally:
+        durable.close()
+
+
 def test_a_store_built_on_a_connection_checks_its_busy_timeout(tmp_path: Path) -> None:
     connection = connect(tmp_path / "shared.db")
     try:
@@ -219,7 +257,6 @@ COMMON_BAD: list[tuple[dict[str, Any], str]] = [
     ({"max_value_bytes": True}, "max_value_bytes"),
     ({"tables": "app_"}, "tables"),
     ({"bogus": 1}, "bogus"),
-    ({"durable": None}, "durable"),
     ({"durable": "no"}, "durable"),
     ({"create_schema": "no"}, "create_schema"),
 ]
@@ -239,7 +276,7 @@ def test_a_bad_option_is_refused_naming_it_before_the_file_is_made(
 ) -> None:
     """open() made the file (and switched it to WAL) before its options were checked: a
     refused call left a database behind; ``tables="app_"`` gave an AttributeError, and
-    ``durable=None`` silently opened with synchronous=NORMAL, ``durable="no"`` with FULL."""
+    ``durable="no"`` silently opened with synchronous=FULL."""
     options = {"create_schema": True, **options}
     with pytest.raises(RunyardError) as caught:
         store_class.open(tmp_path / "new.db", **options)
@@ -254,6 +291,16 @@ def test_a_path_that_is_not_a_str_or_pathlike_is_refused_naming_path(path: Any) 
     assert caught.value.fields == ("path",)
     with pytest.raises(ConfigurationError, match="path must be a str"):
         connect(path)
+
+
+def test_open_given_durable_none_opens_durable(tmp_path: Path) -> None:
+    # open()'s None is "not given": synchronous = FULL, as by default (it once meant NORMAL).
+    store = SqliteStateStore.open(tmp_path / "d.db", create_schema=True, durable=None)
+    try:
+        assert (store.connection.fetch("PRAGMA synchronous"))[0][0] == 2
+        assert store.connection.durable is True
+    finally:
+        store.close()
 
 
 def test_durable_must_be_a_bool_when_connecting(tmp_path: Path) -> None:

@@ -182,6 +182,7 @@ class AsyncConnection:
         self.raw = raw
         self.path = path
         self.busy_timeout_seconds = busy_timeout_seconds
+        self.durable = True  # synchronous = FULL; set by connect(path, durable=...)
         self.lock = AsyncLock()
         self.closed = False
         self.loop_ended = False  # closed by its event loop's shutdown, not by close()
@@ -331,6 +332,7 @@ class Connection:
         self.raw = raw
         self.path = path
         self.busy_timeout_seconds = busy_timeout_seconds
+        self.durable = True  # synchronous = FULL; set by connect(path, durable=...)
         self.lock = Lock()
         self.closed = False
         self.loop_ended = False  # as AsyncConnection's: a sync connection has no loop

@@ -20,6 +20,7 @@ __all__ = [
     "MEMORY_PATH",
     "SqliteStoreSettings",
     "check_busy_timeout",
+    "check_connection_options",
     "check_open_flag",
     "check_path",
     "check_wal",
@@ -81,6 +82,35 @@ def check_open_flag(value: object, argument: str) -> bool:
             f"{argument} must be True or False, not {value!r}", fields=(argument,)
         )
     return value
+
+
+def check_connection_options(
+    connection: Any, durable: bool | None, busy_timeout_seconds: float | None
+) -> None:
+    """Refuse ``durable`` or ``busy_timeout_seconds`` given to a store on a shared connection
+    unless it is the connection's own: both are set when the connection is opened (the
+    pragmas, the driver's wait), so another value was ignored without a word. ConfigurationError
+    naming the argument, both values and the repair; ``None`` (not given) passes."""
+    if durable is not None:
+        check_open_flag(durable, "durable")
+        if durable != connection.durable:
+            raise ConfigurationError(
+                f"durable={durable} was given with a shared connection opened with "
+                f"durable={connection.durable}: a connection's durability (synchronous = FULL "
+                "or NORMAL) is set when it is opened; pass durable= to connect(path, ...), or "
+                "leave it out here",
+                fields=("durable",),
+            )
+    if busy_timeout_seconds is not None:
+        busy = check_busy_timeout(busy_timeout_seconds)
+        if busy != connection.busy_timeout_seconds:
+            raise ConfigurationError(
+                f"busy_timeout_seconds={busy:g} was given with a shared connection opened with "
+                f"busy_timeout_seconds={connection.busy_timeout_seconds:g}: a connection's "
+                "busy timeout is set when it is opened; pass busy_timeout_seconds= to "
+                "connect(path, ...), or leave it out here",
+                fields=("busy_timeout_seconds",),
+            )
 
 
 def check_wal(path: str, mode: object) -> None:

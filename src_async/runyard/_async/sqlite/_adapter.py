@@ -31,6 +31,7 @@ from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
     check_busy_timeout,
+    check_connection_options,
     check_open_flag,
     is_memory_path,
 )
@@ -190,20 +191,23 @@ class _AsyncSqliteAdapter(AsyncClosing):
         tables: SqliteTables | None = None,
         clock: Clock | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+        busy_timeout_seconds: float | None = None,
         close_connection: bool = False,
     ) -> None:
+        """``busy_timeout_seconds`` is the connection's (set by ``connect``): another value is
+        refused (ConfigurationError), as it would be ignored."""
         if not isinstance(connection, AsyncConnection):
             raise ConfigurationError(
                 f"a SQLite store is built on a connection from runyard.sqlite connect(path), "
                 f"not {type(connection).__name__}; or call open(path)"
             )
         type(self)._check_options({"tables": tables, "max_value_bytes": max_value_bytes})
+        check_connection_options(connection, None, busy_timeout_seconds)
         self.connection = connection
         self.tables = tables or SqliteTables()
         self.clock = clock
         self.max_value_bytes = max_value_bytes
-        self.busy_timeout_seconds = check_busy_timeout(busy_timeout_seconds)
+        self.busy_timeout_seconds = connection.busy_timeout_seconds
         self._owns_connection = close_connection
         self._verified = False
         self._sql: dict[str, str] = {}
@@ -221,40 +225,44 @@ class _AsyncSqliteAdapter(AsyncClosing):
         source: Source,
         *,
         create_schema: bool = False,
-        durable: bool = True,
-        busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+        durable: bool | None = None,
+        busy_timeout_seconds: float | None = None,
         **options: Any,
     ) -> Self:
         """Open the store on a path (owning the connection) or on a shared connection.
 
-        Creates runyard's schema first when ``create_schema``, then verifies it. Raises
+        On a path, ``durable`` (default True) and ``busy_timeout_seconds`` (default 5) open the
+        connection; a shared connection has its own, set by ``connect``: another value given
+        here is refused (ConfigurationError naming it), as it would be ignored. Creates
+        runyard's schema first when ``create_schema``, then verifies it. Raises
         ConfigurationError naming the repair when a table is missing or at another version,
         and this store's retryable error (QueueUnavailableError for a queue, else
         StatePersistenceError "contended") when another writer holds the file past the busy
         timeout.
         """
         check_open_flag(create_schema, "create_schema")
-        check_open_flag(durable, "durable")
+        if durable is not None:
+            check_open_flag(durable, "durable")
         cls._check_options(options)
         if isinstance(source, AsyncConnection):
+            check_connection_options(source, durable, busy_timeout_seconds)
             connection, owned = source, False
         else:
             connection = await connect_file(
                 source,
                 options.get("tables") or SqliteTables(),
-                durable=durable,
-                busy_timeout_seconds=busy_timeout_seconds,
+                durable=True if durable is None else durable,
+                busy_timeout_seconds=(
+                    DEFAULT_BUSY_TIMEOUT_SECONDS
+                    if busy_timeout_seconds is None
+                    else busy_timeout_seconds
+                ),
                 create=create_schema,
                 kind=cls._kind,
             )
             owned = True
         try:
-            adapter = cls(
-                connection,
-                busy_timeout_seconds=busy_timeout_seconds,
-                close_connection=owned,
-                **options,
-            )
+            adapter = cls(connection, close_connection=owned, **options)
             if create_schema:
                 await create_tables(connection, adapter.tables, cls._kind)
             await adapter.verify()

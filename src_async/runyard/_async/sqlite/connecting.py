@@ -80,6 +80,7 @@ async def _connect(
         (mode,) = (await connection.fetch("PRAGMA journal_mode = WAL"))[0]
         check_wal(where, mode)
         await connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+        connection.durable = durable
     except BaseException as exc:
         await connection.close()
         if isinstance(exc, sqlite3.Error):

@@ -82,6 +82,7 @@ def _connect(
         (mode,) = (connection.fetch("PRAGMA journal_mode = WAL"))[0]
         check_wal(where, mode)
         connection.fetch(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+        connection.durable = durable
     except BaseException as exc:
         connection.close()
         if isinstance(exc, sqlite3.Error):
