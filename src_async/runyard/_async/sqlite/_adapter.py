@@ -30,7 +30,6 @@ from runyard.sqlite.schema_checks import read_objects, schema_refusal, verify_st
 from runyard.sqlite.settings import (
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     SqliteStoreSettings,
-    check_busy_timeout,
     check_connection_options,
     check_open_flag,
     is_memory_path,
