@@ -20,7 +20,6 @@ from runyard.models import NewItem
 from runyard.postgres import AsyncPostgresWorkQueue, StateTables
 from runyard.postgres.flavours import AsyncConnection
 from runyard.redis import AsyncRedisWorkQueue, RedisStoreSettings
-from runyard.redis.wake import wake_key
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import open_pool, open_queue
@@ -366,25 +365,61 @@ async def test_closing_a_queues_own_redis_wakeup_ends_a_wait_blocked_on_it(
 
 @pytest.mark.asyncio
 async def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
-    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+    dedicated_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
     # A listener that outlived run() (the thread twin's, blocked in BLPOP) took the hints
-    # meant for idle workers and dropped them: theirs started at the backstop instead.
-    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    # meant for idle workers and dropped them: theirs started at the backstop instead. On a
+    # server of the session's own: a worker on the queue's own wake-up idles (its listener
+    # blocked in BLPOP, seen in the server's counts), is woken for a job, and is stopped while
+    # idle again; once run() returns no connection whose last command was BLPOP (the wake-up's:
+    # the queue's never send one) is left: its client closed, the server drops it (looked at
+    # until it is gone, 5 s at most; a listener left behind keeps its connection).
+    url = f"redis://{dedicated_redis_target.host}:{dedicated_redis_target.port}/0"
     queue = await AsyncRedisWorkQueue.from_url(url, settings=redis_settings)
+    client = AsyncClients.for_target(dedicated_redis_target)
+    ran = AsyncEvent()
 
     async def handler(job: Job) -> None:
-        pass
+        ran.set()
 
-    worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
-    for _ in range(3):
-        await worker.run_until_idle()
-    client = AsyncClients.for_target(local_redis_target)
-    key = wake_key(redis_settings.namespace)
+    async def blpops() -> int:
+        return int((await client.info("commandstats")).get("cmdstat_blpop", {}).get("calls", 0))
+
+    async def blocking_clients() -> list[str]:
+        return [str(c["id"]) for c in await client.client_list() if c.get("cmd") == "blpop"]
+
+    async def until(condition: Callable[[], Awaitable[bool]]) -> bool:
+        deadline = time.monotonic() + SAFETY
+        while not await condition() and time.monotonic() < deadline:
+            await async_sleep(0.01)
+        return await condition()
+
     try:
-        await client.lpush(key, "1")
-        await async_sleep(0.5)  # a listener left blocked would have popped it at once
-        assert await client.llen(key) == 1
+        for _ in range(2):
+            worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
+            ran.clear()
+            waits = await blpops()
+
+            async def drive(worker: AsyncWorker = worker, waits: int = waits) -> None:
+                async def blocked() -> bool:
+                    return await blpops() > waits and bool(await blocking_clients())
+
+                try:
+                    assert await until(blocked)  # idle: its listener waits on the wake key
+                    await queue.enqueue("acme", {})
+                    assert await ran.wait(SAFETY)  # woken (the backstop is 60 s)
+                    waits = await blpops()
+                    assert await until(blocked)  # idle again
+                finally:
+                    worker.stop()
+
+            await async_gather([worker.run, drive])
+            assert worker.stats().completed == 1
+
+            async def none_left() -> bool:
+                return await blocking_clients() == []
+
+            assert await until(none_left)
     finally:
         await client.aclose()
         await queue.aclose()

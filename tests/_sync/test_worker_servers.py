@@ -21,7 +21,6 @@ from runyard.models import NewItem
 from runyard.postgres import PostgresWorkQueue, StateTables
 from runyard.postgres.flavours import Connection
 from runyard.redis import RedisStoreSettings, RedisWorkQueue
-from runyard.redis.wake import wake_key
 from runyard.worker import Job, Worker
 
 from tests._sync.postgres_support import open_pool, open_queue
@@ -355,25 +354,61 @@ def test_closing_a_queues_own_redis_wakeup_ends_a_wait_blocked_on_it(
 
 
 def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
-    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+    dedicated_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
     # A listener that outlived run() (the thread twin's, blocked in BLPOP) took the hints
-    # meant for idle workers and dropped them: theirs started at the backstop instead.
-    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    # meant for idle workers and dropped them: theirs started at the backstop instead. On a
+    # server of the session's own: a worker on the queue's own wake-up idles (its listener
+    # blocked in BLPOP, seen in the server's counts), is woken for a job, and is stopped while
+    # idle again; once run() returns no connection whose last command was BLPOP (the wake-up's:
+    # the queue's never send one) is left: its client closed, the server drops it (looked at
+    # until it is gone, 5 s at most; a listener left behind keeps its connection).
+    url = f"redis://{dedicated_redis_target.host}:{dedicated_redis_target.port}/0"
     queue = RedisWorkQueue.from_url(url, settings=redis_settings)
+    client = Clients.for_target(dedicated_redis_target)
+    ran = Event()
 
     def handler(job: Job) -> None:
-        pass
+        ran.set()
 
-    worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=600)
-    for _ in range(3):
-        worker.run_until_idle()
-    client = Clients.for_target(local_redis_target)
-    key = wake_key(redis_settings.namespace)
+    def blpops() -> int:
+        return int((client.info("commandstats")).get("cmdstat_blpop", {}).get("calls", 0))
+
+    def blocking_clients() -> list[str]:
+        return [str(c["id"]) for c in client.client_list() if c.get("cmd") == "blpop"]
+
+    def until(condition: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + SAFETY
+        while not condition() and time.monotonic() < deadline:
+            sleep(0.01)
+        return condition()
+
     try:
-        client.lpush(key, "1")
-        sleep(0.5)  # a listener left blocked would have popped it at once
-        assert client.llen(key) == 1
+        for _ in range(2):
+            worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=600)
+            ran.clear()
+            waits = blpops()
+
+            def drive(worker: Worker = worker, waits: int = waits) -> None:
+                def blocked() -> bool:
+                    return blpops() > waits and bool(blocking_clients())
+
+                try:
+                    assert until(blocked)  # idle: its listener waits on the wake key
+                    queue.enqueue("acme", {})
+                    assert ran.wait(SAFETY)  # woken (the backstop is 60 s)
+                    waits = blpops()
+                    assert until(blocked)  # idle again
+                finally:
+                    worker.stop()
+
+            gather([worker.run, drive])
+            assert worker.stats().completed == 1
+
+            def none_left() -> bool:
+                return blocking_clients() == []
+
+            assert until(none_left)
     finally:
         client.close()
         queue.close()
