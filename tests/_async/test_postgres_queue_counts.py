@@ -177,3 +177,33 @@ async def test_count_rows_grow_to_the_most_held_at_once_and_no_further(
     await queue.enqueue("a", {"after": True})  # no row held: its own or a free one
     assert _count_rows(pg_tables) == sessions
     assert (await queue.stats()).ready == 2 * sessions + 1
+
+
+@pytest.mark.asyncio
+async def test_stats_never_count_below_zero_when_clients_clocks_differ_by_a_few_ms(
+    pg_tables: StateTables, clock: ManualClock
+) -> None:
+    # Each client judges "delayed?" by its own estimate of the server's time: an item due
+    # between two such estimates, enqueued by the one ahead (due: not in the delays ledger) and
+    # cancelled by the one behind (delayed: -1 in the ledger), left stats at delayed=-1 and
+    # ready=1 with no item at all; the other way round, at ready=-1 and delayed=1.
+    ahead_clock = ManualClock(clock.now() + 0.010)
+    behind = await open_queue(pg_tables, clock, POLICY)
+    ahead = await open_queue(pg_tables, ahead_clock, POLICY)
+    try:
+        due_between = clock.now() + 0.005
+        for enqueuer, canceller in ((ahead, behind), (behind, ahead)):
+            item = await enqueuer.enqueue("a", {}, run_at=due_between)
+            await canceller.cancel("a", item.item_id)
+            for looker in (behind, ahead):
+                stats = await looker.stats()
+                assert (stats.ready, stats.delayed, stats.leased, stats.dead) == (0, 0, 0, 0)
+        # What stays exact: an item delayed for both, and one due for both.
+        await ahead.enqueue("a", {}, run_at=clock.now() + 60)
+        await behind.enqueue("b", {})
+        for looker in (behind, ahead):
+            stats = await looker.stats()
+            assert (stats.ready, stats.delayed) == (1, 1)
+    finally:
+        await ahead.aclose()
+        await behind.aclose()

@@ -31,9 +31,12 @@ SELECT {work_cols_w} FROM {work} w WHERE w.tenant = $1::text AND w.item_id = $2:
     # $1 now: from the maintained counts (ready minus the delayed ledger's count past now), the
     # rotation and the parked tenants whose due time has come (tenants with due work: one
     # index entry each), never the work table's rows; O(delayed items + rotation rows + such
-    # parked rows), see docs/postgres.md, "What stats() costs"
+    # parked rows), see docs/postgres.md, "What stats() costs". The ledger's count is held
+    # within 0 and the ready count: clients that judged "due yet?" by server-time estimates a
+    # few ms apart (an item enqueued as due by one and cancelled as delayed by the other) left
+    # it at -1 or past the ready items until that due time passed.
     "stats": """
-SELECT (SELECT COALESCE(sum(c.ready), 0) FROM {counts} c) - d.n, d.n,
+SELECT r.n - d.n, d.n,
        (SELECT COALESCE(sum(c.leased), 0) FROM {counts} c),
        (SELECT COALESCE(sum(c.dead), 0) FROM {counts} c),
        (SELECT count(*) FROM {turns} t WHERE """
@@ -44,7 +47,9 @@ SELECT (SELECT COALESCE(sum(c.ready), 0) FROM {counts} c) - d.n, d.n,
           AND """
     + DUE_TENANT.replace("t.tenant", "k.tenant")
     + """)
-FROM (SELECT COALESCE(sum(x.n), 0) AS n FROM {delays} x WHERE x.available_at > $1::float8) AS d""",
+FROM (SELECT COALESCE(sum(c.ready), 0) AS n FROM {counts} c) AS r,
+     LATERAL (SELECT LEAST(GREATEST(COALESCE(sum(x.n), 0), 0), r.n) AS n FROM {delays} x
+              WHERE x.available_at > $1::float8) AS d""",
     # $1 tenant $2 item_id $3 now: the item's state and worker as this statement saw it, and
     # whether it was deleted (never a leased one: the lock re-checks the state). A delayed item
     # leaves the delays ledger (-1 at its due time); a parked tenant left without a ready item
