@@ -394,32 +394,34 @@ async def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
             await async_sleep(0.01)
         return await condition()
 
+    async def none_left() -> bool:
+        return await blocking_clients() == []
+
+    async def one_run() -> None:
+        worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
+        ran.clear()
+        waits = [await blpops()]
+
+        async def blocked() -> bool:
+            return await blpops() > waits[-1] and bool(await blocking_clients())
+
+        async def drive() -> None:
+            try:
+                assert await until(blocked)  # idle: its listener waits on the wake key
+                await queue.enqueue("acme", {})
+                assert await ran.wait(SAFETY)  # woken (the backstop is 60 s)
+                waits.append(await blpops())
+                assert await until(blocked)  # idle again
+            finally:
+                worker.stop()
+
+        await async_gather([worker.run, drive])
+        assert worker.stats().completed == 1
+        assert await until(none_left)
+
     try:
         for _ in range(2):
-            worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
-            ran.clear()
-            waits = await blpops()
-
-            async def drive(worker: AsyncWorker = worker, waits: int = waits) -> None:
-                async def blocked() -> bool:
-                    return await blpops() > waits and bool(await blocking_clients())
-
-                try:
-                    assert await until(blocked)  # idle: its listener waits on the wake key
-                    await queue.enqueue("acme", {})
-                    assert await ran.wait(SAFETY)  # woken (the backstop is 60 s)
-                    waits = await blpops()
-                    assert await until(blocked)  # idle again
-                finally:
-                    worker.stop()
-
-            await async_gather([worker.run, drive])
-            assert worker.stats().completed == 1
-
-            async def none_left() -> bool:
-                return await blocking_clients() == []
-
-            assert await until(none_left)
+            await one_run()
     finally:
         await client.aclose()
         await queue.aclose()

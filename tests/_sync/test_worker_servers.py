@@ -383,32 +383,34 @@ def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
             sleep(0.01)
         return condition()
 
+    def none_left() -> bool:
+        return blocking_clients() == []
+
+    def one_run() -> None:
+        worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=600)
+        ran.clear()
+        waits = [blpops()]
+
+        def blocked() -> bool:
+            return blpops() > waits[-1] and bool(blocking_clients())
+
+        def drive() -> None:
+            try:
+                assert until(blocked)  # idle: its listener waits on the wake key
+                queue.enqueue("acme", {})
+                assert ran.wait(SAFETY)  # woken (the backstop is 60 s)
+                waits.append(blpops())
+                assert until(blocked)  # idle again
+            finally:
+                worker.stop()
+
+        gather([worker.run, drive])
+        assert worker.stats().completed == 1
+        assert until(none_left)
+
     try:
         for _ in range(2):
-            worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=600)
-            ran.clear()
-            waits = blpops()
-
-            def drive(worker: Worker = worker, waits: int = waits) -> None:
-                def blocked() -> bool:
-                    return blpops() > waits and bool(blocking_clients())
-
-                try:
-                    assert until(blocked)  # idle: its listener waits on the wake key
-                    queue.enqueue("acme", {})
-                    assert ran.wait(SAFETY)  # woken (the backstop is 60 s)
-                    waits = blpops()
-                    assert until(blocked)  # idle again
-                finally:
-                    worker.stop()
-
-            gather([worker.run, drive])
-            assert worker.stats().completed == 1
-
-            def none_left() -> bool:
-                return blocking_clients() == []
-
-            assert until(none_left)
+            one_run()
     finally:
         client.close()
         queue.close()
