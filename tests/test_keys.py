@@ -85,3 +85,27 @@ def test_cursor_round_trips(seq: int) -> None:
 def test_foreign_cursor_is_refused(cursor: str) -> None:
     with pytest.raises(InvalidIdentifierError, match="not issued"):
         decode_cursor(cursor)
+
+
+@given(st.integers(min_value=0, max_value=2**62), st.text(min_size=1, max_size=20))
+def test_a_scoped_cursor_round_trips_in_its_scope(seq: int, scope: str) -> None:
+    assert decode_cursor(encode_cursor(seq, scope), scope) == seq
+
+
+def test_a_scoped_cursor_is_refused_for_another_scope_and_where_none_is_taken() -> None:
+    cursor = encode_cursor(5, "acme")
+    assert cursor.startswith("s5.") and len(cursor) == len("s5.") + 8
+    with pytest.raises(InvalidIdentifierError, match="another tenant's listing") as caught:
+        decode_cursor(cursor, "globex")
+    assert caught.value.argument == "cursor"
+    with pytest.raises(InvalidIdentifierError, match="not issued"):
+        decode_cursor(cursor)  # an execution listing's cursor has no scope
+    assert decode_cursor("s5", "globex") == 5  # the form issued before scopes: any scope
+
+
+@pytest.mark.parametrize(
+    "cursor", ["s5.", "s5.xyz", "s5.ABCDEF01", "s5.0123456789", ".s5", "s.1234abcd"]
+)
+def test_a_cursor_with_a_malformed_scope_mark_is_refused(cursor: str) -> None:
+    with pytest.raises(InvalidIdentifierError, match="not issued"):
+        decode_cursor(cursor, "acme")

@@ -174,7 +174,7 @@ class MemoryStateCore:
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         check_limit(limit)
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, tenant)
         matching = sorted(
             (
                 r
@@ -188,7 +188,9 @@ class MemoryStateCore:
         )
         page = matching[:limit]
         more = len(matching) > limit
-        return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq) if more else None)
+        return RunPage(
+            items=page, next_cursor=encode_cursor(page[-1].seq, tenant) if more else None
+        )
 
     # -- sessions --------------------------------------------------------------------------
     @detached

@@ -281,12 +281,14 @@ class AsyncPostgresStateStore(
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         check_limit(limit)
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, tenant)
         name = list_runs_name(status, session_id)
         rows = await self._fetch(name, tenant, after, status, session_id, limit + 1)
         items = [decode_run(r) for r in rows[:limit]]
         more = len(rows) > limit
-        return RunPage(items=items, next_cursor=encode_cursor(items[-1].seq) if more else None)
+        return RunPage(
+            items=items, next_cursor=encode_cursor(items[-1].seq, tenant) if more else None
+        )
 
     # -- sessions ----------------------------------------------------------------------------
     async def put_session(

@@ -350,7 +350,7 @@ class AsyncRedisStateStore(
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         check_limit(limit)
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, tenant)
         k = self._keys(tenant)
         filters = [status or "", session_id or ""]
         matches: list[RunRecord] = []
@@ -388,9 +388,11 @@ class AsyncRedisStateStore(
                 break
         if len(matches) > limit:
             page = matches[:limit]
-            return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq))
+            return RunPage(items=page, next_cursor=encode_cursor(page[-1].seq, tenant))
         # The scan budget ran out before the page filled: go on after the last run read.
-        return RunPage(items=matches, next_cursor=None if exhausted else encode_cursor(after))
+        return RunPage(
+            items=matches, next_cursor=None if exhausted else encode_cursor(after, tenant)
+        )
 
     async def aclose(self) -> None:
         """Close the live updates the store opened, and the client if the store built it

@@ -269,7 +269,7 @@ class AsyncSqliteStateStore(
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         check_limit(limit)
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, tenant)
         async with self._read() as tx:
             rows = await tx.fetch(
                 list_runs_name(status, session_id),
@@ -281,7 +281,9 @@ class AsyncSqliteStateStore(
             )
         items = [decode_run(r) for r in rows[:limit]]
         more = len(rows) > limit
-        return RunPage(items=items, next_cursor=encode_cursor(items[-1].seq) if more else None)
+        return RunPage(
+            items=items, next_cursor=encode_cursor(items[-1].seq, tenant) if more else None
+        )
 
     # -- sessions ----------------------------------------------------------------------------
     async def put_session(

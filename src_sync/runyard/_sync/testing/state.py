@@ -232,6 +232,22 @@ class StateStoreConformance(
         assert [r.run_id for r in page.items] == list(reversed(ids))
         assert page.next_cursor is None
 
+    def test_list_refuses_a_cursor_of_another_tenant(self, store: StateStore) -> None:
+        # A seq is a position in one tenant's runs, numbered per tenant on Redis and per store
+        # elsewhere: another tenant's cursor was taken and gave other pages by backend.
+        for i in range(3):
+            store.put_run(RunKey("acme", f"a{i}"), {}, expected_version=0)
+            store.put_run(RunKey("globex", f"b{i}"), {}, expected_version=0)
+        first = store.list_runs("acme", limit=1)
+        assert first.next_cursor is not None
+        with pytest.raises(InvalidIdentifierError) as caught:
+            store.list_runs("globex", limit=1, cursor=first.next_cursor)
+        assert caught.value.argument == "cursor"
+        rest = store.list_runs("acme", limit=5, cursor=first.next_cursor)
+        assert [r.run_id for r in rest.items] == ["a1", "a2"]
+        # A cursor in the form issued before cursors named their tenant is still taken.
+        assert len((store.list_runs("globex", cursor="s0")).items) == 3
+
     def test_list_filters_by_status(self, store: StateStore) -> None:
         for i in range(6):
             status = "done" if i % 2 else "running"
