@@ -7,13 +7,15 @@ The bound is per second of the measured window, so a slow machine only makes it 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from runyard._async.postgres.wakeup import AsyncPostgresWakeup
 from runyard._async.redis.wakeup import AsyncRedisWakeup
-from runyard._flavours import async_gather, async_sleep
+from runyard._flavours import AsyncEvent, async_gather, async_sleep
 from runyard.postgres import AsyncPsycopgExecutor, StateTables
 from runyard.redis import RedisStoreSettings
+from runyard.sqlite import AsyncSqliteWorkQueue
 from runyard.worker import AsyncWorker, Job
 
 from tests._async.postgres_support import CountingExecutor, open_pool
@@ -84,3 +86,41 @@ async def test_an_idle_postgres_worker_sends_a_few_statements_per_second(
 
     await async_gather([worker.run, watch])
     await queue.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("batched", [False, True])
+async def test_a_polling_worker_with_a_job_running_claims_no_more_than_it_needs(
+    tmp_path: Path, batched: bool
+) -> None:
+    # SQLite opens no wake-up: the worker polls. Unbatched, with a job running, the loop
+    # turns every 50 ms (jobs go on with their successors), and it claimed on every turn: 20
+    # empty claims a second, each a write transaction on the file. Now: the claim that took
+    # the job (batched: it asked for 2, so it found all there was), unbatched one more that
+    # found nothing (the first was full), then none until a slot frees or the backstop (60 s
+    # here) comes.
+    queue = await AsyncSqliteWorkQueue.open(tmp_path / "poll.db", create_schema=True)
+    release = AsyncEvent()
+    started = AsyncEvent()
+
+    async def slow(job: Job) -> None:
+        started.set()
+        await release.wait(SAFETY)
+
+    worker = AsyncWorker(queue, slow, concurrency=2, batched=batched, backstop_seconds=60)
+    await queue.enqueue("acme", {})
+    during: list[int] = []
+
+    async def drive() -> None:
+        try:
+            assert await started.wait(SAFETY)
+            await async_sleep(0.5)  # ten turns of the loop at least, with the job running
+            during.append(worker.stats().claim_round_trips)
+            release.set()
+        finally:
+            worker.stop()
+
+    await async_gather([worker.run, drive])
+    await queue.aclose()
+    assert worker.stats().completed == 1
+    assert during == [1 if batched else 2]

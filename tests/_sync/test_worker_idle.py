@@ -9,12 +9,15 @@ The bound is per second of the measured window, so a slow machine only makes it 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
-from runyard._flavours import gather, sleep
+import pytest
+from runyard._flavours import Event, gather, sleep
 from runyard._sync.postgres.wakeup import PostgresWakeup
 from runyard._sync.redis.wakeup import RedisWakeup
 from runyard.postgres import PsycopgExecutor, StateTables
 from runyard.redis import RedisStoreSettings
+from runyard.sqlite import SqliteWorkQueue
 from runyard.worker import Job, Worker
 
 from tests._sync.postgres_support import CountingExecutor, open_pool
@@ -83,3 +86,40 @@ def test_an_idle_postgres_worker_sends_a_few_statements_per_second(
 
     gather([worker.run, watch])
     queue.close()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_polling_worker_with_a_job_running_claims_no_more_than_it_needs(
+    tmp_path: Path, batched: bool
+) -> None:
+    # SQLite opens no wake-up: the worker polls. Unbatched, with a job running, the loop
+    # turns every 50 ms (jobs go on with their successors), and it claimed on every turn: 20
+    # empty claims a second, each a write transaction on the file. Now: the claim that took
+    # the job (batched: it asked for 2, so it found all there was), unbatched one more that
+    # found nothing (the first was full), then none until a slot frees or the backstop (60 s
+    # here) comes.
+    queue = SqliteWorkQueue.open(tmp_path / "poll.db", create_schema=True)
+    release = Event()
+    started = Event()
+
+    def slow(job: Job) -> None:
+        started.set()
+        release.wait(SAFETY)
+
+    worker = Worker(queue, slow, concurrency=2, batched=batched, backstop_seconds=60)
+    queue.enqueue("acme", {})
+    during: list[int] = []
+
+    def drive() -> None:
+        try:
+            assert started.wait(SAFETY)
+            sleep(0.5)  # ten turns of the loop at least, with the job running
+            during.append(worker.stats().claim_round_trips)
+            release.set()
+        finally:
+            worker.stop()
+
+    gather([worker.run, drive])
+    queue.close()
+    assert worker.stats().completed == 1
+    assert during == [1 if batched else 2]

@@ -38,6 +38,7 @@ class WorkerTiming:
     _wakeup: Any
     _until_idle: bool
     _nudged_at: float
+    _held_after_claim: int
 
     def _wait_seconds(self) -> float:
         """How long the loop may sleep before something falls due (unless nudged)."""
@@ -67,13 +68,15 @@ class WorkerTiming:
         return max(0.0, min(waits, default=self.settings.backstop_seconds))
 
     def _claim_wanted(self) -> bool:
-        """Whether to claim now: always without wake-ups (the worker polls) and when working
-        until idle; with them, after a hint (one that came while every slot was busy too), a
-        full claim, a reap or a retry, and once per ``backstop_seconds`` (hints are lossy).
-        Not merely because a job ended: that empty round trip would delay the claim the next
-        hint asks for."""
+        """Whether to claim now: when working until idle; after a full claim, a reap or a
+        retry, and once per ``backstop_seconds``; with wake-ups, after a hint (one that came
+        while every slot was busy too), not merely because a job ended (that empty round trip
+        would delay the claim the next hint asks for); without (the worker polls), also once a
+        job ended since the last claim (a slot freed), never merely because the loop turned
+        (with unbatched jobs running it turns every 50 ms: it claimed on each turn, 20 empty
+        claims a second, each a write transaction on SQLite)."""
         return (
-            self._wakeup is None
+            (self._wakeup is None and len(self._running) < self._held_after_claim)
             or self._until_idle
             or self._claim_due
             or bool(self._due and self._due[0] <= self._time())

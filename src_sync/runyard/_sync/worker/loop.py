@@ -116,6 +116,7 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
         # heap on the worker's timer). A worker woken by hints claims only then (or once per
         # backstop_seconds): a job that ends, or a settle, does not make work due.
         self._claim_due = True
+        self._held_after_claim = 0  # jobs running after the last claim (see _claim_wanted)
         self._due: list[float] = []
         self._last_claim = 0.0
         self._until_idle = False
@@ -265,6 +266,7 @@ class Worker(WorkerListening, WorkerHoldings, WorkerTiming):
         mark = self._claim_sent()
         leases = self._store.claim(free, renew)
         started = self._take(leases, mark) + sum(handed)
+        self._held_after_claim = len(self._running)  # polling: a job ending frees a slot
         if started == free:
             self._claim_due = True
         return started, started == free
