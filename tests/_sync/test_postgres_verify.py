@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import psycopg
@@ -272,6 +273,38 @@ def test_an_exhausted_pool_raises_pool_exhausted(pg_tables: StateTables) -> None
         finally:
             pool.putconn(held)
         assert store.get_run(RunKey("acme", "r")) is None
+
+
+def test_a_pool_that_cannot_connect_is_unavailable_not_exhausted(
+    pg_tables: StateTables,
+) -> None:
+    # In an outage the pool's getconn times out too: that was reported as "every connection
+    # of the pool is in use: raise max_size or lower concurrency", the wrong repair. A pool
+    # holding fewer connections than its max_size could not make them: the store is
+    # unavailable (retryable), as when no connection can be made at all.
+    from psycopg_pool import ConnectionPool
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # nothing listens here once the socket closes
+    pool: ConnectionPool[Any] = ConnectionPool(
+        f"host=127.0.0.1 port={port} user=postgres dbname=test connect_timeout=1 "
+        "options='-c statement_timeout=30s'",
+        min_size=0,
+        max_size=2,
+        timeout=0.3,
+        open=False,
+        reconnect_timeout=60,
+    )
+    pool.open()
+    store = PostgresStateStore(pool, tables=pg_tables, retry_attempts=0, close_source=True)
+    with store:
+        with pytest.raises(StatePersistenceError) as caught:
+            store.get_run(RunKey("acme", "r"))
+        assert not isinstance(caught.value, PoolExhaustedError)
+        assert caught.value.reason == "unavailable" and caught.value.retryable
+        assert "could not connect" in str(caught.value)
+        assert "max_size" in str(caught.value) and "raise max_size" not in str(caught.value)
 
 
 def test_a_statement_timeout_is_a_retryable_persistence_error(

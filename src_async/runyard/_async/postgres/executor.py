@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from psycopg_pool import PoolTimeout
+
 from runyard._flavours import AsyncLock
 from runyard.errors import ConfigurationError
 from runyard.postgres.errors import NotSent
@@ -79,7 +81,7 @@ class AsyncPsycopgExecutor:
         pool has no free connection, NotSent when no connection could be made.
         """
         if isinstance(self.source, AsyncConnectionPool):
-            conn = await self.source.getconn(self.timeout)
+            conn = await self._getconn(self.source)
             try:
                 return await self._autocommit(conn, statement, args)
             finally:
@@ -88,6 +90,22 @@ class AsyncPsycopgExecutor:
             if self.source.closed:
                 raise NotSent("the connection is closed")
             return await self._autocommit(self.source, statement, args)
+
+    async def _getconn(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+        """A connection of ``pool``; its PoolTimeout raised as is when every connection it may
+        hold is open (all in use: raise max_size or lower the concurrency), else as NotSent:
+        it could not make the connections it lacks (the server down or unreachable, as
+        psycopg.pool's own warnings say), which told a user in an outage to enlarge the pool."""
+        try:
+            conn: AsyncConnection[Any] = await pool.getconn(self.timeout)
+            return conn
+        except PoolTimeout:
+            if pool.get_stats().get("pool_size", pool.max_size) >= pool.max_size:
+                raise
+            raise NotSent(
+                f"no connection within the pool's timeout, and it holds fewer than its "
+                f"max_size={pool.max_size}: it could not connect (psycopg.pool logs why)"
+            ) from None
 
     async def _autocommit(
         self, conn: AsyncConnection[Any], statement: str, args: Sequence[Any]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from psycopg_pool import PoolTimeout
 from runyard._flavours import Lock
 from runyard.errors import ConfigurationError
 from runyard.postgres.errors import NotSent
@@ -81,7 +82,7 @@ class PsycopgExecutor:
         pool has no free connection, NotSent when no connection could be made.
         """
         if isinstance(self.source, ConnectionPool):
-            conn = self.source.getconn(self.timeout)
+            conn = self._getconn(self.source)
             try:
                 return self._autocommit(conn, statement, args)
             finally:
@@ -90,6 +91,22 @@ class PsycopgExecutor:
             if self.source.closed:
                 raise NotSent("the connection is closed")
             return self._autocommit(self.source, statement, args)
+
+    def _getconn(self, pool: ConnectionPool[Any]) -> Connection[Any]:
+        """A connection of ``pool``; its PoolTimeout raised as is when every connection it may
+        hold is open (all in use: raise max_size or lower the concurrency), else as NotSent:
+        it could not make the connections it lacks (the server down or unreachable, as
+        psycopg.pool's own warnings say), which told a user in an outage to enlarge the pool."""
+        try:
+            conn: Connection[Any] = pool.getconn(self.timeout)
+            return conn
+        except PoolTimeout:
+            if pool.get_stats().get("pool_size", pool.max_size) >= pool.max_size:
+                raise
+            raise NotSent(
+                f"no connection within the pool's timeout, and it holds fewer than its "
+                f"max_size={pool.max_size}: it could not connect (psycopg.pool logs why)"
+            ) from None
 
     def _autocommit(
         self, conn: Connection[Any], statement: str, args: Sequence[Any]
