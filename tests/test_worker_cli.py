@@ -313,3 +313,17 @@ def test_each_failure_and_dead_letter_is_one_line_of_the_log(tmp_path: Path, fla
     assert len(about_dead) == 1 and "dead-lettered" in about_dead[0], log
     assert queue.get_item("acme", retried.item_id) is None  # completed on its second attempt
     queue.close()
+
+
+def test_the_job_timeout_help_says_what_it_takes_and_zero_is_refused_naming_it() -> None:
+    # The help showed [x>=0], while 0 was refused as a worker setting.
+    runner = CliRunner()
+    shown = " ".join(
+        runner.invoke(app, ["worker", "--help"], env={"COLUMNS": "200"}).output.split()
+    )
+    line = next(part for part in shown.split("│") if "--job-timeout" in part)
+    assert "x>=0" not in line and "more than 0" in line
+    for bad in ("0", "-1"):
+        result = runner.invoke(app, ["worker", "x:y", "--job-timeout", bad])
+        assert result.exit_code == 2, result.output
+        assert "job_timeout must be a finite number > 0" in " ".join(result.output.split())

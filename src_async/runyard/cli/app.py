@@ -141,7 +141,9 @@ def worker(
     handback_seconds: Annotated[
         float, typer.Option(min=0, help="seconds past the grace to hand the rest back")
     ] = 10.0,
-    job_timeout: Annotated[float | None, typer.Option(min=0, help="seconds per job")] = None,
+    job_timeout: Annotated[
+        float | None, typer.Option(help="seconds per job, more than 0 (default: none)")
+    ] = None,
     lease_seconds: Annotated[float, typer.Option(min=0.1, help="the queue's lease length")] = 30.0,
     max_lease_seconds: Annotated[
         float, typer.Option(min=0.1, help="how long heartbeats may extend one claim")
