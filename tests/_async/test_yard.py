@@ -9,13 +9,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from runyard import (
     AsyncMemoryStateStore,
     AsyncYard,
     ConfigurationError,
     InvalidArgumentError,
+    QueueUnavailableError,
     RunKey,
+    StatePersistenceError,
 )
+from runyard._flavours import AsyncEvent, async_gather, async_sleep
 from runyard.postgres import StateTables
 from runyard.yard import redact
 
@@ -99,6 +103,68 @@ async def test_redis_preflight_runs(dedicated_redis_target: RedisTarget) -> None
     # The dedicated server persists nothing: durable (the default) is refused by preflight.
     with pytest.raises(ConfigurationError, match="durable"):
         await AsyncYard.from_url(f"redis://127.0.0.1:{dedicated_redis_target.port}")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("live", [False, True])
+async def test_a_closed_redis_yard_refuses_its_stores_calls_and_opens_no_connection(
+    dedicated_redis_target: RedisTarget, live: bool
+) -> None:
+    # After close the stores went on working: redis-py reconnected on the next command (a
+    # follower of the closed yard polled on, its connection never closed). Now every call is
+    # the store's unavailable error, nothing sent, and no connection is opened.
+    port = dedicated_redis_target.port
+    url = f"redis://127.0.0.1:{port}/0?namespace={fresh_namespace()}&durable=false"
+    with redis.Redis(port=port) as admin:
+        before = {c["id"] for c in admin.client_list()} - {str(admin.client_id())}
+    yard = await AsyncYard.from_url(url + ("&live_updates=true" if live else ""))
+    await yard.state.put_run(KEY, {}, expected_version=0)
+    item = await yard.queue.enqueue("acme", {})
+    followed: list[int] = []
+    ended: list[BaseException] = []
+    closed = AsyncEvent()
+
+    async def follow() -> None:
+        try:
+            async for event in yard.state.follow(KEY, poll_seconds=0.05):  # type: ignore[attr-defined]
+                followed.append(event.seq)
+                if closed.is_set():
+                    return  # it went on after close: the asserts below say so
+        except Exception as exc:  # noqa: BLE001 (what the follower ended with)
+            ended.append(exc)
+
+    async def close_while_followed() -> None:
+        await async_sleep(0.2)  # the follower polls (or waits on its hints) meanwhile
+        await yard.aclose()
+        closed.set()
+        # Another yard appends: a follower still working would be given these and stop.
+        other = await AsyncYard.from_url(url)
+        try:
+            for n in range(40):
+                if ended:
+                    break
+                await other.state.append_event(KEY, "tick", n)  # type: ignore[attr-defined]
+                await async_sleep(0.05)
+        finally:
+            await other.aclose()
+
+    await async_gather([follow, close_while_followed])
+    assert followed == []
+    assert len(ended) == 1 and isinstance(ended[0], StatePersistenceError), ended
+    assert "closed" in str(ended[0]) and ended[0].reason == "unavailable"
+    with pytest.raises(StatePersistenceError, match="closed"):
+        await yard.state.get_run(KEY)
+    with pytest.raises(QueueUnavailableError, match="closed"):
+        await yard.queue.claim("w")
+    with pytest.raises(QueueUnavailableError, match="closed"):
+        await yard.queue.enqueue("acme", {})
+    with pytest.raises(StatePersistenceError, match="closed"):
+        await yard.executions.load("e1")
+    with redis.Redis(port=port) as admin:
+        # None of the yard's connections (nor a follower's) is left, and none was opened.
+        me = admin.client_id()
+        assert {c["id"] for c in admin.client_list()} - {str(me)} <= before
+    assert item.state == "ready"
 
 
 @pytest.mark.asyncio

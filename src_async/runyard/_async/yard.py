@@ -119,7 +119,9 @@ async def _open_redis(url: YardURL, options: YardOptions) -> AsyncYard:
         queue = await AsyncRedisWorkQueue.open(
             client, clock=options.clock, settings=settings, policy=options.policy
         )
+        closers.append(queue.aclose)  # the client is the yard's: each store is marked closed
         executions = await AsyncRedisStore.open(client, clock=options.clock, settings=settings)
+        closers.append(executions.aclose)
     except BaseException:
         for close in reversed(closers):
             await close()

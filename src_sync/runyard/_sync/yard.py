@@ -119,7 +119,9 @@ def _open_redis(url: YardURL, options: YardOptions) -> Yard:
         queue = RedisWorkQueue.open(
             client, clock=options.clock, settings=settings, policy=options.policy
         )
+        closers.append(queue.close)  # the client is the yard's: each store is marked closed
         executions = RedisStore.open(client, clock=options.clock, settings=settings)
+        closers.append(executions.close)
     except BaseException:
         for close in reversed(closers):
             close()

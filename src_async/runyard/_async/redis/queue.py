@@ -366,6 +366,8 @@ class AsyncRedisWorkQueue(AsyncRedisQueueBatched, AsyncRedisQueueRetention, Asyn
 
     async def aclose(self) -> None:
         """Close the client if the queue built it (``from_url``); an injected one is the
-        caller's to close."""
+        caller's to close. Every call after it is refused (QueueUnavailableError, nothing
+        sent)."""
+        self._runner.closed = True
         if self._owns_client:
             await self._client.aclose()

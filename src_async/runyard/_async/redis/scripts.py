@@ -116,6 +116,9 @@ class AsyncScriptRunner:
         self.settings = settings
         self._unavailable = unavailable
         self._started = False
+        # Set by the store's close: every call after it is refused, where redis-py reconnected
+        # on the next command (a closed yard's stores, and their followers, went on working).
+        self.closed = False
 
     async def _evalsha(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
@@ -138,6 +141,11 @@ class AsyncScriptRunner:
         Raises ReplyLost (non-idempotent only), PoolExhaustedError, the store's unavailable
         error past the budget, and any other redis-py error unchanged.
         """
+        if self.closed:
+            raise self._unavailable(
+                "the Redis store is closed (close() or aclose()): nothing was sent; open the "
+                "store again"
+            )
         attempt = 0
         while True:
             try:

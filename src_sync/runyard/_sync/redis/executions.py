@@ -316,6 +316,8 @@ class RedisStore(
 
     def close(self) -> None:
         """Close the client if the store built it (``from_url``); an injected one is the
-        caller's to close."""
+        caller's to close. Every call after it is refused (StatePersistenceError
+        "unavailable", nothing sent)."""
+        self._runner.closed = True
         if self._owns_client:
             self._client.close()

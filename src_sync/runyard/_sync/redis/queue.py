@@ -368,6 +368,8 @@ class RedisWorkQueue(RedisQueueBatched, RedisQueueRetention, Closing):
 
     def close(self) -> None:
         """Close the client if the queue built it (``from_url``); an injected one is the
-        caller's to close."""
+        caller's to close. Every call after it is refused (QueueUnavailableError, nothing
+        sent)."""
+        self._runner.closed = True
         if self._owns_client:
             self._client.close()

@@ -390,7 +390,9 @@ class RedisStateStore(RedisEvents, RedisSessions, RedisStateRetention, RunIterat
 
     def close(self) -> None:
         """Close the live updates the store opened, and the client if the store built it
-        (``from_url``); an injected one is the caller's to close."""
+        (``from_url``); an injected one is the caller's to close. Every call after it is
+        refused (the store's unavailable error, nothing sent)."""
+        self._runner.closed = True
         if self._owns_updates and self.live_updates is not None:
             self._owns_updates = False
             self.live_updates.close()
