@@ -12,8 +12,10 @@ from runyard import (
     ConfigurationError,
     CounterDelta,
     PoolExhaustedError,
+    QueueUnavailableError,
     RunKey,
     StatePersistenceError,
+    StoreOutcomeUnknown,
 )
 from runyard._flavours import async_sleep
 from runyard.executions import Event, Execution, SpawnIntent, TraceStep
@@ -282,6 +284,31 @@ async def test_an_exhausted_pool_raises_pool_exhausted(pg_tables: StateTables) -
         finally:
             await pool.putconn(held)
         assert await store.get_run(RunKey("acme", "r")) is None
+
+
+@pytest.mark.asyncio
+async def test_a_closed_store_refuses_its_calls_saying_so_nothing_sent(
+    pg_tables: StateTables,
+) -> None:
+    # After close a write raised StoreOutcomeUnknown ("connection lost before the reply to a
+    # write: it may or may not have been applied"), and a read a retryable "connection lost"
+    # error, as in an outage; the closed pool had sent nothing.
+    store = AsyncPostgresStateStore(await open_pool(), tables=pg_tables, close_source=True)
+    queue = await AsyncPostgresWorkQueue.open(
+        await open_pool(), tables=pg_tables, close_source=True
+    )
+    await store.aclose()
+    await queue.aclose()
+    with pytest.raises(StatePersistenceError, match="store is closed") as caught:
+        await store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+    assert not isinstance(caught.value, StoreOutcomeUnknown)
+    assert caught.value.reason == "unavailable"
+    with pytest.raises(StatePersistenceError, match="store is closed"):
+        await store.get_run(RunKey("acme", "r"))
+    with pytest.raises(QueueUnavailableError, match="store is closed"):
+        await queue.claim("w")
+    with pytest.raises(QueueUnavailableError, match="store is closed"):
+        await queue.enqueue("acme", {})
 
 
 @pytest.mark.asyncio

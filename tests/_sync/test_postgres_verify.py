@@ -14,8 +14,10 @@ from runyard import (
     ConfigurationError,
     CounterDelta,
     PoolExhaustedError,
+    QueueUnavailableError,
     RunKey,
     StatePersistenceError,
+    StoreOutcomeUnknown,
 )
 from runyard._flavours import sleep
 from runyard.executions import Event, Execution, SpawnIntent, TraceStep
@@ -273,6 +275,28 @@ def test_an_exhausted_pool_raises_pool_exhausted(pg_tables: StateTables) -> None
         finally:
             pool.putconn(held)
         assert store.get_run(RunKey("acme", "r")) is None
+
+
+def test_a_closed_store_refuses_its_calls_saying_so_nothing_sent(
+    pg_tables: StateTables,
+) -> None:
+    # After close a write raised StoreOutcomeUnknown ("connection lost before the reply to a
+    # write: it may or may not have been applied"), and a read a retryable "connection lost"
+    # error, as in an outage; the closed pool had sent nothing.
+    store = PostgresStateStore(open_pool(), tables=pg_tables, close_source=True)
+    queue = PostgresWorkQueue.open(open_pool(), tables=pg_tables, close_source=True)
+    store.close()
+    queue.close()
+    with pytest.raises(StatePersistenceError, match="store is closed") as caught:
+        store.put_run(RunKey("acme", "r"), {}, expected_version=0)
+    assert not isinstance(caught.value, StoreOutcomeUnknown)
+    assert caught.value.reason == "unavailable"
+    with pytest.raises(StatePersistenceError, match="store is closed"):
+        store.get_run(RunKey("acme", "r"))
+    with pytest.raises(QueueUnavailableError, match="store is closed"):
+        queue.claim("w")
+    with pytest.raises(QueueUnavailableError, match="store is closed"):
+        queue.enqueue("acme", {})
 
 
 def test_a_pool_that_cannot_connect_is_unavailable_not_exhausted(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from psycopg_pool import PoolTimeout
+from psycopg_pool import PoolClosed, PoolTimeout
 from runyard._flavours import Lock
 from runyard.errors import ConfigurationError
 from runyard.postgres.errors import NotSent
@@ -100,6 +100,13 @@ class PsycopgExecutor:
         try:
             conn: Connection[Any] = pool.getconn(self.timeout)
             return conn
+        except PoolClosed:
+            # Not a connection lost before a write's reply (StoreOutcomeUnknown, as psycopg's
+            # OperationalError mapped): nothing left.
+            raise NotSent(
+                "the store is closed (close() or aclose() closed its pool): nothing was sent; "
+                "open the store again"
+            ) from None
         except PoolTimeout:
             if pool.get_stats().get("pool_size", pool.max_size) >= pool.max_size:
                 raise
