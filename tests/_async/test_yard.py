@@ -130,7 +130,7 @@ async def test_a_closed_redis_yard_refuses_its_stores_calls_and_opens_no_connect
                 followed.append(event.seq)
                 if closed.is_set():
                     return  # it went on after close: the asserts below say so
-        except Exception as exc:  # noqa: BLE001 (what the follower ended with)
+        except Exception as exc:  # what the follower ended with
             ended.append(exc)
 
     async def close_while_followed() -> None:
