@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from tests.support.proxy import ReplyDroppingProxy
 from tests.support.redis_plugin import Clients, RedisTarget, fresh_namespace
 from tests.support.worker_jobs import notes
-from tests.test_worker_process import ROOT, SAFETY, wait_for_line, wait_for_starts
+from tests.test_worker_process import ROOT, SAFETY, rest_of_log, wait_for_line, wait_for_starts
 
 
 def start(
@@ -46,7 +46,7 @@ def start(
 def finish(process: subprocess.Popen[bytes]) -> tuple[int, str]:
     """SIGTERM, then the exit code and the rest of the log."""
     process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=SAFETY)
+    err = rest_of_log(process)
     return process.returncode, err.decode()
 
 
@@ -182,7 +182,7 @@ def test_a_second_signal_while_the_store_hangs_exits_at_once(
         process.send_signal(signal.SIGTERM)
         wait_for_line(process, "signal received")
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=SAFETY)
+        err = rest_of_log(process)
         log = err.decode()
         # Ended before the open gave up: that would have logged the outage (and taken about
         # 30 s, the open's retries times its socket timeout).

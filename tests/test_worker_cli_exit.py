@@ -23,7 +23,7 @@ from tests._sync.postgres_support import open_queue
 from tests.support.postgres_plugin import PG_HOST, PG_PORT
 from tests.support.proxy import ReplyDroppingProxy
 from tests.test_worker_cli import finish
-from tests.test_worker_process import ROOT, SAFETY, wait_for_line, wait_for_starts
+from tests.test_worker_process import ROOT, SAFETY, rest_of_log, wait_for_line, wait_for_starts
 
 HARD_EXIT_LINE = "the worker did not end within"
 
@@ -63,7 +63,7 @@ def test_a_signal_before_the_worker_starts_exits_0_at_once(
     try:
         wait_for_line(process, "handler module importing")
         process.send_signal(signum)
-        _, err = process.communicate(timeout=SAFETY)
+        err = rest_of_log(process)
         log = err.decode()
         assert process.returncode == 0, log
         assert EARLY_SIGNAL_LINE in log and "Traceback" not in log, log
@@ -160,7 +160,7 @@ def test_a_worker_whose_store_hangs_still_ends(
         _stuck(proxy, process)  # the hand-back (or a call sent before it) waits for good
         if signals == 2:
             process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=SAFETY)
+        err = rest_of_log(process)
         log = err.decode()
         assert process.returncode == 0 and HARD_EXIT_LINE in log, log
         if signals == 2:

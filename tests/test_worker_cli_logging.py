@@ -18,7 +18,7 @@ import pytest
 from runyard.cli.worker import STATUS_OFF_LINE
 from runyard.sqlite import SqliteWorkQueue
 
-from tests.test_worker_process import ROOT, SAFETY
+from tests.test_worker_process import ROOT, SAFETY, rest_of_log
 
 _HANDLERS = """
 import logging
@@ -208,7 +208,7 @@ def test_off_a_terminal_runyards_lines_come_once_and_reach_an_applications_file(
             if "dead-lettered item" in seen[-1]:
                 break
         process.send_signal(signal.SIGTERM)
-        _, rest = process.communicate(timeout=SAFETY)
+        rest = rest_of_log(process)
     finally:
         if process.poll() is None:
             process.kill()
