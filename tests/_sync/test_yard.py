@@ -6,6 +6,7 @@ show the password."""
 from __future__ import annotations
 
 import logging
+import socket
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -232,6 +233,35 @@ def test_the_password_never_shows_in_an_error_or_a_log_line(
 def test_a_bad_option_is_named_as_the_url_spells_it() -> None:
     with pytest.raises(ConfigurationError, match="'pool_size'"):
         Yard.from_url(f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?pool_size=0")
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        ("table_prefix=App_", ["'table_prefix'"]),
+        ("table_prefix=" + "a" * 61, ["'table_prefix'"]),
+        ("schema=Bad-Name", ["'schema'"]),
+        ("pool_min_size=5&pool_size=2", ["'pool_min_size'", "'pool_size'"]),
+    ],
+)
+def test_a_bad_postgres_name_or_pool_bound_is_refused_before_connecting(
+    query: str, options: list[str]
+) -> None:
+    # table_prefix and schema were checked only once a connection was made, naming no option;
+    # pool_min_size above pool_size made a pool of pool_min_size connections. A listener
+    # that counts connection attempts stands in for the server: none is made.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        url = f"postgresql://postgres@127.0.0.1:{port}/test?{PG_OPTIONS}&connect_timeout=1&"
+        with pytest.raises(ConfigurationError, match="bad PostgreSQL yard URL") as caught:
+            Yard.from_url(url + query)
+        for option in options:
+            assert f"option {option}" in str(caught.value)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # no connection was attempted
 
 
 @pytest.mark.parametrize(

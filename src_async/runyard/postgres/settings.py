@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from runyard._settings import RunyardSettings
+from runyard.errors import ConfigurationError
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables
 from runyard.validation import DEFAULT_MAX_VALUE_BYTES
 
@@ -47,6 +48,29 @@ class PostgresStoreSettings(RunyardSettings):
                 f"this runyard was written for schema version(s) {SUPPORTED_SCHEMA_VERSIONS}"
             )
         return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> PostgresStoreSettings:
+        """The pool's bounds in order, and names PostgreSQL takes, checked as the settings are
+        built (a yard URL's ``table_prefix`` or ``schema`` was refused only after a connection
+        was made, naming no option; ``pool_min_size`` above ``pool_max_size`` made a pool of
+        ``pool_min_size`` connections). ConfigurationError naming the fields."""
+        if self.pool_min_size > self.pool_max_size:
+            raise ConfigurationError(
+                f"pool_min_size={self.pool_min_size} is more than pool_max_size="
+                f"{self.pool_max_size}: the pool would hold {self.pool_min_size} connections, "
+                "past its maximum; lower pool_min_size or raise pool_max_size",
+                fields=("pool_min_size", "pool_max_size"),
+            )
+        try:
+            StateTables.with_prefix(self.table_prefix)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"table_prefix: {exc}", fields=("table_prefix",)) from None
+        try:
+            self.tables()
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"db_schema: {exc}", fields=("db_schema",)) from None
+        return self
 
     def tables(self) -> StateTables:
         """The StateTables these settings name. Raises ConfigurationError for a bad name."""

@@ -181,7 +181,7 @@ class _AsyncPostgresAdapter(AsyncClosing):
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             dsn,
             min_size=settings.pool_min_size,
-            max_size=max(settings.pool_max_size, settings.pool_min_size),
+            max_size=settings.pool_max_size,
             timeout=settings.pool_timeout_seconds,
             open=False,
         )

@@ -182,7 +182,7 @@ class _PostgresAdapter(Closing):
         pool: ConnectionPool[Any] = ConnectionPool(
             dsn,
             min_size=settings.pool_min_size,
-            max_size=max(settings.pool_max_size, settings.pool_min_size),
+            max_size=settings.pool_max_size,
             timeout=settings.pool_timeout_seconds,
             open=False,
         )
