@@ -277,3 +277,19 @@ def test_a_bad_postgres_name_or_pool_bound_is_refused_before_connecting(
 def test_an_unknown_runyard_option_is_refused_naming_it(url: str, option: str) -> None:
     with pytest.raises(ConfigurationError, match=f"unknown option '{option}'"):
         Yard.from_url(url)
+
+
+@pytest.mark.parametrize("query", ["sslmode=require", "unknownparam=1"])
+def test_a_redis_url_parameter_redis_py_does_not_take_is_refused_naming_it(
+    query: str,
+) -> None:
+    # redis-py hands a parameter it does not know to the connection: a bare TypeError at the
+    # first command ("__init__() got an unexpected keyword argument 'sslmode'").
+    name = query.split("=")[0]
+    url = f"redis://127.0.0.1:6379/0?namespace={fresh_namespace()}&durable=false&{query}"
+    with pytest.raises(ConfigurationError, match=f"'{name}'"):
+        Yard.from_url(url)
+    # Parameters redis-py's connections do take still pass.
+    good = "client_name=runyard-test&socket_connect_timeout=2&health_check_interval=5"
+    yard = Yard.from_url(url.replace(query, good))
+    yard.close()

@@ -3,6 +3,7 @@ preflight decisions and retry delays (the queue's item decoding is in items.py).
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -110,6 +111,30 @@ def check_database(dsn: str, cluster: bool) -> None:
         raise ConfigurationError(
             f"the Redis URL names database {int(database)}: a Redis Cluster has only database "
             "0; leave the path empty or /0"
+        )
+
+
+def check_connection_options(connection_class: type, options: Mapping[str, Any]) -> None:
+    """Refuse the Redis URL's query parameters that ``connection_class`` (the pool's) takes no
+    parameter for: redis-py passes a parameter it does not know to the connection, whose
+    ``__init__`` raised a bare TypeError at the first command (``?sslmode=require``, a
+    PostgreSQL one). ConfigurationError naming them (names only, never values)."""
+    taken: set[str] = set()
+    for cls in connection_class.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        taken.update(
+            name
+            for name, parameter in inspect.signature(init).parameters.items()
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        )
+    unknown = sorted(set(options) - taken)
+    if unknown:
+        raise ConfigurationError(
+            f"the Redis URL has query parameter(s) {', '.join(map(repr, unknown))} that "
+            f"redis-py's {connection_class.__name__} does not take: remove them (runyard's own "
+            "options are namespace, durable, pool_size, socket_timeout, ...; see the docs)"
         )
 
 

@@ -19,6 +19,7 @@ from runyard.redis.clocks import clock_offset_warning, server_seconds
 from runyard.redis.common import (
     CONFIG_SETTINGS,
     ReplyLost,
+    check_connection_options,
     check_database,
     classify,
     client_retry_problem,
@@ -85,6 +86,7 @@ def client_from_url(
         if classify(exc) == "configuration":
             raise refused_by_redis(exc) from exc
         raise unavailable(f"Redis did not answer: {exc}") from exc
+    check_connection_options(pool.connection_class, pool.connection_kwargs)
     client = AsyncRedis(connection_pool=pool, retry=kwargs["retry"])
     client.auto_close_connection_pool = True  # as from_url does: closing the client closes it
     return client
