@@ -293,3 +293,13 @@ def test_a_redis_url_parameter_redis_py_does_not_take_is_refused_naming_it(
     good = "client_name=runyard-test&socket_connect_timeout=2&health_check_interval=5"
     yard = Yard.from_url(url.replace(query, good))
     yard.close()
+
+
+def test_a_bad_libpq_value_in_the_url_is_refused_at_once_naming_it() -> None:
+    # The probe connection passed a connect_timeout of its own, which overrode the URL's: the
+    # probe connected, then every pool connection failed on the bad value, and after the
+    # pool's 5 s the error was a retryable "could not connect within 5.0 s".
+    with pytest.raises(ConfigurationError, match="bad value for connect_timeout"):
+        Yard.from_url(
+            f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?{PG_OPTIONS}&connect_timeout=abc"
+        )

@@ -15,6 +15,7 @@ _SETTING_WRONG = (
     "no pg_hba.conf entry",
     "pg_hba.conf rejects",
     "invalid integer value",  # port=abc
+    "bad value for",  # connect_timeout=abc (libpq 15)
     "invalid port number",
     "invalid connection option",
     "invalid sslmode",

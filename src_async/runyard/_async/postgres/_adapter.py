@@ -162,7 +162,7 @@ class _AsyncPostgresAdapter(AsyncClosing):
         """
         dsn = settings.dsn.get_secret_value()
         try:
-            conninfo_to_dict(dsn)
+            given = conninfo_to_dict(dsn)
         except psycopg.Error:
             # libpq's message quotes the DSN, password included: say less.
             raise ConfigurationError(
@@ -170,11 +170,16 @@ class _AsyncPostgresAdapter(AsyncClosing):
                 "(details hidden: they would show the DSN)"
             ) from None
         # One direct connection first: a wrong setting fails at once with libpq's reason,
-        # instead of as a pool timeout with the reason only in psycopg_pool's log.
+        # instead of as a pool timeout with the reason only in psycopg_pool's log. Its connect
+        # budget is the pool's, unless the DSN sets one (overriding it hid a bad value there,
+        # which then failed the pool's connections only, after its timeout).
+        budget: dict[str, Any] = (
+            {}
+            if "connect_timeout" in given
+            else {"connect_timeout": max(1, round(settings.pool_timeout_seconds))}
+        )
         try:
-            probe = await AsyncConnection.connect(
-                dsn, connect_timeout=max(1, round(settings.pool_timeout_seconds))
-            )
+            probe = await AsyncConnection.connect(dsn, **budget)
         except psycopg.Error as exc:
             raise connect_refusal(exc, kind=cls._kind, secret=dsn) from None
         await probe.close()
