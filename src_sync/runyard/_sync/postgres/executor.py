@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
 from runyard._flavours import Lock
 from runyard.errors import ConfigurationError
@@ -93,10 +94,10 @@ class PsycopgExecutor:
             return self._autocommit(self.source, statement, args)
 
     def _getconn(self, pool: ConnectionPool[Any]) -> Connection[Any]:
-        """A connection of ``pool``; its PoolTimeout raised as is when every connection it may
-        hold is open (all in use: raise max_size or lower the concurrency), else as NotSent:
-        it could not make the connections it lacks (the server down or unreachable, as
-        psycopg.pool's own warnings say), which told a user in an outage to enlarge the pool."""
+        """A connection of ``pool``. Its PoolTimeout is raised as is when a connection can be
+        made (so the pool's are all in use: raise max_size or lower the concurrency), else as
+        NotSent with libpq's reason (the server down or unreachable), which had told a user
+        in an outage to enlarge the pool. A closed pool is NotSent saying so."""
         try:
             conn: Connection[Any] = pool.getconn(self.timeout)
             return conn
@@ -108,12 +109,29 @@ class PsycopgExecutor:
                 "open the store again"
             ) from None
         except PoolTimeout:
-            if pool.get_stats().get("pool_size", pool.max_size) >= pool.max_size:
+            problem = self._connect_problem(pool)
+            if problem is None:
                 raise
             raise NotSent(
-                f"no connection within the pool's timeout, and it holds fewer than its "
-                f"max_size={pool.max_size}: it could not connect (psycopg.pool logs why)"
+                f"no connection within the pool's timeout: it could not connect ({problem})"
             ) from None
+
+    def _connect_problem(self, pool: ConnectionPool[Any]) -> str | None:
+        """Why a connection with the pool's conninfo and keywords cannot be made (libpq's
+        first line), or None when one can (closed at once). Asked only after a PoolTimeout:
+        the pool's own counts cannot tell (its pool_size counts connections it is still trying
+        to make, so an outage showed as a full pool)."""
+        conninfo, keywords = pool.conninfo, pool.kwargs
+        if not isinstance(conninfo, str) or not isinstance(keywords, dict | None):
+            return None  # a conninfo made per connection: cannot tell, as before
+        budget = {"connect_timeout": max(1, round(self.timeout or pool.timeout))}
+        try:
+            probe = Connection.connect(conninfo, **{**budget, **(keywords or {})})
+        except psycopg.Error as exc:
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            return lines[0] if lines else type(exc).__name__
+        probe.close()
+        return None
 
     def _autocommit(
         self, conn: Connection[Any], statement: str, args: Sequence[Any]
