@@ -303,3 +303,15 @@ def test_a_bad_libpq_value_in_the_url_is_refused_at_once_naming_it() -> None:
         Yard.from_url(
             f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test?{PG_OPTIONS}&connect_timeout=abc"
         )
+
+
+@pytest.mark.parametrize("scheme", ["redis+cluster", "rediss+cluster"])
+def test_a_cluster_url_parameter_redis_py_does_not_take_is_refused_before_connecting(
+    scheme: str,
+) -> None:
+    # One cluster client raised a bare TypeError; the thread twin's connected first (and on a
+    # cluster went on to fail in its nodes' connections). Nothing listens on port 1: the
+    # refusal comes before any connection.
+    url = f"{scheme}://127.0.0.1:1?namespace={fresh_namespace()}&durable=false&sslmode=require"
+    with pytest.raises(ConfigurationError, match="'sslmode'"):
+        Yard.from_url(url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -114,6 +115,20 @@ def check_database(dsn: str, cluster: bool) -> None:
         )
 
 
+def check_cluster_url_options(dsn: str) -> None:
+    """``check_connection_options`` for a Redis Cluster URL, before its client is built: the
+    query parameters its nodes' connections take (or the cluster client itself). The async
+    cluster client refused another as a bare TypeError, the sync one connected first.
+    Raises ValueError for a URL redis-py cannot parse (the caller names it malformed)."""
+    from redis.cluster import RedisCluster
+    from redis.connection import Connection, parse_url
+
+    parsed: dict[str, Any] = parse_url(dsn)  # type: ignore[no-untyped-call]
+    connection_class = parsed.pop("connection_class", Connection)
+    own = set(inspect.signature(RedisCluster.__init__).parameters)
+    check_connection_options(connection_class, {k: v for k, v in parsed.items() if k not in own})
+
+
 def check_connection_options(connection_class: type, options: Mapping[str, Any]) -> None:
     """Refuse the Redis URL's query parameters that ``connection_class`` (the pool's) takes no
     parameter for: redis-py passes a parameter it does not know to the connection, whose
@@ -136,6 +151,13 @@ def check_connection_options(connection_class: type, options: Mapping[str, Any])
             f"redis-py's {connection_class.__name__} does not take: remove them (runyard's own "
             "options are namespace, durable, pool_size, socket_timeout, ...; see the docs)"
         )
+
+
+def unknown_keyword(exc: TypeError) -> str:
+    """The keyword a TypeError says a redis-py class does not take (``'sslmode'``), quoted,
+    or "a keyword it does not know" (its message is not shown whole: it is redis-py's)."""
+    found = re.search(r"keyword argument '([^']+)'", str(exc))
+    return repr(found.group(1)) if found else "a keyword it does not know"
 
 
 def classify(exc: BaseException) -> Failure:

@@ -19,6 +19,7 @@ from runyard.redis.clocks import clock_offset_warning, server_seconds
 from runyard.redis.common import (
     CONFIG_SETTINGS,
     ReplyLost,
+    check_cluster_url_options,
     check_connection_options,
     check_database,
     classify,
@@ -28,6 +29,7 @@ from runyard.redis.common import (
     refused_by_redis,
     retry_delay,
     text,
+    unknown_keyword,
 )
 from runyard.redis.flavours import (
     AsyncBlockingConnectionPool,
@@ -71,10 +73,19 @@ def client_from_url(
     kwargs["retry"] = AsyncRetry(NoBackoff(), 0)
     try:
         if settings.cluster:
+            check_cluster_url_options(dsn)
             return AsyncRedisCluster.from_url(dsn, **kwargs)
         pool = AsyncBlockingConnectionPool.from_url(
             dsn, timeout=settings.pool_timeout_seconds, **kwargs
         )
+    except TypeError as exc:
+        # The cluster client refuses a keyword it does not take (a query parameter such as
+        # ?sslmode=require) as it is built: name it, never the URL.
+        client_class = AsyncRedisCluster.__name__
+        raise ConfigurationError(
+            f"the Redis URL has a query parameter ({unknown_keyword(exc)}) that redis-py's "
+            f"{client_class} does not take: remove it"
+        ) from None
     except ValueError as exc:
         # redis-py's message may quote the URL, password included: name the problem only.
         raise ConfigurationError(
