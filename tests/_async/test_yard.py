@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from pydantic import SecretStr
 from runyard import (
     AsyncMemoryStateStore,
     AsyncYard,
@@ -21,7 +22,7 @@ from runyard import (
     StatePersistenceError,
 )
 from runyard._flavours import AsyncEvent, async_gather, async_sleep
-from runyard.postgres import StateTables
+from runyard.postgres import AsyncPostgresStateStore, PostgresStoreSettings, StateTables
 from runyard.yard import redact
 
 from tests.support.postgres_plugin import PG_HOST, PG_PORT
@@ -332,3 +333,15 @@ async def test_a_cluster_url_parameter_redis_py_does_not_take_is_refused_before_
     url = f"{scheme}://127.0.0.1:1?namespace={fresh_namespace()}&durable=false&sslmode=require"
     with pytest.raises(ConfigurationError, match="'sslmode'"):
         await AsyncYard.from_url(url)
+
+
+@pytest.mark.asyncio
+async def test_settings_copied_past_their_checks_are_checked_again_by_from_settings() -> None:
+    # model_copy(update=...) skips pydantic's validators: psycopg_pool then raised its own
+    # ValueError ("max_size must be greater or equal than min_size").
+    settings = PostgresStoreSettings(
+        dsn=SecretStr(f"host={PG_HOST} port={PG_PORT} user=postgres dbname=test")
+    ).model_copy(update={"pool_min_size": 12})
+    with pytest.raises(ConfigurationError, match="pool_min_size=12 is more than") as caught:
+        await AsyncPostgresStateStore.from_settings(settings)
+    assert caught.value.fields == ("pool_min_size", "pool_max_size")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import redis
+from pydantic import SecretStr
 from runyard import (
     ConfigurationError,
     InvalidArgumentError,
@@ -23,7 +24,7 @@ from runyard import (
     Yard,
 )
 from runyard._flavours import Event, gather, sleep
-from runyard.postgres import StateTables
+from runyard.postgres import PostgresStateStore, PostgresStoreSettings, StateTables
 from runyard.yard import redact
 
 from tests.support.postgres_plugin import PG_HOST, PG_PORT
@@ -315,3 +316,14 @@ def test_a_cluster_url_parameter_redis_py_does_not_take_is_refused_before_connec
     url = f"{scheme}://127.0.0.1:1?namespace={fresh_namespace()}&durable=false&sslmode=require"
     with pytest.raises(ConfigurationError, match="'sslmode'"):
         Yard.from_url(url)
+
+
+def test_settings_copied_past_their_checks_are_checked_again_by_from_settings() -> None:
+    # model_copy(update=...) skips pydantic's validators: psycopg_pool then raised its own
+    # ValueError ("max_size must be greater or equal than min_size").
+    settings = PostgresStoreSettings(
+        dsn=SecretStr(f"host={PG_HOST} port={PG_PORT} user=postgres dbname=test")
+    ).model_copy(update={"pool_min_size": 12})
+    with pytest.raises(ConfigurationError, match="pool_min_size=12 is more than") as caught:
+        PostgresStateStore.from_settings(settings)
+    assert caught.value.fields == ("pool_min_size", "pool_max_size")

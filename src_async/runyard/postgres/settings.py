@@ -51,10 +51,15 @@ class PostgresStoreSettings(RunyardSettings):
 
     @model_validator(mode="after")
     def _coherent(self) -> PostgresStoreSettings:
+        self.check_coherent()
+        return self
+
+    def check_coherent(self) -> None:
         """The pool's bounds in order, and names PostgreSQL takes, checked as the settings are
-        built (a yard URL's ``table_prefix`` or ``schema`` was refused only after a connection
-        was made, naming no option; ``pool_min_size`` above ``pool_max_size`` made a pool of
-        ``pool_min_size`` connections). ConfigurationError naming the fields."""
+        built and again by ``from_settings`` (``model_copy(update=...)`` skips validators): a
+        yard URL's ``table_prefix`` or ``schema`` was refused only after a connection was
+        made, naming no option; ``pool_min_size`` above ``pool_max_size`` made a pool of
+        ``pool_min_size`` connections. ConfigurationError naming the fields."""
         if self.pool_min_size > self.pool_max_size:
             raise ConfigurationError(
                 f"pool_min_size={self.pool_min_size} is more than pool_max_size="
@@ -70,7 +75,6 @@ class PostgresStoreSettings(RunyardSettings):
             self.tables()
         except ConfigurationError as exc:
             raise ConfigurationError(f"db_schema: {exc}", fields=("db_schema",)) from None
-        return self
 
     def tables(self) -> StateTables:
         """The StateTables these settings name. Raises ConfigurationError for a bad name."""

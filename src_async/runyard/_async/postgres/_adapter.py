@@ -160,6 +160,7 @@ class _AsyncPostgresAdapter(AsyncClosing):
 
         The adapter owns the pool and closes it in aclose(). Errors never show the DSN.
         """
+        settings.check_coherent()  # again: model_copy(update=...) skips the validators
         dsn = settings.dsn.get_secret_value()
         try:
             given = conninfo_to_dict(dsn)

@@ -161,6 +161,7 @@ class _PostgresAdapter(Closing):
 
         The adapter owns the pool and closes it in close(). Errors never show the DSN.
         """
+        settings.check_coherent()  # again: model_copy(update=...) skips the validators
         dsn = settings.dsn.get_secret_value()
         try:
             given = conninfo_to_dict(dsn)
