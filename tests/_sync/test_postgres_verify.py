@@ -28,6 +28,7 @@ from runyard.postgres import (
     PsycopgExecutor,
     StateTables,
 )
+from runyard.postgres.errors import map_error
 
 from tests._sync.postgres_support import CountingExecutor, open_pool, open_store
 from tests.support.postgres_migrations import (
@@ -36,7 +37,7 @@ from tests.support.postgres_migrations import (
     undo_executions_3,
     undo_queue_5,
 )
-from tests.support.postgres_plugin import PG_BASE_DSN, admin_connection
+from tests.support.postgres_plugin import PG_BASE_DSN, PG_PORT, admin_connection
 
 REFUSED = [
     {"x": float("nan")},
@@ -333,6 +334,84 @@ def test_a_pool_that_cannot_connect_is_unavailable_not_exhausted(
         assert "could not connect" in str(caught.value)
         assert "Connection refused" in str(caught.value)  # libpq's reason
         assert "raise max_size" not in str(caught.value)
+
+
+def _timed_out_fetch(pool: Any) -> Exception:
+    """What a statement on ``pool`` raises (mapped as the stores map it) once its getconn times
+    out."""
+    executor = PsycopgExecutor(pool)
+    with pytest.raises(Exception) as caught:
+        executor.fetch("SELECT 1")
+    return map_error(caught.value, kind="state", idempotent=True, secret=None) or caught.value
+
+
+def test_a_timed_out_pool_is_judged_without_showing_the_password_or_the_server_limit(
+    pg_tables: StateTables,
+) -> None:
+    # The re-review of the probe after a PoolTimeout: libpq's refusal of a conninfo it cannot
+    # parse quotes it (the password); a server at its connection limit (53300) is a full pool,
+    # not an outage; a conninfo made per connection cannot be probed (the pool's counts then
+    # decide); the conninfo's own connect_timeout is kept.
+    from psycopg_pool import ConnectionPool
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    secret = "Pa%zzS3cr3tPw"
+    bad_conninfo: ConnectionPool[Any] = ConnectionPool(
+        f"postgresql://postgres:{secret}@127.0.0.1:{PG_PORT}/test",
+        min_size=0,
+        max_size=2,
+        timeout=0.3,
+        open=False,
+    )
+    bad_conninfo.open()
+    try:
+        error = _timed_out_fetch(bad_conninfo)
+        assert secret not in str(error) and "S3cr3t" not in str(error)
+        assert "conninfo is not valid" in str(error)
+    finally:
+        bad_conninfo.close()
+    per_connection: ConnectionPool[Any] = ConnectionPool(
+        lambda: f"host=127.0.0.1 port={port} user=postgres dbname=test connect_timeout=1",
+        min_size=0,
+        max_size=2,
+        timeout=0.3,
+        open=False,
+    )
+    per_connection.open()
+    try:
+        error = _timed_out_fetch(per_connection)
+        assert isinstance(error, StatePersistenceError) and error.reason == "unavailable"
+        assert not isinstance(error, PoolExhaustedError)
+    finally:
+        per_connection.close()
+    role = f"rv_limit_{pg_tables.schema}"
+    with admin_connection() as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 1')
+    try:
+        limited: ConnectionPool[Any] = ConnectionPool(
+            f"host=127.0.0.1 port={PG_PORT} user={role} dbname=test",
+            min_size=1,
+            max_size=1,
+            timeout=0.3,
+            open=False,
+        )
+        limited.open(wait=True)
+        held = limited.getconn()
+        try:
+            error = _timed_out_fetch(limited)
+            assert isinstance(error, PoolExhaustedError), error
+        finally:
+            limited.putconn(held)
+            limited.close()
+    finally:
+        with admin_connection() as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            admin.execute(f'DROP ROLE "{role}"')
 
 
 def test_a_statement_timeout_is_a_retryable_persistence_error(

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolClosed, PoolTimeout
 from runyard._flavours import Lock
 from runyard.errors import ConfigurationError
@@ -72,6 +74,8 @@ class PsycopgExecutor:
         self.prepare = prepare
         self.timeout = timeout
         self._lock = Lock()
+        self._probed_at = float("-inf")  # when a PoolTimeout last made it try a connection
+        self._probe_problem: str | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({type(self.source).__name__}, prepare={self.prepare})"
@@ -118,20 +122,41 @@ class PsycopgExecutor:
 
     def _connect_problem(self, pool: ConnectionPool[Any]) -> str | None:
         """Why a connection with the pool's conninfo and keywords cannot be made (libpq's
-        first line), or None when one can (closed at once). Asked only after a PoolTimeout:
-        the pool's own counts cannot tell (its pool_size counts connections it is still trying
-        to make, so an outage showed as a full pool)."""
+        first line), or None when one can (closed at once) or the server refuses more
+        (53300: the pool is full, at the server's limit). Asked only after a PoolTimeout,
+        at most once a second (the answer is kept meanwhile): the pool's own counts cannot
+        tell (its pool_size counts connections it is still trying to make, so an outage
+        showed as a full pool); they decide only for a conninfo made per connection."""
         conninfo, keywords = pool.conninfo, pool.kwargs
         if not isinstance(conninfo, str) or not isinstance(keywords, dict | None):
-            return None  # a conninfo made per connection: cannot tell, as before
-        budget = {"connect_timeout": max(1, round(self.timeout or pool.timeout))}
+            if pool.get_stats().get("pool_size", pool.max_size) >= pool.max_size:
+                return None
+            return "the pool holds fewer connections than its max_size"
+        now = time.monotonic()
+        if now < self._probed_at + 1.0:
+            return self._probe_problem
+        problem: str | None = None
         try:
+            # Its connect budget is the pool's, unless the conninfo sets one.
+            budget = (
+                {}
+                if "connect_timeout" in conninfo_to_dict(conninfo)
+                else {"connect_timeout": max(1, round(self.timeout or pool.timeout))}
+            )
             probe = Connection.connect(conninfo, **{**budget, **(keywords or {})})
+        except psycopg.ProgrammingError:
+            problem = "its conninfo is not valid (details hidden: they could show the password)"
         except psycopg.Error as exc:
-            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-            return lines[0] if lines else type(exc).__name__
-        probe.close()
-        return None
+            text = str(exc)
+            # 53300, "too many connections for role" / "too many clients already" (a failed
+            # connect carries no sqlstate): the server's limit, which a full pool meets.
+            if getattr(exc, "sqlstate", None) != "53300" and "too many c" not in text:
+                lines = [line.strip() for line in text.splitlines() if line.strip()]
+                problem = lines[0] if lines else type(exc).__name__
+        else:
+            probe.close()
+        self._probed_at, self._probe_problem = now, problem
+        return problem
 
     def _autocommit(
         self, conn: Connection[Any], statement: str, args: Sequence[Any]
