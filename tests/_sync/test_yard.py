@@ -24,7 +24,10 @@ from runyard import (
     Yard,
 )
 from runyard._flavours import Event, gather, sleep
+from runyard._sync.redis.scripts import client_from_url
+from runyard.errors import RunyardError
 from runyard.postgres import PostgresStateStore, PostgresStoreSettings, StateTables
+from runyard.redis import RedisStoreSettings
 from runyard.yard import redact
 
 from tests.support.postgres_plugin import PG_HOST, PG_PORT
@@ -327,3 +330,35 @@ def test_settings_copied_past_their_checks_are_checked_again_by_from_settings() 
     with pytest.raises(ConfigurationError, match="pool_min_size=12 is more than") as caught:
         PostgresStateStore.from_settings(settings)
     assert caught.value.fields == ("pool_min_size", "pool_max_size")
+
+
+def test_postgres_settings_name_every_bad_field_at_once() -> None:
+    # The first check to fail was the only one named (the class promises every bad field).
+    with pytest.raises(ConfigurationError) as caught:
+        PostgresStoreSettings(
+            dsn=SecretStr("host=x"),
+            pool_min_size=5,
+            pool_max_size=2,
+            table_prefix="App_",
+            db_schema="Bad-Name",
+        )
+    assert caught.value.fields == ("pool_min_size", "pool_max_size", "table_prefix", "db_schema")
+
+
+def test_a_cluster_dsn_may_size_its_nodes_pools() -> None:
+    # max_connections sizes each node's pool (redis-py takes it): refused by the first version
+    # of the cluster URL check. Nothing listens on port 1: the client's first command would
+    # fail, not its construction.
+    settings = RedisStoreSettings(
+        dsn=SecretStr("redis://127.0.0.1:1/0?max_connections=5&socket_connect_timeout=1"),
+        cluster=True,
+        durable=False,
+        namespace=fresh_namespace(),
+    )
+    try:
+        client = client_from_url(None, settings)
+    except ConfigurationError as exc:  # a refusal of a parameter redis-py takes
+        raise AssertionError(exc) from None
+    except RunyardError:
+        return  # the thread twin's cluster client connects as it is built: unavailable here
+    client.close()

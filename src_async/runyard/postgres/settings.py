@@ -60,21 +60,35 @@ class PostgresStoreSettings(RunyardSettings):
         yard URL's ``table_prefix`` or ``schema`` was refused only after a connection was
         made, naming no option; ``pool_min_size`` above ``pool_max_size`` made a pool of
         ``pool_min_size`` connections. ConfigurationError naming the fields."""
+        problems: list[tuple[tuple[str, ...], str]] = []
         if self.pool_min_size > self.pool_max_size:
-            raise ConfigurationError(
-                f"pool_min_size={self.pool_min_size} is more than pool_max_size="
-                f"{self.pool_max_size}: the pool would hold {self.pool_min_size} connections, "
-                "past its maximum; lower pool_min_size or raise pool_max_size",
-                fields=("pool_min_size", "pool_max_size"),
+            problems.append(
+                (
+                    ("pool_min_size", "pool_max_size"),
+                    f"pool_min_size={self.pool_min_size} is more than pool_max_size="
+                    f"{self.pool_max_size}: the pool would hold {self.pool_min_size} "
+                    "connections, past its maximum; lower pool_min_size or raise pool_max_size",
+                )
             )
         try:
             StateTables.with_prefix(self.table_prefix)
         except ConfigurationError as exc:
-            raise ConfigurationError(f"table_prefix: {exc}", fields=("table_prefix",)) from None
-        try:
-            self.tables()
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"db_schema: {exc}", fields=("db_schema",)) from None
+            problems.append((("table_prefix",), f"table_prefix: {exc}"))
+        else:
+            try:
+                self.tables()
+            except ConfigurationError as exc:
+                problems.append((("db_schema",), f"db_schema: {exc}"))
+        if self.db_schema is not None and any(f == ("table_prefix",) for f, _ in problems):
+            try:
+                StateTables.with_prefix("runyard_", schema=self.db_schema)
+            except ConfigurationError as exc:
+                problems.append((("db_schema",), f"db_schema: {exc}"))
+        if problems:
+            raise ConfigurationError(
+                "; ".join(message for _, message in problems),
+                fields=tuple(f for fields, _ in problems for f in fields),
+            )
 
     def tables(self) -> StateTables:
         """The StateTables these settings name. Raises ConfigurationError for a bad name."""

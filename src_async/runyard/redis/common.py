@@ -120,12 +120,17 @@ def check_cluster_url_options(dsn: str) -> None:
     query parameters its nodes' connections take (or the cluster client itself). The async
     cluster client refused another as a bare TypeError, the sync one connected first.
     Raises ValueError for a URL redis-py cannot parse (the caller names it malformed)."""
+    from redis.asyncio.cluster import RedisCluster as AsyncCluster
     from redis.cluster import RedisCluster
-    from redis.connection import Connection, parse_url
+    from redis.connection import Connection, ConnectionPool, parse_url
 
     parsed: dict[str, Any] = parse_url(dsn)  # type: ignore[no-untyped-call]
     connection_class = parsed.pop("connection_class", Connection)
-    own = set(inspect.signature(RedisCluster.__init__).parameters)
+    own = {  # the cluster clients' own parameters and their nodes' pools' (max_connections)
+        name
+        for owner in (RedisCluster.__init__, AsyncCluster.__init__, ConnectionPool.__init__)
+        for name in inspect.signature(owner).parameters
+    }
     check_connection_options(connection_class, {k: v for k, v in parsed.items() if k not in own})
 
 
