@@ -156,8 +156,7 @@ class AsyncScriptRunner:
         """
         if self.closed:
             raise self._unavailable(
-                "the Redis store is closed (close() or aclose()): nothing was sent; open the "
-                "store again"
+                "the Redis store is closed: nothing was sent; open the store again"
             )
         attempt = 0
         while True:

@@ -109,7 +109,7 @@ class PsycopgExecutor:
             # Not a connection lost before a write's reply (StoreOutcomeUnknown, as psycopg's
             # OperationalError mapped): nothing left.
             raise NotSent(
-                "the store is closed (close() or aclose() closed its pool): nothing was sent; "
+                "the store is closed (its pool closed with the store): nothing was sent; "
                 "open the store again"
             ) from None
         except PoolTimeout:
