@@ -345,6 +345,20 @@ def _timed_out_fetch(pool: Any) -> Exception:
     return map_error(caught.value, kind="state", idempotent=True, secret=None) or caught.value
 
 
+def _timed_out_on(conninfo: Any) -> Exception:
+    """``_timed_out_fetch`` on a pool of ``conninfo`` (0 to 2 connections, 0.3 s timeout)."""
+    from psycopg_pool import ConnectionPool
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        conninfo, min_size=0, max_size=2, timeout=0.3, open=False
+    )
+    pool.open()
+    try:
+        return _timed_out_fetch(pool)
+    finally:
+        pool.close()
+
+
 def test_a_timed_out_pool_is_judged_without_showing_the_password_or_the_server_limit(
     pg_tables: StateTables,
 ) -> None:
@@ -358,34 +372,14 @@ def test_a_timed_out_pool_is_judged_without_showing_the_password_or_the_server_l
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     secret = "Pa%zzS3cr3tPw"
-    bad_conninfo: ConnectionPool[Any] = ConnectionPool(
-        f"postgresql://postgres:{secret}@127.0.0.1:{PG_PORT}/test",
-        min_size=0,
-        max_size=2,
-        timeout=0.3,
-        open=False,
+    error = _timed_out_on(f"postgresql://postgres:{secret}@127.0.0.1:{PG_PORT}/test")
+    assert secret not in str(error) and "S3cr3t" not in str(error)
+    assert "conninfo is not valid" in str(error)
+    error = _timed_out_on(
+        lambda: f"host=127.0.0.1 port={port} user=postgres dbname=test connect_timeout=1"
     )
-    bad_conninfo.open()
-    try:
-        error = _timed_out_fetch(bad_conninfo)
-        assert secret not in str(error) and "S3cr3t" not in str(error)
-        assert "conninfo is not valid" in str(error)
-    finally:
-        bad_conninfo.close()
-    per_connection: ConnectionPool[Any] = ConnectionPool(
-        lambda: f"host=127.0.0.1 port={port} user=postgres dbname=test connect_timeout=1",
-        min_size=0,
-        max_size=2,
-        timeout=0.3,
-        open=False,
-    )
-    per_connection.open()
-    try:
-        error = _timed_out_fetch(per_connection)
-        assert isinstance(error, StatePersistenceError) and error.reason == "unavailable"
-        assert not isinstance(error, PoolExhaustedError)
-    finally:
-        per_connection.close()
+    assert isinstance(error, StatePersistenceError) and error.reason == "unavailable"
+    assert not isinstance(error, PoolExhaustedError)
     role = f"rv_limit_{pg_tables.schema}"
     with admin_connection() as admin:
         admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 1')
