@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from runyard.errors import ConfigurationError, RunyardError
-from runyard.postgres.errors import Kind, scrub, unavailable
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["connect_refusal"]
+import psycopg
+
+from runyard.errors import ConfigurationError, RunyardError
+from runyard.postgres.errors import Kind, first_line, scrub, unavailable
+
+__all__ = ["connect_budget", "connect_refusal", "probe_problem"]
+
+# libpq's words (a failed connect carries no sqlstate) for the server's connection limit:
+# "too many connections for role ...", "sorry, too many clients already" (53300).
+_AT_THE_LIMIT = ("too many connections", "too many clients")
 
 # libpq's words for a connection that no retry can make: the DSN or the role is wrong.
 _SETTING_WRONG = (
@@ -32,10 +41,32 @@ def connect_refusal(exc: BaseException, *, kind: Kind, secret: str | None) -> Ru
     timed-out connection: the server may be starting) is the store's retryable unavailable
     error. The DSN never appears in the message.
     """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    reason = scrub(lines[0] if lines else type(exc).__name__, secret)
+    reason = scrub(first_line(exc), secret)
     if any(marker in reason for marker in _SETTING_WRONG):
         return ConfigurationError(
             f"PostgreSQL refused the connection: {reason}; fix settings.dsn (not retried)"
         )
     return unavailable(kind, f"could not connect to PostgreSQL: {reason}")
+
+
+def connect_budget(conninfo: Mapping[str, Any], seconds: float) -> dict[str, Any]:
+    """The ``connect_timeout`` keyword for a connection made to try ``conninfo`` (its
+    parameters): ``seconds`` (at least 1, whole), unless the conninfo sets its own, which the
+    keyword would override (hiding a bad value there, connect_timeout=abc, that then failed
+    only the pool's connections)."""
+    if "connect_timeout" in conninfo:
+        return {}
+    return {"connect_timeout": max(1, round(seconds))}
+
+
+def probe_problem(exc: BaseException) -> str | None:
+    """What a failed try of a pool's conninfo says about the pool, after a PoolTimeout: None
+    when the server refused one more connection (53300: the pool is full at the server's
+    limit), else why none can be made: libpq's first line, or for a conninfo libpq cannot
+    parse a sentence that hides it (libpq quotes it, password included)."""
+    if isinstance(exc, psycopg.ProgrammingError):
+        return "its conninfo is not valid (details hidden: they could show the password)"
+    text = str(exc)
+    if getattr(exc, "sqlstate", None) == "53300" or any(w in text for w in _AT_THE_LIMIT):
+        return None
+    return first_line(exc)

@@ -17,7 +17,16 @@ from runyard.errors import (
     StoreOutcomeUnknown,
 )
 
-__all__ = ["FIX_SCHEMA", "Kind", "NotSent", "map_error", "scrub", "unavailable", "verify_refusal"]
+__all__ = [
+    "FIX_SCHEMA",
+    "Kind",
+    "NotSent",
+    "first_line",
+    "map_error",
+    "scrub",
+    "unavailable",
+    "verify_refusal",
+]
 
 Kind = Literal["state", "queue", "executions"]
 
@@ -105,9 +114,10 @@ def _passing(kind: Kind, message: str, reason: PersistenceReason) -> RunyardErro
     return StatePersistenceError(message, reason=reason)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of ``exc``'s message (libpq's reason), or its type's name."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def map_error(
@@ -141,10 +151,8 @@ def map_error(
         )
     if isinstance(exc, NotSent):
         cause = exc.__cause__ or exc
-        return unavailable(
-            kind, scrub(f"no connection to PostgreSQL: {_first_line(cause)}", secret)
-        )
-    message = scrub(_first_line(exc), secret)
+        return unavailable(kind, scrub(f"no connection to PostgreSQL: {first_line(cause)}", secret))
+    message = scrub(first_line(exc), secret)
     sqlstate = getattr(exc, "sqlstate", None)
     if isinstance(sqlstate, str):
         if sqlstate in _CONTENDED:

@@ -70,20 +70,15 @@ class PostgresStoreSettings(RunyardSettings):
                     "connections, past its maximum; lower pool_min_size or raise pool_max_size",
                 )
             )
-        try:
-            StateTables.with_prefix(self.table_prefix)
-        except ConfigurationError as exc:
-            problems.append((("table_prefix",), f"table_prefix: {exc}"))
-        else:
+        # Each name on its own (the default prefix with the schema), so both are named.
+        for field, prefix, schema in (
+            ("table_prefix", self.table_prefix, None),
+            ("db_schema", "runyard_", self.db_schema),
+        ):
             try:
-                self.tables()
+                StateTables.with_prefix(prefix, schema=schema)
             except ConfigurationError as exc:
-                problems.append((("db_schema",), f"db_schema: {exc}"))
-        if self.db_schema is not None and any(f == ("table_prefix",) for f, _ in problems):
-            try:
-                StateTables.with_prefix("runyard_", schema=self.db_schema)
-            except ConfigurationError as exc:
-                problems.append((("db_schema",), f"db_schema: {exc}"))
+                problems.append(((field,), f"{field}: {exc}"))
         if problems:
             raise ConfigurationError(
                 "; ".join(message for _, message in problems),

@@ -29,7 +29,7 @@ from runyard.errors import (
     RunyardError,
     StatePersistenceError,
 )
-from runyard.postgres.connecting import connect_refusal
+from runyard.postgres.connecting import connect_budget, connect_refusal
 from runyard.postgres.errors import FIX_SCHEMA, NotSent, map_error, verify_refusal
 from runyard.postgres.flavours import AsyncConnection, AsyncConnectionPool
 from runyard.postgres.schema import SCHEMA_VERSIONS, StateTables, index_names
@@ -171,16 +171,11 @@ class _AsyncPostgresAdapter(AsyncClosing):
                 "(details hidden: they would show the DSN)"
             ) from None
         # One direct connection first: a wrong setting fails at once with libpq's reason,
-        # instead of as a pool timeout with the reason only in psycopg_pool's log. Its connect
-        # budget is the pool's, unless the DSN sets one (overriding it hid a bad value there,
-        # which then failed the pool's connections only, after its timeout).
-        budget: dict[str, Any] = (
-            {}
-            if "connect_timeout" in given
-            else {"connect_timeout": max(1, round(settings.pool_timeout_seconds))}
-        )
+        # instead of as a pool timeout with the reason only in psycopg_pool's log.
         try:
-            probe = await AsyncConnection.connect(dsn, **budget)
+            probe = await AsyncConnection.connect(
+                dsn, **connect_budget(given, settings.pool_timeout_seconds)
+            )
         except psycopg.Error as exc:
             raise connect_refusal(exc, kind=cls._kind, secret=dsn) from None
         await probe.close()

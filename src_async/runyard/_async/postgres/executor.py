@@ -12,6 +12,7 @@ from psycopg_pool import PoolClosed, PoolTimeout
 
 from runyard._flavours import AsyncLock
 from runyard.errors import ConfigurationError
+from runyard.postgres.connecting import connect_budget, probe_problem
 from runyard.postgres.errors import NotSent
 from runyard.postgres.flavours import (
     AsyncConnection,
@@ -136,22 +137,10 @@ class AsyncPsycopgExecutor:
             return self._probe_problem
         problem: str | None = None
         try:
-            # Its connect budget is the pool's, unless the conninfo sets one.
-            budget = (
-                {}
-                if "connect_timeout" in conninfo_to_dict(conninfo)
-                else {"connect_timeout": max(1, round(self.timeout or pool.timeout))}
-            )
+            budget = connect_budget(conninfo_to_dict(conninfo), self.timeout or pool.timeout)
             probe = await AsyncConnection.connect(conninfo, **{**budget, **(keywords or {})})
-        except psycopg.ProgrammingError:
-            problem = "its conninfo is not valid (details hidden: they could show the password)"
         except psycopg.Error as exc:
-            text = str(exc)
-            # 53300, "too many connections for role" / "too many clients already" (a failed
-            # connect carries no sqlstate): the server's limit, which a full pool meets.
-            if getattr(exc, "sqlstate", None) != "53300" and "too many c" not in text:
-                lines = [line.strip() for line in text.splitlines() if line.strip()]
-                problem = lines[0] if lines else type(exc).__name__
+            problem = probe_problem(exc)
         else:
             await probe.close()
         self._probed_at, self._probe_problem = now, problem
