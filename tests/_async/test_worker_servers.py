@@ -336,16 +336,32 @@ async def test_a_redis_worker_on_a_pool_of_one_connection_claims_beside_its_wake
     assert (stats.completed, stats.store_errors, len(done)) == (1, 0, 1)
 
 
+async def _blpop_clients(client: Any) -> list[str]:
+    """The server's connections whose last command was BLPOP (a wake-up's: the queue's own
+    calls never send one)."""
+    return [str(c["id"]) for c in await client.client_list() if c.get("cmd") == "blpop"]
+
+
+async def _until(condition: Callable[[], Awaitable[bool]]) -> bool:
+    """Whether ``condition`` holds, looked at every 10 ms for up to SAFETY seconds."""
+    deadline = time.monotonic() + SAFETY
+    while not await condition() and time.monotonic() < deadline:
+        await async_sleep(0.01)
+    return await condition()
+
+
 @pytest.mark.asyncio
 async def test_closing_a_queues_own_redis_wakeup_ends_a_wait_blocked_on_it(
-    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+    dedicated_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
     # Its client did not close its pool (redis-py leaves a pool passed in open): the wait
-    # went on blocking until its block time (4 s) and the connection stayed open.
-    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    # went on blocking until its block time (4 s) and the connection stayed open. On a
+    # server of the session's own, the close comes once the server shows the wait blocked.
+    url = f"redis://{dedicated_redis_target.host}:{dedicated_redis_target.port}/0"
     queue = await AsyncRedisWorkQueue.from_url(url, settings=redis_settings)
     wakeup = await queue.open_wakeup()
     assert wakeup is not None and wakeup.block_seconds == 4.0
+    admin = AsyncClients.for_target(dedicated_redis_target)
     outcome: list[object] = []
 
     async def wait() -> None:
@@ -355,10 +371,16 @@ async def test_closing_a_queues_own_redis_wakeup_ends_a_wait_blocked_on_it(
             outcome.append(exc)
 
     async def close() -> None:
-        await async_sleep(0.2)
-        await wakeup.aclose()
+        async def blocked() -> bool:
+            return bool(await _blpop_clients(admin))
+
+        try:
+            assert await _until(blocked)
+        finally:
+            await wakeup.aclose()
 
     await async_gather([wait, close])
+    await admin.aclose()
     await queue.aclose()
     assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
 
@@ -385,17 +407,8 @@ async def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
     async def blpops() -> int:
         return int((await client.info("commandstats")).get("cmdstat_blpop", {}).get("calls", 0))
 
-    async def blocking_clients() -> list[str]:
-        return [str(c["id"]) for c in await client.client_list() if c.get("cmd") == "blpop"]
-
-    async def until(condition: Callable[[], Awaitable[bool]]) -> bool:
-        deadline = time.monotonic() + SAFETY
-        while not await condition() and time.monotonic() < deadline:
-            await async_sleep(0.01)
-        return await condition()
-
     async def none_left() -> bool:
-        return await blocking_clients() == []
+        return await _blpop_clients(client) == []
 
     async def one_run() -> None:
         worker = AsyncWorker(queue, handler, backstop_seconds=60, reap_seconds=600)
@@ -403,21 +416,21 @@ async def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
         waits = [await blpops()]
 
         async def blocked() -> bool:
-            return await blpops() > waits[-1] and bool(await blocking_clients())
+            return await blpops() > waits[-1] and bool(await _blpop_clients(client))
 
         async def drive() -> None:
             try:
-                assert await until(blocked)  # idle: its listener waits on the wake key
+                assert await _until(blocked)  # idle: its listener waits on the wake key
                 await queue.enqueue("acme", {})
                 assert await ran.wait(SAFETY)  # woken (the backstop is 60 s)
                 waits.append(await blpops())
-                assert await until(blocked)  # idle again
+                assert await _until(blocked)  # idle again
             finally:
                 worker.stop()
 
         await async_gather([worker.run, drive])
         assert worker.stats().completed == 1
-        assert await until(none_left)
+        assert await _until(none_left)
 
     try:
         for _ in range(2):

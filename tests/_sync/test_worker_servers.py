@@ -327,15 +327,31 @@ def test_a_redis_worker_on_a_pool_of_one_connection_claims_beside_its_wakeup(
     assert (stats.completed, stats.store_errors, len(done)) == (1, 0, 1)
 
 
+def _blpop_clients(client: Any) -> list[str]:
+    """The server's connections whose last command was BLPOP (a wake-up's: the queue's own
+    calls never send one)."""
+    return [str(c["id"]) for c in client.client_list() if c.get("cmd") == "blpop"]
+
+
+def _until(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds, looked at every 10 ms for up to SAFETY seconds."""
+    deadline = time.monotonic() + SAFETY
+    while not condition() and time.monotonic() < deadline:
+        sleep(0.01)
+    return condition()
+
+
 def test_closing_a_queues_own_redis_wakeup_ends_a_wait_blocked_on_it(
-    local_redis_target: RedisTarget, redis_settings: RedisStoreSettings
+    dedicated_redis_target: RedisTarget, redis_settings: RedisStoreSettings
 ) -> None:
     # Its client did not close its pool (redis-py leaves a pool passed in open): the wait
-    # went on blocking until its block time (4 s) and the connection stayed open.
-    url = f"redis://{local_redis_target.host}:{local_redis_target.port}/0"
+    # went on blocking until its block time (4 s) and the connection stayed open. On a
+    # server of the session's own, the close comes once the server shows the wait blocked.
+    url = f"redis://{dedicated_redis_target.host}:{dedicated_redis_target.port}/0"
     queue = RedisWorkQueue.from_url(url, settings=redis_settings)
     wakeup = queue.open_wakeup()
     assert wakeup is not None and wakeup.block_seconds == 4.0
+    admin = Clients.for_target(dedicated_redis_target)
     outcome: list[object] = []
 
     def wait() -> None:
@@ -345,10 +361,16 @@ def test_closing_a_queues_own_redis_wakeup_ends_a_wait_blocked_on_it(
             outcome.append(exc)
 
     def close() -> None:
-        sleep(0.2)
-        wakeup.close()
+        def blocked() -> bool:
+            return bool(_blpop_clients(admin))
+
+        try:
+            assert _until(blocked)
+        finally:
+            wakeup.close()
 
     gather([wait, close])
+    admin.close()
     queue.close()
     assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
 
@@ -374,17 +396,8 @@ def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
     def blpops() -> int:
         return int((client.info("commandstats")).get("cmdstat_blpop", {}).get("calls", 0))
 
-    def blocking_clients() -> list[str]:
-        return [str(c["id"]) for c in client.client_list() if c.get("cmd") == "blpop"]
-
-    def until(condition: Callable[[], bool]) -> bool:
-        deadline = time.monotonic() + SAFETY
-        while not condition() and time.monotonic() < deadline:
-            sleep(0.01)
-        return condition()
-
     def none_left() -> bool:
-        return blocking_clients() == []
+        return _blpop_clients(client) == []
 
     def one_run() -> None:
         worker = Worker(queue, handler, backstop_seconds=60, reap_seconds=600)
@@ -392,21 +405,21 @@ def test_a_stopped_redis_worker_leaves_no_listener_on_the_wake_key(
         waits = [blpops()]
 
         def blocked() -> bool:
-            return blpops() > waits[-1] and bool(blocking_clients())
+            return blpops() > waits[-1] and bool(_blpop_clients(client))
 
         def drive() -> None:
             try:
-                assert until(blocked)  # idle: its listener waits on the wake key
+                assert _until(blocked)  # idle: its listener waits on the wake key
                 queue.enqueue("acme", {})
                 assert ran.wait(SAFETY)  # woken (the backstop is 60 s)
                 waits.append(blpops())
-                assert until(blocked)  # idle again
+                assert _until(blocked)  # idle again
             finally:
                 worker.stop()
 
         gather([worker.run, drive])
         assert worker.stats().completed == 1
-        assert until(none_left)
+        assert _until(none_left)
 
     try:
         for _ in range(2):
