@@ -9,10 +9,10 @@ from functools import partial
 
 import pytest
 from runyard._flavours import gather
-from runyard._sync.pager import RunPager
 from runyard._sync.protocols import StateStore
 from runyard._sync.testing.inputs import StateInputCases
 from runyard._sync.testing.leases import RunLeaseCases
+from runyard._sync.testing.listing import RunListingCases
 from runyard._sync.testing.retention import StateRetentionCases
 from runyard._sync.testing.roundtrip import StateRoundTripCases
 from runyard._sync.testing.validation import StateValidationCases
@@ -32,6 +32,7 @@ BAD_IDENTIFIERS = ["", "nul\x00byte", "x" * 300, "lone\ud800surrogate"]
 
 
 class StateStoreConformance(
+    RunListingCases,
     StateRetentionCases,
     RunLeaseCases,
     StateValidationCases,
@@ -222,126 +223,6 @@ class StateStoreConformance(
         assert store.get_run(RunKey("acme", "r1")) is None
         assert store.get_run(RunKey("acme", "r2")) is None
         assert store.get_run(RunKey("acme", "other")) is not None
-
-    # -- listing -----------------------------------------------------------------------------
-    def test_list_returns_all_runs_in_creation_order(self, store: StateStore) -> None:
-        ids = [f"run-{i:02d}" for i in range(7)]
-        for run_id in reversed(ids):
-            store.put_run(RunKey("acme", run_id), {}, expected_version=0)
-        page = store.list_runs("acme", limit=100)
-        assert [r.run_id for r in page.items] == list(reversed(ids))
-        assert page.next_cursor is None
-
-    def test_list_refuses_a_cursor_of_another_tenant(self, store: StateStore) -> None:
-        # A seq is a position in one tenant's runs, numbered per tenant on Redis and per store
-        # elsewhere: another tenant's cursor was taken and gave other pages by backend.
-        for i in range(3):
-            store.put_run(RunKey("acme", f"a{i}"), {}, expected_version=0)
-            store.put_run(RunKey("globex", f"b{i}"), {}, expected_version=0)
-        first = store.list_runs("acme", limit=1)
-        assert first.next_cursor is not None
-        with pytest.raises(InvalidIdentifierError) as caught:
-            store.list_runs("globex", limit=1, cursor=first.next_cursor)
-        assert caught.value.argument == "cursor"
-        rest = store.list_runs("acme", limit=5, cursor=first.next_cursor)
-        assert [r.run_id for r in rest.items] == ["a1", "a2"]
-        # A cursor in the form issued before cursors named their tenant is still taken.
-        assert len((store.list_runs("globex", cursor="s0")).items) == 3
-
-    def test_list_filters_by_status(self, store: StateStore) -> None:
-        for i in range(6):
-            status = "done" if i % 2 else "running"
-            store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0, status=status)
-        page = store.list_runs("acme", status="done", limit=100)
-        assert [r.run_id for r in page.items] == ["r1", "r3", "r5"]
-
-    def test_list_filters_by_session(self, store: StateStore) -> None:
-        for i in range(5):
-            session = "s1" if i < 2 else "s2"
-            store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0, session_id=session)
-        page = store.list_runs("acme", session_id="s1", limit=100)
-        assert [r.run_id for r in page.items] == ["r0", "r1"]
-
-    def test_list_filters_by_status_and_session_together_page_by_page(
-        self, store: StateStore
-    ) -> None:
-        # Created r9 first, r0 last: creation order is not the ids' order.
-        for i in reversed(range(10)):
-            session = "s1" if i % 2 == 0 else "s2"
-            status = "done" if i % 3 else "running"
-            store.put_run(
-                RunKey("acme", f"r{i}"), {}, expected_version=0, status=status, session_id=session
-            )
-        first = store.list_runs("acme", status="done", session_id="s1", limit=2)
-        assert [r.run_id for r in first.items] == ["r8", "r4"] and first.next_cursor
-        rest = store.list_runs(
-            "acme", status="done", session_id="s1", limit=2, cursor=first.next_cursor
-        )
-        assert [r.run_id for r in rest.items] == ["r2"] and rest.next_cursor is None
-        running = store.list_runs("acme", status="running", session_id="s2", limit=100)
-        assert [r.run_id for r in running.items] == ["r9", "r3"]
-        seen: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = store.list_runs("acme", session_id="s1", limit=2, cursor=cursor)
-            seen += [r.run_id for r in page.items]
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        assert seen == ["r8", "r6", "r4", "r2", "r0"]
-
-    def test_put_run_with_a_new_session_moves_the_run_and_none_keeps_it(
-        self, store: StateStore
-    ) -> None:
-        key = RunKey("acme", "r1")
-        store.put_run(key, {}, expected_version=0, session_id="s1")
-        moved = store.put_run(key, {"n": 1}, expected_version=1, session_id="s2")
-        assert moved.session_id == "s2"
-        in_s1 = store.list_runs("acme", session_id="s1", limit=100)
-        in_s2 = store.list_runs("acme", session_id="s2", limit=100)
-        assert ([r.run_id for r in in_s1.items], [r.run_id for r in in_s2.items]) == ([], ["r1"])
-        kept = store.put_run(key, {"n": 2}, expected_version=2)
-        got = store.get_run(key)
-        assert got is not None and (kept.session_id, got.session_id) == ("s2", "s2")
-        in_s2 = store.list_runs("acme", session_id="s2", limit=100)
-        assert [r.run_id for r in in_s2.items] == ["r1"]
-
-    def test_cursor_walk_returns_every_run_once_under_updates(self, store: StateStore) -> None:
-        for i in range(23):
-            store.put_run(RunKey("acme", f"r{i:02d}"), {"i": i}, expected_version=0)
-        seen: list[str] = []
-        cursor: str | None = None
-        pages = 0
-        while True:
-            page = store.list_runs("acme", limit=5, cursor=cursor)
-            pages += 1
-            seen.extend(r.run_id for r in page.items)
-            for record in page.items[:2]:  # updates between pages never move a run
-                store.put_run(record.key, {"touched": True}, expected_version=record.version)
-            store.patch_run(RunKey("acme", "r22"), CounterDelta(iterations=1))
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        assert sorted(seen) == [f"r{i:02d}" for i in range(23)]
-        assert len(seen) == len(set(seen)) == 23
-        assert pages == 5
-
-    def test_the_run_pager_walks_every_run_in_creation_order(self, store: StateStore) -> None:
-        for i in range(7):
-            store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0, status="done")
-        store.put_run(RunKey("acme", "other"), {}, expected_version=0, status="running")
-        walked = [r.run_id for r in RunPager(store, "acme", status="done", page_size=3)]
-        assert walked == [f"r{i}" for i in range(7)]
-
-    def test_last_page_has_no_cursor(self, store: StateStore) -> None:
-        for i in range(4):
-            store.put_run(RunKey("acme", f"r{i}"), {}, expected_version=0)
-        first = store.list_runs("acme", limit=2)
-        assert first.next_cursor is not None and len(first.items) == 2
-        last = store.list_runs("acme", limit=2, cursor=first.next_cursor)
-        assert [r.run_id for r in last.items] == ["r2", "r3"] and last.next_cursor is None
-        empty = store.list_runs("nobody", limit=2)
-        assert empty.items == [] and empty.next_cursor is None
 
     # -- isolation and identifiers ----------------------------------------------------------
     def test_tenants_are_isolated(self, store: StateStore) -> None:
