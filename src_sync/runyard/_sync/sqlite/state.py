@@ -14,20 +14,18 @@ from runyard._sync.local_updates import LocalUpdates
 from runyard._sync.pager import RunIteration
 from runyard._sync.sqlite._adapter import _SqliteAdapter, _Transaction
 from runyard._sync.sqlite.events import SqliteEvents
+from runyard._sync.sqlite.leases import SqliteRunLeases
 from runyard._sync.sqlite.retention import SqliteStateRetention
 from runyard.capabilities import StoreCapabilities
 from runyard.errors import (
     ConfigurationError,
-    LeaseLostError,
-    RunLeaseHeldError,
     StateConflictError,
     StateNotFoundError,
 )
 from runyard.keys import decode_cursor, encode_cursor, validate_identifier
-from runyard.models import CounterDelta, RunKey, RunLease, RunPage, RunRecord, SessionRecord
+from runyard.models import CounterDelta, RunKey, RunPage, RunRecord, SessionRecord
 from runyard.sqlite.rows import (
     decode_run,
-    decode_run_lease,
     decode_session,
 )
 from runyard.sqlite.statements_events import event_statements
@@ -39,9 +37,7 @@ from runyard.validation import (
     check_flag,
     check_limit,
     check_patch_result,
-    check_run_lease,
     check_status,
-    check_ttl,
     check_write_guards,
     session_in_use,
     session_still_growing,
@@ -55,7 +51,13 @@ SESSION_DELETE_BATCH = 500
 _SESSION_DELETE_ATTEMPTS = 3
 
 
-class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIteration):
+class SqliteStateStore(
+    SqliteRunLeases,
+    SqliteStateRetention,
+    SqliteEvents,
+    _SqliteAdapter,
+    RunIteration,
+):
     """A StateStore in a SQLite file: every write is one ``BEGIN IMMEDIATE`` transaction.
 
     ``SqliteStateStore.open("runs.db", create_schema=True)``; several processes on
@@ -352,60 +354,3 @@ class SqliteStateStore(SqliteStateRetention, SqliteEvents, _SqliteAdapter, RunIt
             if not cascade:
                 raise session_in_use(session_id, runs)
         raise session_still_growing(session_id)
-
-    # -- run leases --------------------------------------------------------------------------
-    def acquire_lease(self, key: RunKey, holder: str, *, ttl_seconds: float) -> RunLease:
-        """Lease the run to ``holder``: a new epoch unless ``holder`` still holds it.
-
-        Raises RunLeaseHeldError naming the live holder.
-        """
-        validate_identifier(holder, "holder")
-        ttl = check_ttl(ttl_seconds)
-        with self._write() as tx:
-            now = tx.now()
-            ids = {"tenant": key.tenant, "run_id": key.run_id}
-            rows = tx.fetch("get_lease", **ids)
-            current = rows[0] if rows else None
-            if current is not None and current[2] is not None and float(current[4]) >= now:
-                if current[2] != holder:
-                    raise RunLeaseHeldError(current[2], int(current[3]), float(current[4]))
-                epoch = int(current[3])
-            else:
-                # Above the run's last epoch and above any epoch prune() removed.
-                last = int(current[3]) if current is not None else 0
-                epoch = max(last, self._lease_floor(tx, key.tenant)) + 1
-            written = tx.fetch("put_lease", holder=holder, epoch=epoch, expires_at=now + ttl, **ids)
-            return decode_run_lease(written[0])
-
-    def renew_lease(self, lease: RunLease, *, ttl_seconds: float) -> RunLease:
-        """Extend a live lease, keeping its epoch. Raises LeaseLostError ("taken", "expired")."""
-        check_run_lease(lease)
-        ttl = check_ttl(ttl_seconds)
-        with self._write() as tx:
-            now = tx.now()
-            ids = {"tenant": lease.tenant, "run_id": lease.run_id}
-            rows = tx.fetch("get_lease", **ids)
-            if not rows or rows[0][2] is None or int(rows[0][3]) != lease.epoch:
-                raise LeaseLostError(lease.run_id, "taken")
-            if float(rows[0][4]) < now:
-                raise LeaseLostError(lease.run_id, "expired")
-            renewed = tx.fetch("renew_lease", epoch=lease.epoch, expires_at=now + ttl, **ids)
-            return decode_run_lease(renewed[0])
-
-    def release_lease(self, lease: RunLease) -> bool:
-        """Release the lease if it is still current; a stale release changes nothing."""
-        check_run_lease(lease)
-        with self._write() as tx:
-            rows = tx.fetch(
-                "release_lease", tenant=lease.tenant, run_id=lease.run_id, epoch=lease.epoch
-            )
-        return bool(rows)
-
-    def get_lease(self, key: RunKey) -> RunLease | None:
-        """Return the live lease on the run, or None."""
-        with self._read() as tx:
-            rows = tx.fetch("get_lease", tenant=key.tenant, run_id=key.run_id)
-            now = tx.now()
-        if not rows or rows[0][2] is None or float(rows[0][4]) < now:
-            return None
-        return decode_run_lease(rows[0])
