@@ -169,7 +169,12 @@ async def test_a_closed_redis_yard_refuses_its_stores_calls_and_opens_no_connect
         # None of the yard's connections (nor a follower's) is left, and none was opened.
         me = admin.client_id()
         assert {c["id"] for c in admin.client_list()} - {str(me)} <= before
-    assert item.state == "ready"
+    other = await AsyncYard.from_url(url)
+    try:  # the refused claim took nothing: the item is still ready, never attempted
+        stored = await other.queue.get_item("acme", item.item_id)
+        assert stored is not None and (stored.state, stored.attempts) == ("ready", 0)
+    finally:
+        await other.aclose()
 
 
 @pytest.mark.asyncio
